@@ -1,0 +1,287 @@
+"""The job a user writes: pydantic models of a job file, validated, with a JSON Schema.
+
+>>> job = JobSpec.model_validate({
+...     "name": "linreg",
+...     "framework": "tensorflow",
+...     "roles": {
+...         "ps": {"replicas": 1, "command": "trainfleet tf-server"},
+...         "worker": {"replicas": 2, "command": "trainfleet tf-server"},
+...         "client": {"command": "python client.py"},
+...     },
+... })
+>>> [name for name, role in job.roles.items() if role.is_tracked(name)]
+['client']
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from enum import StrEnum
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    WithJsonSchema,
+    field_validator,
+    model_validator,
+)
+
+from trainfleet.spec.quantity import parse_cpu, parse_memory
+
+MASTER_ROLES = ("chief", "master")
+"""Roles that coordinate a job; at most one of them, with one replica."""
+
+UNTRACKED_ROLES = frozenset({"ps", "tensorboard"})
+"""Roles that serve others and never finish on their own: stopped when training ends."""
+
+ROLE_NAME = re.compile(r"^[a-z][a-z0-9_]{0,62}$")
+JOB_NAME = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
+
+
+def _scalar_to_str(value: Any) -> Any:
+    """Environment values written as YAML numbers or booleans become strings."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return str(value)
+    return value
+
+
+EnvValue = Annotated[str, BeforeValidator(_scalar_to_str)]
+Environment = dict[str, EnvValue]
+
+Millicores = Annotated[
+    int,
+    BeforeValidator(parse_cpu),
+    WithJsonSchema(
+        {
+            "anyOf": [{"type": "number", "minimum": 0}, {"type": "string", "pattern": r"^\d+(\.\d+)?m?$"}],
+            "description": "CPU cores: 2, 0.5 or 500m.",
+        }
+    ),
+]
+Bytes = Annotated[
+    int,
+    BeforeValidator(parse_memory),
+    WithJsonSchema(
+        {
+            "anyOf": [{"type": "integer", "minimum": 0}, {"type": "string"}],
+            "description": "Memory: bytes or a quantity such as 2Gi, 512Mi, 8G.",
+        }
+    ),
+]
+
+
+class Framework(StrEnum):
+    """Which cluster-spec environment the tasks receive."""
+
+    TENSORFLOW = "tensorflow"
+    PYTORCH = "pytorch"
+    JAX = "jax"
+    XGBOOST = "xgboost"
+    MXNET = "mxnet"
+    GENERIC = "generic"
+
+
+class RestartPolicy(StrEnum):
+    """When a task that exited is started again.
+
+    ``exit-code`` follows Kubeflow: codes 128-255 (killed by a signal) are retried,
+    1-127 are permanent failures.
+    """
+
+    NEVER = "never"
+    ON_FAILURE = "on-failure"
+    ALWAYS = "always"
+    EXIT_CODE = "exit-code"
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Resources(_Model):
+    """What one task needs. CPU and memory are recorded; GPUs are assigned exclusively."""
+
+    cpu: Millicores | None = None
+    memory: Bytes | None = None
+    gpu: Annotated[float, Field(ge=0, description="Number of whole GPUs.")] = 0
+
+    @field_validator("gpu")
+    @classmethod
+    def _whole_gpus(cls, value: float) -> float:
+        if value != int(value):
+            raise ValueError("fractional GPUs are not supported yet: ask for a whole number")
+        return value
+
+
+class RoleSpec(_Model):
+    """One kind of task in a job, started ``replicas`` times."""
+
+    replicas: Annotated[int, Field(ge=1, le=10_000)] = 1
+    command: str | Annotated[list[str], Field(min_length=1)] = Field(
+        description="A shell string, or an argv list run without a shell."
+    )
+    env: Environment = Field(default_factory=dict)
+    working_dir: str | None = None
+    resources: Resources = Field(default_factory=Resources)
+    port: Annotated[int, Field(ge=1, le=65535)] | None = Field(
+        default=None, description="Fixed port of replica 0 (replica i gets port + i); free ones otherwise."
+    )
+    tracked: bool | None = Field(
+        default=None,
+        description="Whether the job waits for this role to finish. Default: every role "
+        "but ps, tensorboard and roles running `trainfleet tf-server`.",
+    )
+    image: str | None = Field(default=None, description="Container image (ignored locally).")
+
+    @field_validator("command")
+    @classmethod
+    def _not_blank(cls, value: str | list[str]) -> str | list[str]:
+        if isinstance(value, str) and not value.strip():
+            raise ValueError("command must not be empty")
+        return value
+
+    def argv(self) -> list[str]:
+        """The command as an argv list (shell strings run through ``/bin/sh -c``)."""
+        if isinstance(self.command, list):
+            return list(self.command)
+        return ["/bin/sh", "-c", self.command]
+
+    def runs_tf_server(self) -> bool:
+        """Whether the command is trainfleet's built-in TensorFlow gRPC server."""
+        words = self.command if isinstance(self.command, list) else _split(self.command)
+        return len(words) >= 2 and words[0].rsplit("/", 1)[-1] == "trainfleet" and words[1] == "tf-server"
+
+    def is_tracked(self, name: str) -> bool:
+        """Whether the job waits for this role's tasks to finish."""
+        if self.tracked is not None:
+            return self.tracked
+        return name not in UNTRACKED_ROLES and not self.runs_tf_server()
+
+
+def _split(command: str) -> list[str]:
+    try:
+        return shlex.split(command)
+    except ValueError:
+        return command.split()
+
+
+class Backoff(_Model):
+    """Exponential delay before restart n: ``min(max, initial * factor**n)`` seconds."""
+
+    initial: Annotated[float, Field(ge=0)] = 1.0
+    factor: Annotated[float, Field(ge=1)] = 2.0
+    max: Annotated[float, Field(ge=0)] = 60.0
+
+    def delay(self, restarts_so_far: int) -> float:
+        return float(min(self.max, self.initial * self.factor**restarts_so_far))
+
+
+class RestartSpec(_Model):
+    """How failed tasks are restarted; ``max_restarts`` counts per task."""
+
+    policy: RestartPolicy = RestartPolicy.NEVER
+    max_restarts: Annotated[int, Field(ge=0)] = 3
+    backoff: Backoff = Field(default_factory=Backoff)
+
+
+class ElasticPolicy(_Model):
+    """torchrun elastic rendezvous (Kubeflow ``elasticPolicy``)."""
+
+    min_replicas: Annotated[int, Field(ge=1)]
+    max_replicas: Annotated[int, Field(ge=1)]
+    rdzv_backend: str = "c10d"
+    max_restarts: Annotated[int, Field(ge=0)] = 0
+
+    @model_validator(mode="after")
+    def _ordered(self) -> ElasticPolicy:
+        if self.min_replicas > self.max_replicas:
+            raise ValueError("min_replicas must not exceed max_replicas")
+        return self
+
+
+class PyTorchOptions(_Model):
+    """Options of PyTorch jobs launched with torchrun."""
+
+    nproc_per_node: Annotated[int, Field(ge=1)] | Literal["auto", "gpu", "cpu"] = 1
+    elastic: ElasticPolicy | None = None
+
+
+SuccessPolicy = Literal["default", "all-workers"] | Annotated[list[str], Field(min_length=1)]
+
+
+class JobSpec(_Model):
+    """A whole distributed training job, as written in ``job.yaml``."""
+
+    name: str = Field(description="Lower-case letters, digits and '-', at most 63.")
+    framework: Framework = Framework.GENERIC
+    roles: Annotated[dict[str, RoleSpec], Field(min_length=1)]
+    restart: RestartSpec = Field(default_factory=RestartSpec)
+    success: SuccessPolicy = Field(
+        default="default",
+        description="'default': the chief/master if there is one, else worker 0, else every "
+        "tracked task; 'all-workers'; or a list of roles that must all succeed.",
+    )
+    deadline: Annotated[float, Field(gt=0)] | None = Field(
+        default=None, description="Seconds the job may run before it is stopped and failed."
+    )
+    grace_period: Annotated[float, Field(ge=0)] = Field(
+        default=10.0, description="Seconds between SIGTERM and SIGKILL when tasks are stopped."
+    )
+    env: Environment = Field(default_factory=dict, description="Environment of every task.")
+    input_path: str | None = None
+    checkpoint_path: str | None = None
+    labels: dict[str, EnvValue] = Field(default_factory=dict)
+    pytorch: PyTorchOptions | None = None
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, value: str) -> str:
+        if not JOB_NAME.match(value):
+            raise ValueError(
+                f"invalid job name {value!r}: use lower-case letters, digits and '-', "
+                "starting and ending with a letter or digit, at most 63 characters"
+            )
+        return value
+
+    @field_validator("roles")
+    @classmethod
+    def _role_names(cls, roles: dict[str, RoleSpec]) -> dict[str, RoleSpec]:
+        for name in roles:
+            if not ROLE_NAME.match(name):
+                raise ValueError(
+                    f"invalid role name {name!r}: use lower-case letters, digits and '_', "
+                    "starting with a letter"
+                )
+        masters = [name for name in MASTER_ROLES if name in roles]
+        if len(masters) > 1:
+            raise ValueError("roles 'chief' and 'master' collide: both name the job's master; keep one")
+        for name in masters:
+            if roles[name].replicas != 1:
+                raise ValueError(f"role {name!r} must have exactly 1 replica")
+        return roles
+
+    @model_validator(mode="after")
+    def _consistent(self) -> JobSpec:
+        if not any(role.is_tracked(name) for name, role in self.roles.items()):
+            raise ValueError(
+                "no role is tracked, so the job could never finish: set tracked: true on the "
+                "role whose end is the end of training"
+            )
+        if isinstance(self.success, list):
+            unknown = [name for name in self.success if name not in self.roles]
+            if unknown:
+                raise ValueError(f"success names unknown role(s): {', '.join(unknown)}")
+        return self
+
+    def tracked_roles(self) -> list[str]:
+        return [name for name, role in self.roles.items() if role.is_tracked(name)]
+
+    def master_role(self) -> str | None:
+        """The chief or master role, if the job has one."""
+        return next((name for name in MASTER_ROLES if name in self.roles), None)

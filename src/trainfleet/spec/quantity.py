@@ -1,0 +1,62 @@
+"""Parse resource quantities: CPUs (``2``, ``500m``) and memory (``2Gi``, ``8G``, ``512M``).
+
+Memory follows Kubernetes units: ``K M G T P E`` are powers of 1000 and ``Ki Mi Gi Ti Pi Ei``
+powers of 1024; a trailing ``B`` (``8GB``, ``2GiB``) and lower case (``8g``, Submarine style)
+are accepted too. A bare number is bytes.
+"""
+
+from __future__ import annotations
+
+import re
+
+_DECIMAL = {"": 1, "k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12, "p": 10**15, "e": 10**18}
+_BINARY = {"ki": 2**10, "mi": 2**20, "gi": 2**30, "ti": 2**40, "pi": 2**50, "ei": 2**60}
+_MEMORY = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgtpe]i?)?b?\s*$", re.IGNORECASE)
+_CPU = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(m?)\s*$")
+
+
+def parse_memory(value: str | int | float) -> int:
+    """Bytes in ``value``; raises ValueError naming the accepted forms.
+
+    >>> parse_memory("2Gi"), parse_memory("8G"), parse_memory(1024)
+    (2147483648, 8000000000, 1024)
+    """
+    if isinstance(value, bool):
+        raise ValueError("memory must be a quantity like 2Gi or 8G, not a boolean")
+    if isinstance(value, int | float):
+        if value < 0:
+            raise ValueError("memory must not be negative")
+        return int(value)
+    match = _MEMORY.match(value)
+    if not match:
+        raise ValueError(
+            f"cannot parse memory {value!r}: use a number of bytes or a unit such as "
+            "512Mi, 2Gi (powers of 1024) or 500M, 8G (powers of 1000)"
+        )
+    number, unit = match.group(1), (match.group(2) or "").lower()
+    factor = _BINARY[unit] if unit.endswith("i") else _DECIMAL[unit]
+    return int(float(number) * factor)
+
+
+def parse_cpu(value: str | int | float) -> int:
+    """Millicores in ``value`` (``2`` -> 2000, ``"500m"`` -> 500)."""
+    if isinstance(value, bool):
+        raise ValueError("cpu must be a number like 2 or 500m, not a boolean")
+    if isinstance(value, int | float):
+        if value < 0:
+            raise ValueError("cpu must not be negative")
+        return round(value * 1000)
+    match = _CPU.match(value)
+    if not match:
+        raise ValueError(f"cannot parse cpu {value!r}: use a number of cores (2, 0.5) or 500m")
+    number = float(match.group(1))
+    return round(number) if match.group(2) else round(number * 1000)
+
+
+def format_memory(size: int) -> str:
+    """Shortest exact binary form of ``size`` bytes (``2147483648`` -> ``2Gi``)."""
+    for unit in ("Ei", "Pi", "Ti", "Gi", "Mi", "Ki"):
+        factor = _BINARY[unit.lower()]
+        if size and size % factor == 0:
+            return f"{size // factor}{unit}"
+    return str(size)
