@@ -1,0 +1,5 @@
+"""``python -m trainfleet``."""
+
+from trainfleet.cli.main import main
+
+main()

@@ -1,0 +1,47 @@
+"""Process groups: every task is one, and nothing of it may outlive the task."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+import psutil
+
+
+def signal_group(pgid: int, sig: signal.Signals) -> None:
+    """Send ``sig`` to every process of the group; a group that is gone is fine."""
+    try:
+        os.killpg(pgid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def live_members(pgid: int) -> list[int]:
+    """Pids of the group's processes that are still running (zombies excluded).
+
+    Zombies are dead already; they linger only until their parent (often init) reaps them.
+    """
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return []
+    members = []
+    for process in psutil.process_iter(["status"]):
+        try:
+            if os.getpgid(process.pid) == pgid and process.info["status"] != psutil.STATUS_ZOMBIE:
+                members.append(process.pid)
+        except (ProcessLookupError, psutil.Error):
+            continue
+    return members
+
+
+def kill_group(pgid: int, timeout: float = 5.0) -> bool:
+    """SIGKILL the whole group and wait until none of it runs; False if some survived ``timeout``."""
+    signal_group(pgid, signal.SIGKILL)
+    deadline = time.monotonic() + timeout
+    while live_members(pgid):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.005)
+    return True

@@ -1,0 +1,102 @@
+"""``trainfleet run``'s screen: a live task table with the logs scrolling above it.
+
+On a terminal the table is redrawn in place (Rich Live); otherwise state changes are
+printed as ``trainfleet | ...`` lines, so the output reads well in CI logs and files.
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+import threading
+from collections.abc import Callable
+from types import FrameType
+
+from trainfleet.cli.follow import EventFollower, LogFollower, describe_event
+from trainfleet.control.engine import Engine
+from trainfleet.store.records import State
+
+EXIT_CODES = {State.SUCCEEDED: 0, State.FAILED: 1, State.CANCELLED: 130}
+POLL_SECONDS = 0.05
+
+
+class RunView:
+    """Runs a stored job with the embedded controller and shows it until it ends."""
+
+    def __init__(self, engine: Engine, job_id: str) -> None:
+        self.engine = engine
+        self.job_id = job_id
+        self.controller = engine.controller(job_id)
+        self.logs = LogFollower(engine, job_id, [slot.key for slot in self.controller.placement])
+        self.events = EventFollower(engine, job_id)
+        self.tty = sys.stdout.isatty()
+
+    def run(self) -> int:
+        previous = signal.signal(signal.SIGTERM, _interrupt)
+        done = threading.Event()
+        threading.Thread(target=self._control, args=(done,), name="controller", daemon=True).start()
+        self._say(f"job {self.job_id}: logs in {self.engine.data_dir.job_dir(self.job_id)}")
+        try:
+            if self.tty:
+                self._watch_live(done)
+            else:
+                self._watch(done, self._show)
+        finally:
+            signal.signal(signal.SIGTERM, previous)
+        job = self.engine.get(self.job_id)
+        self._say(f"job {job.id} {job.state}: {job.reason}")
+        return EXIT_CODES.get(State(job.state), 1)
+
+    def _control(self, done: threading.Event) -> None:
+        try:
+            self.controller.run()
+        finally:
+            done.set()
+
+    def _watch(self, done: threading.Event, show: Callable[..., object]) -> None:
+        """Show output until the controller ends; Ctrl-C stops the job, twice kills it."""
+        # Waiting on an Event, not Thread.join: a Ctrl-C inside join() can make the
+        # thread look finished when it is not.
+        while not done.is_set():
+            try:
+                while not done.wait(POLL_SECONDS):
+                    show()
+            except KeyboardInterrupt:
+                self._say("stopping the job (Ctrl-C again to kill it)")
+                self.controller.cancel("interrupted")
+        show(final=True)
+
+    def _show(self, final: bool = False) -> None:
+        out = sys.stdout.buffer
+        for event in self.events.read():
+            out.write(f"trainfleet | {describe_event(event)}\n".encode())
+        out.write(self.logs.read(final=final))
+        out.flush()
+
+    def _watch_live(self, done: threading.Event) -> None:
+        from rich.console import Console
+        from rich.live import Live
+        from rich.text import Text
+
+        from trainfleet.cli.tables import task_table
+
+        console = Console(highlight=False)
+
+        def show(final: bool = False) -> None:
+            for event in self.events.read():
+                console.print(Text(f"trainfleet | {describe_event(event)}", style="dim"))
+            data = self.logs.read(final=final)
+            if data:
+                console.print(Text(data.decode(errors="replace").rstrip("\n")), soft_wrap=True)
+            live.update(task_table(self.engine.tasks(self.job_id)))
+
+        with Live(task_table(self.engine.tasks(self.job_id)), console=console, auto_refresh=False) as live:
+            self._watch(done, lambda final=False: (show(final), live.refresh()))
+
+    def _say(self, line: str) -> None:
+        sys.stdout.buffer.write(f"trainfleet | {line}\n".encode())
+        sys.stdout.flush()
+
+
+def _interrupt(_signum: int, _frame: FrameType | None) -> None:
+    raise KeyboardInterrupt

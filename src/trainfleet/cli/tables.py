@@ -1,0 +1,97 @@
+"""Tables for people: jobs, tasks, events and dry runs, rendered with Rich."""
+
+from __future__ import annotations
+
+import datetime
+import shlex
+from collections.abc import Sequence
+
+from rich.console import Console
+from rich.table import Table
+
+from trainfleet.backends.api import TaskLaunch
+from trainfleet.control.engine import JobDetails
+from trainfleet.spec.models import JobSpec
+from trainfleet.store.records import JobRecord, State, TaskRecord
+
+STATE_STYLES = {
+    State.QUEUED: "dim",
+    State.STARTING: "cyan",
+    State.RUNNING: "green",
+    State.RESTARTING: "yellow",
+    State.SUCCEEDED: "bold green",
+    State.FAILED: "bold red",
+    State.CANCELLED: "magenta",
+}
+
+console = Console(highlight=False)
+
+
+def _when(stamp: float | None) -> str:
+    if stamp is None:
+        return "-"
+    return datetime.datetime.fromtimestamp(stamp).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def _state(state: str) -> str:
+    style = STATE_STYLES.get(State(state), "")
+    return f"[{style}]{state}[/]" if style else state
+
+
+def task_table(tasks: Sequence[TaskRecord]) -> Table:
+    """Role, index, state, pid, restarts, address, exit code and reason of every task."""
+    table = Table(box=None, pad_edge=False)
+    for column in ("TASK", "STATE", "PID", "RESTARTS", "ADDRESS", "GPUS", "EXIT", "REASON"):
+        table.add_column(column)
+    for task in tasks:
+        table.add_row(
+            task.name,
+            _state(task.state),
+            str(task.pid or "-"),
+            str(task.restarts),
+            task.address,
+            task.gpus or "-",
+            "-" if task.exit_code is None else str(task.exit_code),
+            task.reason,
+        )
+    return table
+
+
+def print_jobs(jobs: Sequence[JobRecord]) -> None:
+    table = Table(box=None, pad_edge=False)
+    for column in ("JOB", "STATE", "FRAMEWORK", "USER", "CREATED", "REASON"):
+        table.add_column(column)
+    for job in jobs:
+        table.add_row(job.id, _state(job.state), job.framework, job.user, _when(job.created_at), job.reason)
+    console.print(table)
+
+
+def print_details(details: JobDetails) -> None:
+    job = details.job
+    console.print(f"[bold]{job.id}[/]  {_state(job.state)}  {job.reason}")
+    console.print(f"framework {job.framework}, source {job.source}, user {job.user or '-'}, dir {job.workdir}")
+    console.print(f"created {_when(job.created_at)}, started {_when(job.started_at)}, finished {_when(job.finished_at)}")
+    console.print()
+    console.print(task_table(details.tasks))
+    console.print()
+    events = Table(box=None, pad_edge=False)
+    for column in ("TIME", "WHAT", "STATE", "MESSAGE"):
+        events.add_column(column)
+    for event in details.events:
+        events.add_row(_when(event.time), event.task or "job", _state(event.state), event.message)
+    console.print(events)
+
+
+def print_dry_run(spec: JobSpec, launches: Sequence[TaskLaunch]) -> None:
+    """The resolved job, then each task's command, directory and trainfleet-set environment."""
+    import os
+
+    import yaml
+
+    console.print(yaml.safe_dump(spec.model_dump(mode="json", exclude_defaults=True), sort_keys=False))
+    for launch in launches:
+        role, index = launch.key
+        console.print(f"[bold]{role}/{index}[/]  {shlex.join(launch.argv)}  (in {launch.cwd})")
+        for name, value in sorted(launch.env.items()):
+            if os.environ.get(name) != value:
+                console.print(f"  {name}={value}", soft_wrap=True)

@@ -1,0 +1,243 @@
+"""The job controller: starts a job's tasks, applies its policies and stops it cleanly.
+
+One controller runs one job to its end on one thread. Backends report exits through a
+queue; timers (backoff, deadline, grace period) live on the same loop, so every decision
+is made in one place, one at a time.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import os
+import queue
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from trainfleet.backends.api import Backend, TaskLaunch
+from trainfleet.control import policies
+from trainfleet.frameworks import task_argv, task_environment
+from trainfleet.frameworks.base import TaskContext
+from trainfleet.scheduling.placement import Placement, TaskKey
+from trainfleet.spec.models import JobSpec, RestartPolicy
+from trainfleet.store.database import Store
+from trainfleet.store.layout import DataDir
+from trainfleet.store.records import State
+
+
+@dataclass
+class _Task:
+    """What the controller knows of one task between events."""
+
+    key: TaskKey
+    state: State = State.QUEUED
+    restarts: int = 0
+    alive: bool = False
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class _Exited:
+    key: TaskKey
+    returncode: int
+
+
+@dataclass(frozen=True)
+class _Cancel:
+    reason: str
+
+
+def task_launch(
+    job_id: str, spec: JobSpec, placement: Placement, key: TaskKey, workdir: Path, data_dir: DataDir
+) -> TaskLaunch:
+    """The argv, environment, directory and log file of one task."""
+    context = TaskContext(job_id, spec, placement, *key)
+    role = spec.roles[key[0]]
+    env = dict(os.environ)
+    # `python` and `trainfleet` in a command mean the ones running trainfleet.
+    env["PATH"] = os.pathsep.join([os.path.dirname(sys.executable), env.get("PATH", "")])
+    env.setdefault("PYTHONUNBUFFERED", "1")
+    env.update(task_environment(context))
+    return TaskLaunch(
+        key=key,
+        argv=task_argv(context),
+        env=env,
+        cwd=workdir / role.working_dir if role.working_dir else workdir,
+        log_path=data_dir.log_path(job_id, *key),
+    )
+
+
+class JobController:
+    """Runs one stored job to its end: ``run()`` blocks; ``cancel()`` may come from any thread."""
+
+    def __init__(
+        self,
+        job_id: str,
+        spec: JobSpec,
+        placement: Placement,
+        workdir: Path,
+        store: Store,
+        backend: Backend,
+        data_dir: DataDir,
+    ) -> None:
+        self.job_id = job_id
+        self.spec = spec
+        self.placement = placement
+        self.workdir = workdir
+        self.store = store
+        self.backend = backend
+        self.data_dir = data_dir
+        self._tasks = {slot.key: _Task(slot.key) for slot in placement}
+        self._inbox: queue.Queue[_Exited | _Cancel] = queue.Queue()
+        self._timers: list[tuple[float, int, Callable[[], None]]] = []
+        self._sequence = itertools.count()
+        self._outcome: tuple[State, str] | None = None
+
+    # -- public ---------------------------------------------------------------
+
+    def run(self) -> State:
+        """Start every task and manage the job until no process of it is left."""
+        self.store.update_job(self.job_id, state=State.STARTING, started_at=time.time())
+        for key in self._tasks:
+            if self._outcome is None:
+                self._start(key)
+        if self._outcome is None:
+            self.store.update_job(self.job_id, state=State.RUNNING)
+            if self.spec.deadline is not None:
+                self._after(self.spec.deadline, self._deadline_passed)
+        while self._outcome is None or any(task.alive for task in self._tasks.values()):
+            self._step()
+        state, reason = self._outcome
+        self.store.update_job(
+            self.job_id, message=reason, state=state, reason=reason, finished_at=time.time()
+        )
+        return state
+
+    def cancel(self, reason: str = "cancelled by user") -> None:
+        """Stop the job (a second call kills what is still running)."""
+        self._inbox.put(_Cancel(reason))
+
+    # -- the loop -------------------------------------------------------------
+
+    def _step(self) -> None:
+        timeout = max(0.0, self._timers[0][0] - time.monotonic()) if self._timers else None
+        try:
+            message = self._inbox.get(timeout=timeout)
+        except queue.Empty:
+            message = None
+        if isinstance(message, _Exited):
+            self._on_exit(message.key, policies.exit_code(message.returncode))
+        elif isinstance(message, _Cancel):
+            if self._outcome is None:
+                self._finish(State.CANCELLED, message.reason)
+            else:
+                self._kill_remaining()
+        while self._timers and self._timers[0][0] <= time.monotonic():
+            heapq.heappop(self._timers)[2]()
+
+    def _after(self, seconds: float, action: Callable[[], None]) -> None:
+        heapq.heappush(self._timers, (time.monotonic() + seconds, next(self._sequence), action))
+
+    # -- tasks ----------------------------------------------------------------
+
+    def _start(self, key: TaskKey) -> None:
+        task = self._tasks[key]
+        launch = task_launch(self.job_id, self.spec, self.placement, key, self.workdir, self.data_dir)
+        try:
+            pid = self.backend.start(launch, lambda k, code: self._inbox.put(_Exited(k, code)))
+        except (OSError, ValueError) as error:
+            self._set_task(task, State.FAILED, f"could not start: {error}")
+            self._evaluate()
+            return
+        task.alive = True
+        verb = f"restarted (restart {task.restarts})" if task.restarts else "started"
+        self._set_task(
+            task, State.RUNNING, f"{verb}, pid {pid}", pid=pid, started_at=time.time(),
+            restarts=task.restarts, exit_code=None,
+        )
+
+    def _restart(self, key: TaskKey) -> None:
+        task = self._tasks[key]
+        if self._outcome is None and task.state is State.RESTARTING:
+            task.restarts += 1
+            self._start(key)
+
+    def _on_exit(self, key: TaskKey, code: int) -> None:
+        task = self._tasks[key]
+        task.alive = False
+        exit_text = policies.describe_exit(code)
+        done = {"exit_code": code, "finished_at": time.time()}
+        if self._outcome is not None:
+            self._set_task(task, *self._stopped_state(key, code), **done)
+            return
+        restart = self.spec.restart
+        if code == 0:
+            wants_restart = restart.policy is RestartPolicy.ALWAYS and not self._succeeds_job(key)
+        else:
+            wants_restart = policies.retries_failure(restart.policy, code)
+        if wants_restart and task.restarts < restart.max_restarts:
+            delay = restart.backoff.delay(task.restarts)
+            message = f"{exit_text}; restarting in {delay:g}s"
+            self._set_task(task, State.RESTARTING, message, **done)
+            self._after(delay, lambda: self._restart(key))
+            return
+        if code == 0:
+            self._set_task(task, State.SUCCEEDED, exit_text, **done)
+        else:
+            tries = f" after {task.restarts} restart(s)" if task.restarts else ""
+            self._set_task(task, State.FAILED, f"exited with {exit_text}{tries}", **done)
+        self._evaluate()
+
+    def _stopped_state(self, key: TaskKey, code: int) -> tuple[State, str]:
+        """The end of a task that exited while the job was being stopped."""
+        assert self._outcome is not None
+        if code == 0:
+            return State.SUCCEEDED, "exit code 0"
+        if self._outcome[0] is State.SUCCEEDED and not self.spec.roles[key[0]].is_tracked(key[0]):
+            return State.SUCCEEDED, "stopped: training finished"
+        return State.CANCELLED, f"stopped: {self._outcome[1]}"
+
+    def _succeeds_job(self, key: TaskKey) -> bool:
+        states = {k: t.state for k, t in self._tasks.items()}
+        states[key] = State.SUCCEEDED
+        outcome = policies.job_outcome(self.spec, states, {})
+        return outcome is not None and outcome[0] is State.SUCCEEDED
+
+    def _set_task(self, task: _Task, state: State, message: str, **fields: object) -> None:
+        task.state, task.reason = state, message
+        role, index = task.key
+        self.store.update_task(
+            self.job_id, role, index, message=message, state=state, reason=message, **fields
+        )
+
+    # -- the job --------------------------------------------------------------
+
+    def _evaluate(self) -> None:
+        states = {key: task.state for key, task in self._tasks.items()}
+        reasons = {key: task.reason for key, task in self._tasks.items()}
+        outcome = policies.job_outcome(self.spec, states, reasons)
+        if outcome is not None:
+            self._finish(*outcome)
+
+    def _deadline_passed(self) -> None:
+        if self._outcome is None:
+            self._finish(State.FAILED, f"deadline of {self.spec.deadline:g}s exceeded")
+
+    def _finish(self, state: State, reason: str) -> None:
+        """Decide the job's end and stop every task still running or waiting to restart."""
+        self._outcome = (state, reason)
+        self.store.update_job(self.job_id, reason=reason)
+        for task in self._tasks.values():
+            if task.alive:
+                self.backend.terminate(task.key)
+            elif not task.state.is_final:
+                self._set_task(task, State.CANCELLED, f"not started: {reason}")
+        self._after(self.spec.grace_period, self._kill_remaining)
+
+    def _kill_remaining(self) -> None:
+        for task in self._tasks.values():
+            if task.alive:
+                self.backend.kill(task.key)

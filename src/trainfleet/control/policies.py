@@ -1,0 +1,82 @@
+"""The job's rules as pure functions: exit codes, restarts, success and failure."""
+
+from __future__ import annotations
+
+import signal
+from collections.abc import Mapping
+
+from trainfleet.scheduling.placement import TaskKey, task_keys
+from trainfleet.spec.models import JobSpec, RestartPolicy
+from trainfleet.store.records import State
+
+
+def exit_code(returncode: int) -> int:
+    """A process's exit status as a shell reports it: killed by signal N is 128 + N."""
+    return 128 - returncode if returncode < 0 else returncode
+
+
+def describe_exit(code: int) -> str:
+    """``exit code 137 (SIGKILL)``."""
+    if code > 128:
+        try:
+            return f"exit code {code} ({signal.Signals(code - 128).name})"
+        except ValueError:
+            pass
+    return f"exit code {code}"
+
+
+def retries_failure(policy: RestartPolicy, code: int) -> bool:
+    """Whether ``policy`` restarts a task that failed with ``code`` (non-zero).
+
+    >>> retries_failure(RestartPolicy.EXIT_CODE, 137), retries_failure(RestartPolicy.EXIT_CODE, 1)
+    (True, False)
+    """
+    if policy is RestartPolicy.EXIT_CODE:
+        return 128 <= code <= 255
+    return policy in (RestartPolicy.ON_FAILURE, RestartPolicy.ALWAYS)
+
+
+def success_tasks(spec: JobSpec) -> list[TaskKey]:
+    """The tasks whose success is the job's success.
+
+    ``default``: the chief/master if there is one, else worker 0 when workers are tracked,
+    else every tracked task. ``all-workers``: the master (if any) and every worker.
+    A list of roles: every task of those roles.
+    """
+    keys = task_keys(spec)
+    master = spec.master_role()
+    if spec.success == "default":
+        if master:
+            return [(master, 0)]
+        worker = spec.roles.get("worker")
+        if worker is not None and worker.is_tracked("worker"):
+            return [("worker", 0)]
+        tracked = set(spec.tracked_roles())
+        return [key for key in keys if key[0] in tracked]
+    roles = {master, "worker"} if spec.success == "all-workers" else set(spec.success)
+    return [key for key in keys if key[0] in roles]
+
+
+def job_outcome(
+    spec: JobSpec, states: Mapping[TaskKey, State], reasons: Mapping[TaskKey, str]
+) -> tuple[State, str] | None:
+    """The job's end given its tasks' states, or None while it goes on.
+
+    Any task that failed for good fails the job; the success tasks all succeeding
+    succeeds it; every tracked task finished without that fails it.
+    """
+    for key, state in states.items():
+        if state is State.FAILED:
+            return State.FAILED, f"{_name(key)} {reasons.get(key, 'failed')}"
+    wanted = success_tasks(spec)
+    if wanted and all(states[key] is State.SUCCEEDED for key in wanted):
+        names = ", ".join(_name(key) for key in wanted)
+        return State.SUCCEEDED, f"{names} succeeded"
+    tracked = set(spec.tracked_roles())
+    if all(state.is_final for key, state in states.items() if key[0] in tracked):
+        return State.FAILED, "every tracked task ended but the success policy was not met"
+    return None
+
+
+def _name(key: TaskKey) -> str:
+    return f"{key[0]}/{key[1]}"

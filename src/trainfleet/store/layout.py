@@ -1,0 +1,42 @@
+"""Where trainfleet keeps its state on disk: the database and every task's log."""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+JOB_ID = re.compile(r"^[a-z0-9][a-z0-9-]{0,79}$")
+
+
+def default_root() -> Path:
+    """``$TRAINFLEET_DATA_DIR``, else ``$XDG_DATA_HOME/trainfleet`` (``~/.local/share``)."""
+    explicit = os.environ.get("TRAINFLEET_DATA_DIR")
+    if explicit:
+        return Path(explicit).expanduser()
+    xdg = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(xdg) / "trainfleet"
+
+
+@dataclass(frozen=True)
+class DataDir:
+    """The data directory: ``trainfleet.db`` and ``jobs/<id>/logs/<role>-<index>.log``."""
+
+    root: Path
+
+    @classmethod
+    def resolve(cls, explicit: str | os.PathLike[str] | None = None) -> DataDir:
+        return cls(Path(explicit).expanduser() if explicit else default_root())
+
+    @property
+    def database_url(self) -> str:
+        return f"sqlite:///{self.root / 'trainfleet.db'}"
+
+    def job_dir(self, job_id: str) -> Path:
+        if not JOB_ID.match(job_id):
+            raise ValueError(f"invalid job id {job_id!r}")
+        return self.root / "jobs" / job_id
+
+    def log_path(self, job_id: str, role: str, index: int) -> Path:
+        return self.job_dir(job_id) / "logs" / f"{role}-{index}.log"

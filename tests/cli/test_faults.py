@@ -1,0 +1,193 @@
+"""Fault tests with real processes: kill -9, restart policies, teardown, Ctrl-C, deadlines."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from conftest import process_group_alive, trainfleet, wait_for
+
+from trainfleet.control.engine import Engine
+from trainfleet.store.records import State, TaskRecord
+
+SERVE = Path(__file__).parent.parent / "programs" / "serve.py"
+
+
+def _start(job: Path) -> subprocess.Popen[str]:
+    shutil.copy(SERVE, job.parent / "serve.py")
+    return subprocess.Popen(trainfleet("run", job), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+def _job_id(engine: Engine) -> str:
+    jobs = wait_for(engine.list, what="the job to be stored")
+    assert isinstance(jobs, list)
+    return str(jobs[0].id)
+
+
+def _task(engine: Engine, job_id: str, name: str) -> TaskRecord:
+    return next(t for t in engine.tasks(job_id) if t.name == name)
+
+
+def _all_running(engine: Engine, job_id: str) -> Callable[[], bool]:
+    return lambda: all(t.state == State.RUNNING for t in engine.tasks(job_id))
+
+
+def _listening(address: str) -> bool:
+    host, port = address.rsplit(":", 1)
+    try:
+        socket.create_connection((host, int(port)), timeout=1).close()
+    except OSError:
+        return False
+    return True
+
+
+def test_killed_worker_restarts_on_same_port_and_job_succeeds(engine: Engine, job_file, tmp_path: Path) -> None:
+    job = job_file(
+        """
+        name: faults
+        restart: {policy: on-failure, max_restarts: 2, backoff: {initial: 0.1}}
+        roles:
+          chief: {command: python serve.py DONE}
+          worker: {replicas: 2, command: python serve.py DONE}
+        """
+    )
+    run = _start(job)
+    job_id = _job_id(engine)
+    wait_for(_all_running(engine, job_id), what="every task running")
+    before = _task(engine, job_id, "worker/1")
+    wait_for(lambda: _listening(before.address), what="worker/1 listening")
+    assert before.pid is not None
+    os.kill(before.pid, signal.SIGKILL)
+
+    after = wait_for(
+        lambda: (t := _task(engine, job_id, "worker/1")).restarts == 1 and t.state == State.RUNNING and t,
+        what="worker/1 restarted",
+    )
+    assert isinstance(after, TaskRecord)
+    assert after.pid != before.pid
+    assert after.address == before.address
+    wait_for(lambda: _listening(after.address), what="the restarted worker/1 listening on its old port")
+
+    (tmp_path / "DONE").touch()
+    output, _ = run.communicate(timeout=60)
+    assert run.returncode == 0, output
+    details = engine.describe(job_id)
+    assert details.job.state == State.SUCCEEDED
+    assert any(
+        e.task == "worker/1" and e.state == State.RESTARTING and "exit code 137 (SIGKILL)" in e.message
+        for e in details.events
+    )
+    assert output.count("listening on " + before.address) == 2
+
+
+def test_killed_worker_fails_job_under_never(engine: Engine, job_file) -> None:
+    job = job_file(
+        """
+        name: never
+        grace_period: 2
+        roles:
+          chief: {command: python serve.py}
+          worker: {replicas: 2, command: python serve.py}
+        """
+    )
+    run = _start(job)
+    job_id = _job_id(engine)
+    wait_for(_all_running(engine, job_id), what="every task running")
+    victim = _task(engine, job_id, "worker/1")
+    assert victim.pid is not None
+    os.kill(victim.pid, signal.SIGKILL)
+
+    output, _ = run.communicate(timeout=60)
+    assert run.returncode == 1, output
+    job_record = engine.get(job_id)
+    assert job_record.state == State.FAILED
+    assert job_record.reason == "worker/1 exited with exit code 137 (SIGKILL)"
+    assert "worker/1 exited with exit code 137 (SIGKILL)" in output
+    for task in engine.tasks(job_id):
+        assert task.state in (State.FAILED, State.CANCELLED)
+        assert task.pid is not None and not process_group_alive(task.pid)
+
+
+def test_parameter_servers_stop_when_client_succeeds(engine: Engine, job_file) -> None:
+    job = job_file(
+        """
+        name: teardown
+        grace_period: 1
+        roles:
+          ps: {command: python serve.py}
+          stubborn: {command: [python, serve.py, --ignore-term], tracked: false}
+          saver: {command: python serve.py --save-on-term, tracked: false}
+          client: {command: "sleep 0.5; echo trained"}
+        """
+    )
+    run = _start(job)
+    job_id = _job_id(engine)
+    output, _ = run.communicate(timeout=60)
+    assert run.returncode == 0, output
+    assert re.search(r"^client/0 +\| trained$", output, re.MULTILINE)
+    # The shell around saver dies at once on SIGTERM; its python still gets to checkpoint.
+    assert re.search(r"^saver/0 +\| saved on SIGTERM$", output, re.MULTILINE)
+    tasks = {t.name: t for t in engine.tasks(job_id)}
+    assert tasks["client/0"].state == State.SUCCEEDED
+    # ps obeys SIGTERM; stubborn ignores it and is killed when the grace period ends.
+    assert tasks["ps/0"].exit_code == 128 + signal.SIGTERM
+    assert tasks["stubborn/0"].exit_code == 128 + signal.SIGKILL
+    for name in ("ps/0", "stubborn/0", "saver/0"):
+        assert tasks[name].state == State.SUCCEEDED
+        assert tasks[name].reason == "stopped: training finished"
+        assert tasks[name].pid is not None and not process_group_alive(tasks[name].pid)
+    assert tasks["stubborn/0"].finished_at is not None and tasks["client/0"].finished_at is not None
+    waited = tasks["stubborn/0"].finished_at - tasks["client/0"].finished_at
+    assert 1 <= waited < 10, "the stubborn server is killed when the 1 s grace period ends"
+
+
+def test_ctrl_c_leaves_no_process_behind(engine: Engine, job_file) -> None:
+    job = job_file(
+        """
+        name: interrupted
+        grace_period: 1
+        roles:
+          ps: {command: python serve.py --ignore-term}
+          worker: {replicas: 2, command: "sleep 600 & sleep 600 & python serve.py"}
+        """
+    )
+    run = _start(job)
+    job_id = _job_id(engine)
+    wait_for(_all_running(engine, job_id), what="every task running")
+    groups = [t.pid for t in engine.tasks(job_id)]
+    wait_for(lambda: all(_listening(t.address) for t in engine.tasks(job_id)), what="tasks listening")
+    run.send_signal(signal.SIGINT)
+    output, _ = run.communicate(timeout=60)
+    assert run.returncode == 130, output
+    for pgid in groups:
+        assert pgid is not None and not process_group_alive(pgid), f"process group {pgid} survived"
+    assert engine.get(job_id).state == State.CANCELLED
+    assert all(t.state == State.CANCELLED for t in engine.tasks(job_id))
+
+
+def test_job_over_its_deadline_is_stopped_and_failed(engine: Engine, job_file) -> None:
+    job = job_file(
+        """
+        name: slow
+        deadline: 1
+        roles:
+          worker: {replicas: 2, command: sleep 600}
+        """
+    )
+    started = time.monotonic()
+    run = _start(job)
+    output, _ = run.communicate(timeout=60)
+    assert run.returncode == 1, output
+    assert time.monotonic() - started < 30
+    job_id = _job_id(engine)
+    assert engine.get(job_id).reason == "deadline of 1s exceeded"
+    for task in engine.tasks(job_id):
+        assert task.state == State.CANCELLED
+        assert task.pid is not None and not process_group_alive(task.pid)

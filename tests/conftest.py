@@ -1,0 +1,71 @@
+"""Shared fixtures: a private data directory, job files, and the real `trainfleet` CLI."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from trainfleet.backends.local.groups import live_members
+from trainfleet.control.engine import Engine
+from trainfleet.store.layout import DataDir
+
+
+@pytest.fixture
+def data_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A data directory of this test only, used by the CLI and by `engine`."""
+    path = tmp_path / "data"
+    monkeypatch.setenv("TRAINFLEET_DATA_DIR", str(path))
+    return path
+
+
+@pytest.fixture
+def engine(data_dir: Path) -> Iterator[Engine]:
+    engine = Engine(DataDir(data_dir))
+    yield engine
+    engine.store.close()
+
+
+@pytest.fixture
+def job_file(tmp_path: Path) -> Callable[[str], Path]:
+    """Writes a job file (dedented YAML) into the test's folder and returns its path."""
+
+    def write(text: str, name: str = "job.yaml") -> Path:
+        path = tmp_path / name
+        path.write_text(textwrap.dedent(text))
+        return path
+
+    return write
+
+
+def trainfleet(*args: str | Path) -> list[str]:
+    """The argv of the real CLI, run with this interpreter."""
+    return [sys.executable, "-m", "trainfleet", *map(str, args)]
+
+
+def run_cli(*args: str | Path, timeout: float = 120, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        trainfleet(*args), capture_output=True, text=True, timeout=timeout, cwd=cwd, env=os.environ.copy()
+    )
+
+
+def wait_for(predicate: Callable[[], object], timeout: float = 60, what: str = "condition") -> object:
+    """Poll until ``predicate()`` is truthy; fail the test after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.05)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+
+
+def process_group_alive(pgid: int) -> bool:
+    """Whether any process of the group still runs (zombies awaiting init do not count)."""
+    return bool(live_members(pgid))
