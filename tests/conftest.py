@@ -49,13 +49,22 @@ def trainfleet(*args: str | Path) -> list[str]:
     return [sys.executable, "-m", "trainfleet", *map(str, args)]
 
 
-def run_cli(*args: str | Path, timeout: float = 120, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+def run_cli(
+    *args: str | Path, timeout: float = 120, cwd: Path | None = None
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        trainfleet(*args), capture_output=True, text=True, timeout=timeout, cwd=cwd, env=os.environ.copy()
+        trainfleet(*args),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=cwd,
+        env=os.environ.copy(),
     )
 
 
-def wait_for(predicate: Callable[[], object], timeout: float = 60, what: str = "condition") -> object:
+def wait_for(
+    predicate: Callable[[], object], timeout: float = 60, what: str = "condition"
+) -> object:
     """Poll until ``predicate()`` is truthy; fail the test after ``timeout`` seconds."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

@@ -22,7 +22,9 @@ SERVE = Path(__file__).parent.parent / "programs" / "serve.py"
 
 def _start(job: Path) -> subprocess.Popen[str]:
     shutil.copy(SERVE, job.parent / "serve.py")
-    return subprocess.Popen(trainfleet("run", job), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    return subprocess.Popen(
+        trainfleet("run", job), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
 
 
 def _job_id(engine: Engine) -> str:
@@ -48,7 +50,9 @@ def _listening(address: str) -> bool:
     return True
 
 
-def test_killed_worker_restarts_on_same_port_and_job_succeeds(engine: Engine, job_file, tmp_path: Path) -> None:
+def test_killed_worker_restarts_on_same_port_and_job_succeeds(
+    engine: Engine, job_file, tmp_path: Path
+) -> None:
     job = job_file(
         """
         name: faults
@@ -67,13 +71,19 @@ def test_killed_worker_restarts_on_same_port_and_job_succeeds(engine: Engine, jo
     os.kill(before.pid, signal.SIGKILL)
 
     after = wait_for(
-        lambda: (t := _task(engine, job_id, "worker/1")).restarts == 1 and t.state == State.RUNNING and t,
+        lambda: (
+            (t := _task(engine, job_id, "worker/1")).restarts == 1
+            and t.state == State.RUNNING
+            and t
+        ),
         what="worker/1 restarted",
     )
     assert isinstance(after, TaskRecord)
     assert after.pid != before.pid
     assert after.address == before.address
-    wait_for(lambda: _listening(after.address), what="the restarted worker/1 listening on its old port")
+    wait_for(
+        lambda: _listening(after.address), what="the restarted worker/1 listening on its old port"
+    )
 
     (tmp_path / "DONE").touch()
     output, _ = run.communicate(timeout=60)
@@ -81,7 +91,9 @@ def test_killed_worker_restarts_on_same_port_and_job_succeeds(engine: Engine, jo
     details = engine.describe(job_id)
     assert details.job.state == State.SUCCEEDED
     assert any(
-        e.task == "worker/1" and e.state == State.RESTARTING and "exit code 137 (SIGKILL)" in e.message
+        e.task == "worker/1"
+        and e.state == State.RESTARTING
+        and "exit code 137 (SIGKILL)" in e.message
         for e in details.events
     )
     assert output.count("listening on " + before.address) == 2
@@ -162,7 +174,9 @@ def test_ctrl_c_leaves_no_process_behind(engine: Engine, job_file) -> None:
     job_id = _job_id(engine)
     wait_for(_all_running(engine, job_id), what="every task running")
     groups = [t.pid for t in engine.tasks(job_id)]
-    wait_for(lambda: all(_listening(t.address) for t in engine.tasks(job_id)), what="tasks listening")
+    wait_for(
+        lambda: all(_listening(t.address) for t in engine.tasks(job_id)), what="tasks listening"
+    )
     run.send_signal(signal.SIGINT)
     output, _ = run.communicate(timeout=60)
     assert run.returncode == 130, output

@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from trainfleet.control.policies import describe_exit, exit_code, job_outcome, retries_failure, success_tasks
+from trainfleet.control.policies import (
+    describe_exit,
+    exit_code,
+    job_outcome,
+    retries_failure,
+    success_tasks,
+)
 from trainfleet.spec.models import JobSpec, RestartPolicy
 from trainfleet.store.records import State
 
@@ -57,14 +63,33 @@ def test_default_success_is_the_chief_then_worker_zero_then_tracked_tasks() -> N
 
 
 def test_all_workers_and_role_list_success() -> None:
-    roles = {"master": {"command": "m"}, "worker": {"replicas": 2, "command": "w"}, "evaluator": {"command": "e"}}
-    assert success_tasks(_job(roles, success="all-workers")) == [("master", 0), ("worker", 0), ("worker", 1)]
+    roles = {
+        "master": {"command": "m"},
+        "worker": {"replicas": 2, "command": "w"},
+        "evaluator": {"command": "e"},
+    }
+    assert success_tasks(_job(roles, success="all-workers")) == [
+        ("master", 0),
+        ("worker", 0),
+        ("worker", 1),
+    ]
     assert success_tasks(_job(roles, success=["evaluator"])) == [("evaluator", 0)]
 
 
 def test_outcome_of_a_job() -> None:
-    job = _job({"chief": {"command": "c"}, "worker": {"replicas": 2, "command": "w"}, "ps": {"command": "p"}})
-    running = {("chief", 0): State.RUNNING, ("worker", 0): State.RUNNING, ("worker", 1): State.RUNNING, ("ps", 0): State.RUNNING}
+    job = _job(
+        {
+            "chief": {"command": "c"},
+            "worker": {"replicas": 2, "command": "w"},
+            "ps": {"command": "p"},
+        }
+    )
+    running = {
+        ("chief", 0): State.RUNNING,
+        ("worker", 0): State.RUNNING,
+        ("worker", 1): State.RUNNING,
+        ("ps", 0): State.RUNNING,
+    }
     assert job_outcome(job, running, {}) is None
     chief_done = running | {("chief", 0): State.SUCCEEDED}
     assert job_outcome(job, chief_done, {}) == (State.SUCCEEDED, "chief/0 succeeded")
@@ -78,7 +103,14 @@ def test_outcome_of_a_job() -> None:
 
 
 def test_tracked_tasks_ending_without_success_fail_the_job() -> None:
-    job = _job({"worker": {"replicas": 2, "command": "w"}, "evaluator": {"command": "e"}}, success=["evaluator"])
-    states = {("worker", 0): State.SUCCEEDED, ("worker", 1): State.SUCCEEDED, ("evaluator", 0): State.CANCELLED}
+    job = _job(
+        {"worker": {"replicas": 2, "command": "w"}, "evaluator": {"command": "e"}},
+        success=["evaluator"],
+    )
+    states = {
+        ("worker", 0): State.SUCCEEDED,
+        ("worker", 1): State.SUCCEEDED,
+        ("evaluator", 0): State.CANCELLED,
+    }
     outcome = job_outcome(job, states, {})
     assert outcome is not None and outcome[0] is State.FAILED

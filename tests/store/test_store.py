@@ -15,22 +15,38 @@ from trainfleet.store.records import JobRecord, State, TaskRecord
 
 
 def _job(job_id: str = "demo-1") -> JobRecord:
-    return JobRecord(id=job_id, name="demo", framework="generic", spec="{}", workdir="/tmp", created_at=time.time())
+    return JobRecord(
+        id=job_id,
+        name="demo",
+        framework="generic",
+        spec="{}",
+        workdir="/tmp",
+        created_at=time.time(),
+    )
 
 
 def test_job_tasks_and_events_round_trip(tmp_path: Path) -> None:
     data = DataDir(tmp_path)
     store = Store(data.database_url)
-    store.add_job(_job(), [TaskRecord(job_id="demo-1", role="worker", index=i, address=f"h:{i}") for i in range(2)])
+    store.add_job(
+        _job(),
+        [TaskRecord(job_id="demo-1", role="worker", index=i, address=f"h:{i}") for i in range(2)],
+    )
     store.update_task("demo-1", "worker", 1, message="started, pid 42", state=State.RUNNING, pid=42)
     store.update_job("demo-1", state=State.RUNNING)
 
-    assert store.get_job("demo-1") == _job().model_copy(update={"state": State.RUNNING, "created_at": store.get_job("demo-1").created_at})  # type: ignore[union-attr]
+    assert store.get_job("demo-1") == _job().model_copy(
+        update={"state": State.RUNNING, "created_at": store.get_job("demo-1").created_at}
+    )  # type: ignore[union-attr]
     tasks = {t.name: t for t in store.list_tasks("demo-1")}
     assert tasks["worker/1"].pid == 42 and tasks["worker/1"].state == State.RUNNING
     assert tasks["worker/0"].state == State.QUEUED
     events = store.list_events("demo-1")
-    assert [(e.task, e.state) for e in events] == [("", "queued"), ("worker/1", "running"), ("", "running")]
+    assert [(e.task, e.state) for e in events] == [
+        ("", "queued"),
+        ("worker/1", "running"),
+        ("", "running"),
+    ]
     assert store.list_events("demo-1", after=events[1].id) == events[2:]
     assert store.get_job("nope") is None
     mode = sqlite3.connect(tmp_path / "trainfleet.db").execute("PRAGMA journal_mode").fetchone()[0]

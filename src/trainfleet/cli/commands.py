@@ -53,7 +53,9 @@ def _load(job_file: str | None, submarine: SubmarineArgs | None) -> tuple[Loaded
     return load_job_file(job_file), Path(job_file).resolve().parent
 
 
-def run(data_dir: str | None, job_file: str | None, submarine: SubmarineArgs | None, dry_run: bool) -> int:
+def run(
+    data_dir: str | None, job_file: str | None, submarine: SubmarineArgs | None, dry_run: bool
+) -> int:
     """``trainfleet run``: the job's exit code (0 succeeded, 1 failed, 130 cancelled)."""
     with user_errors():
         loaded, workdir = _load(job_file, submarine)
@@ -94,7 +96,9 @@ def describe(data_dir: str | None, job_id: str, output: str) -> int:
     return 0
 
 
-def logs(data_dir: str | None, job_id: str, role: str | None, index: int | None, follow: bool) -> int:
+def logs(
+    data_dir: str | None, job_id: str, role: str | None, index: int | None, follow: bool
+) -> int:
     with user_errors():
         engine = _engine(data_dir)
         tasks = engine.tasks(job_id)
@@ -123,5 +127,3 @@ def _dump(data: object, output: str) -> None:
         import yaml
 
         click.echo(yaml.safe_dump(data, sort_keys=False), nl=False)
-
-

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 from typing import Any
 
 import click
@@ -30,7 +29,7 @@ def cli(ctx: click.Context, data_dir: str | None) -> None:
 @submarine_options
 @click.option("--dry-run", is_flag=True, help="Print the resolved job and each task's environment.")
 @click.pass_obj
-def run(data_dir: str | None, job_file: str | None, dry_run: bool, **flags: Any) -> None:
+def run(data_dir: str | None, /, job_file: str | None, dry_run: bool, **flags: Any) -> None:
     """Run JOB_FILE (a trainfleet job, or a Kubeflow manifest) here and now.
 
     Instead of a file, Submarine-style flags describe the job
@@ -69,7 +68,9 @@ def describe(data_dir: str | None, job_id: str, output: str) -> None:
 @click.option("--index", type=click.IntRange(0), help="Only this replica of --role.")
 @click.option("--follow", "-f", is_flag=True, help="Keep printing until the job ends.")
 @click.pass_obj
-def logs(data_dir: str | None, job_id: str, role: str | None, index: int | None, follow: bool) -> None:
+def logs(
+    data_dir: str | None, job_id: str, role: str | None, index: int | None, follow: bool
+) -> None:
     """Print the logs of a job's tasks, prefixed role/index."""
     from trainfleet.cli import commands
 

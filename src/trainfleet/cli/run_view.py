@@ -90,8 +90,15 @@ class RunView:
                 console.print(Text(data.decode(errors="replace").rstrip("\n")), soft_wrap=True)
             live.update(task_table(self.engine.tasks(self.job_id)))
 
-        with Live(task_table(self.engine.tasks(self.job_id)), console=console, auto_refresh=False) as live:
-            self._watch(done, lambda final=False: (show(final), live.refresh()))
+        with Live(
+            task_table(self.engine.tasks(self.job_id)), console=console, auto_refresh=False
+        ) as live:
+
+            def show_and_refresh(final: bool = False) -> None:
+                show(final)
+                live.refresh()
+
+            self._watch(done, show_and_refresh)
 
     def _say(self, line: str) -> None:
         sys.stdout.buffer.write(f"trainfleet | {line}\n".encode())

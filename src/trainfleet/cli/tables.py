@@ -62,15 +62,20 @@ def print_jobs(jobs: Sequence[JobRecord]) -> None:
     for column in ("JOB", "STATE", "FRAMEWORK", "USER", "CREATED", "REASON"):
         table.add_column(column)
     for job in jobs:
-        table.add_row(job.id, _state(job.state), job.framework, job.user, _when(job.created_at), job.reason)
+        table.add_row(
+            job.id, _state(job.state), job.framework, job.user, _when(job.created_at), job.reason
+        )
     console.print(table)
 
 
 def print_details(details: JobDetails) -> None:
     job = details.job
     console.print(f"[bold]{job.id}[/]  {_state(job.state)}  {job.reason}")
-    console.print(f"framework {job.framework}, source {job.source}, user {job.user or '-'}, dir {job.workdir}")
-    console.print(f"created {_when(job.created_at)}, started {_when(job.started_at)}, finished {_when(job.finished_at)}")
+    console.print(
+        f"framework {job.framework}, source {job.source}, user {job.user or '-'}, dir {job.workdir}"
+    )
+    times = (_when(job.created_at), _when(job.started_at), _when(job.finished_at))
+    console.print("created {}, started {}, finished {}".format(*times))
     console.print()
     console.print(task_table(details.tasks))
     console.print()
@@ -88,7 +93,9 @@ def print_dry_run(spec: JobSpec, launches: Sequence[TaskLaunch]) -> None:
 
     import yaml
 
-    console.print(yaml.safe_dump(spec.model_dump(mode="json", exclude_defaults=True), sort_keys=False))
+    console.print(
+        yaml.safe_dump(spec.model_dump(mode="json", exclude_defaults=True), sort_keys=False)
+    )
     for launch in launches:
         role, index = launch.key
         console.print(f"[bold]{role}/{index}[/]  {shlex.join(launch.argv)}  (in {launch.cwd})")

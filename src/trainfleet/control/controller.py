@@ -145,7 +145,9 @@ class JobController:
 
     def _start(self, key: TaskKey) -> None:
         task = self._tasks[key]
-        launch = task_launch(self.job_id, self.spec, self.placement, key, self.workdir, self.data_dir)
+        launch = task_launch(
+            self.job_id, self.spec, self.placement, key, self.workdir, self.data_dir
+        )
         try:
             pid = self.backend.start(launch, lambda k, code: self._inbox.put(_Exited(k, code)))
         except (OSError, ValueError) as error:
@@ -155,8 +157,13 @@ class JobController:
         task.alive = True
         verb = f"restarted (restart {task.restarts})" if task.restarts else "started"
         self._set_task(
-            task, State.RUNNING, f"{verb}, pid {pid}", pid=pid, started_at=time.time(),
-            restarts=task.restarts, exit_code=None,
+            task,
+            State.RUNNING,
+            f"{verb}, pid {pid}",
+            pid=pid,
+            started_at=time.time(),
+            restarts=task.restarts,
+            exit_code=None,
         )
 
     def _restart(self, key: TaskKey) -> None:
@@ -169,9 +176,10 @@ class JobController:
         task = self._tasks[key]
         task.alive = False
         exit_text = policies.describe_exit(code)
-        done = {"exit_code": code, "finished_at": time.time()}
+        done: dict[str, object] = {"exit_code": code, "finished_at": time.time()}
         if self._outcome is not None:
-            self._set_task(task, *self._stopped_state(key, code), **done)
+            state, reason = self._stopped_state(key, code)
+            self._set_task(task, state, reason, **done)
             return
         restart = self.spec.restart
         if code == 0:
@@ -227,17 +235,35 @@ class JobController:
             self._finish(State.FAILED, f"deadline of {self.spec.deadline:g}s exceeded")
 
     def _finish(self, state: State, reason: str) -> None:
-        """Decide the job's end and stop every task still running or waiting to restart."""
+        """Decide the job's end and stop every task still running or waiting to restart.
+
+        On success, tracked tasks still running are finishing too (a torchrun agent in
+        its exit barrier, a worker writing its last lines): they get one grace period
+        to end on their own before they are stopped like the rest.
+        """
         self._outcome = (state, reason)
         self.store.update_job(self.job_id, reason=reason)
         for task in self._tasks.values():
-            if task.alive:
-                self.backend.terminate(task.key)
-            elif not task.state.is_final:
+            if not task.alive and not task.state.is_final:
                 self._set_task(task, State.CANCELLED, f"not started: {reason}")
-        self._after(self.spec.grace_period, self._kill_remaining)
+        if state is State.SUCCEEDED:
+            self._terminate(lambda key: not self.spec.roles[key[0]].is_tracked(key[0]))
+            self._after(self.spec.grace_period, lambda: self._terminate(lambda key: True))
+        else:
+            self._terminate(lambda key: True)
+
+    def _terminate(self, which: Callable[[TaskKey], bool]) -> None:
+        """SIGTERM the chosen running tasks; SIGKILL them when the grace period ends."""
+        keys = [key for key, task in self._tasks.items() if task.alive and which(key)]
+        for key in keys:
+            self.backend.terminate(key)
+        if keys:
+            self._after(self.spec.grace_period, lambda: self._kill(keys))
+
+    def _kill(self, keys: list[TaskKey]) -> None:
+        for key in keys:
+            if self._tasks[key].alive:
+                self.backend.kill(key)
 
     def _kill_remaining(self) -> None:
-        for task in self._tasks.values():
-            if task.alive:
-                self.backend.kill(task.key)
+        self._kill(list(self._tasks))

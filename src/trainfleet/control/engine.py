@@ -56,7 +56,7 @@ class Engine:
         wants_gpus = any(role.resources.gpu for role in spec.roles.values())
         gpus = assign_gpus(spec, self.backend.gpu_inventory()) if wants_gpus else {}
         fixed: Mapping[TaskKey, int | None] = {
-            (role, index): spec.roles[role].port + index if spec.roles[role].port else None
+            (role, index): _fixed_port(spec.roles[role].port, index)
             for role, index in task_keys(spec)
         }
         ports = self.backend.reserve_ports(fixed)
@@ -101,7 +101,10 @@ class Engine:
         """What ``run`` would start, without storing or starting anything."""
         placement = self.plan(spec)
         job_id = f"{spec.name}-dryrun"
-        return [task_launch(job_id, spec, placement, slot.key, workdir, self.data_dir) for slot in placement]
+        return [
+            task_launch(job_id, spec, placement, slot.key, workdir, self.data_dir)
+            for slot in placement
+        ]
 
     def get(self, job_id: str) -> JobRecord:
         job = self.store.get_job(job_id)
@@ -113,14 +116,23 @@ class Engine:
         return JobDetails(self.get(job_id), self.tasks(job_id), self.store.list_events(job_id))
 
     def tasks(self, job_id: str) -> list[TaskRecord]:
-        spec_order = {key: n for n, key in enumerate(task_keys(JobSpec.model_validate_json(self.get(job_id).spec)))}
-        return sorted(self.store.list_tasks(job_id), key=lambda t: spec_order.get((t.role, t.index), 0))
+        spec_order = {
+            key: n
+            for n, key in enumerate(task_keys(JobSpec.model_validate_json(self.get(job_id).spec)))
+        }
+        return sorted(
+            self.store.list_tasks(job_id), key=lambda t: spec_order.get((t.role, t.index), 0)
+        )
 
     def list(self, limit: int = 100) -> list[JobRecord]:
         return self.store.list_jobs(limit)
 
     def log_path(self, job_id: str, role: str, index: int) -> Path:
         return self.data_dir.log_path(job_id, role, index)
+
+
+def _fixed_port(first: int | None, index: int) -> int | None:
+    return None if first is None else first + index
 
 
 def _slot(task: TaskRecord) -> TaskSlot:

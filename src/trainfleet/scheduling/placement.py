@@ -55,7 +55,10 @@ class Placement:
 
     def addresses(self) -> dict[str, list[str]]:
         """``{role: ["host:port", ...]}`` for every role, in index order."""
-        return {role: [t.address for t in self.role(role)] for role in dict.fromkeys(t.role for t in self.tasks)}
+        return {
+            role: [t.address for t in self.role(role)]
+            for role in dict.fromkeys(t.role for t in self.tasks)
+        }
 
 
 def task_keys(spec: JobSpec) -> list[TaskKey]:

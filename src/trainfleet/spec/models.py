@@ -59,7 +59,10 @@ Millicores = Annotated[
     BeforeValidator(parse_cpu),
     WithJsonSchema(
         {
-            "anyOf": [{"type": "number", "minimum": 0}, {"type": "string", "pattern": r"^\d+(\.\d+)?m?$"}],
+            "anyOf": [
+                {"type": "number", "minimum": 0},
+                {"type": "string", "pattern": r"^\d+(\.\d+)?m?$"},
+            ],
             "description": "CPU cores: 2, 0.5 or 500m.",
         }
     ),
@@ -109,7 +112,7 @@ class Resources(_Model):
 
     cpu: Millicores | None = None
     memory: Bytes | None = None
-    gpu: Annotated[float, Field(ge=0, description="Number of whole GPUs.")] = 0
+    gpu: Annotated[float, Field(ge=0, allow_inf_nan=False, description="Number of whole GPUs.")] = 0
 
     @field_validator("gpu")
     @classmethod
@@ -130,7 +133,8 @@ class RoleSpec(_Model):
     working_dir: str | None = None
     resources: Resources = Field(default_factory=Resources)
     port: Annotated[int, Field(ge=1, le=65535)] | None = Field(
-        default=None, description="Fixed port of replica 0 (replica i gets port + i); free ones otherwise."
+        default=None,
+        description="Fixed port of replica 0 (replica i gets port + i); free ones otherwise.",
     )
     tracked: bool | None = Field(
         default=None,
@@ -155,7 +159,11 @@ class RoleSpec(_Model):
     def runs_tf_server(self) -> bool:
         """Whether the command is trainfleet's built-in TensorFlow gRPC server."""
         words = self.command if isinstance(self.command, list) else _split(self.command)
-        return len(words) >= 2 and words[0].rsplit("/", 1)[-1] == "trainfleet" and words[1] == "tf-server"
+        return (
+            len(words) >= 2
+            and words[0].rsplit("/", 1)[-1] == "trainfleet"
+            and words[1] == "tf-server"
+        )
 
     def is_tracked(self, name: str) -> bool:
         """Whether the job waits for this role's tasks to finish."""
@@ -260,7 +268,9 @@ class JobSpec(_Model):
                 )
         masters = [name for name in MASTER_ROLES if name in roles]
         if len(masters) > 1:
-            raise ValueError("roles 'chief' and 'master' collide: both name the job's master; keep one")
+            raise ValueError(
+                "roles 'chief' and 'master' collide: both name the job's master; keep one"
+            )
         for name in masters:
             if roles[name].replicas != 1:
                 raise ValueError(f"role {name!r} must have exactly 1 replica")

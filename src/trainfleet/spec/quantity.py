@@ -7,6 +7,7 @@ are accepted too. A bare number is bytes.
 
 from __future__ import annotations
 
+import math
 import re
 
 _DECIMAL = {"": 1, "k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12, "p": 10**15, "e": 10**18}
@@ -24,9 +25,7 @@ def parse_memory(value: str | int | float) -> int:
     if isinstance(value, bool):
         raise ValueError("memory must be a quantity like 2Gi or 8G, not a boolean")
     if isinstance(value, int | float):
-        if value < 0:
-            raise ValueError("memory must not be negative")
-        return int(value)
+        return int(_finite(value, "memory"))
     match = _MEMORY.match(value)
     if not match:
         raise ValueError(
@@ -35,7 +34,7 @@ def parse_memory(value: str | int | float) -> int:
         )
     number, unit = match.group(1), (match.group(2) or "").lower()
     factor = _BINARY[unit] if unit.endswith("i") else _DECIMAL[unit]
-    return int(float(number) * factor)
+    return int(_finite(float(number) * factor, "memory"))
 
 
 def parse_cpu(value: str | int | float) -> int:
@@ -43,14 +42,20 @@ def parse_cpu(value: str | int | float) -> int:
     if isinstance(value, bool):
         raise ValueError("cpu must be a number like 2 or 500m, not a boolean")
     if isinstance(value, int | float):
-        if value < 0:
-            raise ValueError("cpu must not be negative")
-        return round(value * 1000)
+        return round(_finite(value, "cpu") * 1000)
     match = _CPU.match(value)
     if not match:
         raise ValueError(f"cannot parse cpu {value!r}: use a number of cores (2, 0.5) or 500m")
-    number = float(match.group(1))
+    number = _finite(float(match.group(1)), "cpu")
     return round(number) if match.group(2) else round(number * 1000)
+
+
+def _finite(number: float, what: str) -> float:
+    if not math.isfinite(number) or number > 2**62:
+        raise ValueError(f"{what} must be a finite number")
+    if number < 0:
+        raise ValueError(f"{what} must not be negative")
+    return number
 
 
 def format_memory(size: int) -> str:

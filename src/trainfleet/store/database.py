@@ -52,7 +52,9 @@ class Store:
             if "state" in fields:
                 _event(conn, job_id, "", fields["state"], message)
 
-    def update_task(self, job_id: str, role: str, index: int, message: str = "", **fields: Any) -> None:
+    def update_task(
+        self, job_id: str, role: str, index: int, message: str = "", **fields: Any
+    ) -> None:
         """Change a task's fields; a change of ``state`` is recorded as an event."""
         c = tables.tasks.c
         with self.engine.begin() as conn:

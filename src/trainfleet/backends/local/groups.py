@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import time
@@ -11,10 +12,8 @@ import psutil
 
 def signal_group(pgid: int, sig: signal.Signals) -> None:
     """Send ``sig`` to every process of the group; a group that is gone is fine."""
-    try:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pgid, sig)
-    except (ProcessLookupError, PermissionError):
-        pass
 
 
 def live_members(pgid: int) -> list[int]:
@@ -29,7 +28,8 @@ def live_members(pgid: int) -> list[int]:
     members = []
     for process in psutil.process_iter(["status"]):
         try:
-            if os.getpgid(process.pid) == pgid and process.info["status"] != psutil.STATUS_ZOMBIE:
+            zombie = process.info["status"] == psutil.STATUS_ZOMBIE
+            if os.getpgid(process.pid) == pgid and not zombie:
                 members.append(process.pid)
         except (ProcessLookupError, psutil.Error):
             continue
@@ -37,7 +37,7 @@ def live_members(pgid: int) -> list[int]:
 
 
 def kill_group(pgid: int, timeout: float = 5.0) -> bool:
-    """SIGKILL the whole group and wait until none of it runs; False if some survived ``timeout``."""
+    """SIGKILL the whole group; wait until none of it runs (False if some outlive ``timeout``)."""
     signal_group(pgid, signal.SIGKILL)
     deadline = time.monotonic() + timeout
     while live_members(pgid):

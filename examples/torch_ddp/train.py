@@ -1,0 +1,48 @@
+"""Train a small regression MLP with PyTorch DistributedDataParallel (gloo, CPU).
+
+Start every node with `torchrun train.py`: torchrun reads the node count, this node's rank
+and the master's address from the PET_* variables that trainfleet (or Kubeflow) sets.
+Each rank trains on its own shard of the data; DDP all-reduces the gradients so every
+rank holds the same model.
+"""
+
+import torch
+import torch.distributed as dist
+from torch import nn
+from torch.nn.parallel import DistributedDataParallel
+from torch.utils.data import DataLoader, DistributedSampler, TensorDataset
+
+dist.init_process_group(backend="gloo")
+rank, world_size = dist.get_rank(), dist.get_world_size()
+
+# The same synthetic data on every rank (fixed seed): y = x . [1, -2, 3, 0.5] + 1 + noise.
+generator = torch.Generator().manual_seed(0)
+x = torch.randn(4096, 4, generator=generator)
+noise = 0.1 * torch.randn(4096, 1, generator=generator)
+y = x @ torch.tensor([[1.0], [-2.0], [3.0], [0.5]]) + 1 + noise
+dataset = TensorDataset(x, y)
+sampler = DistributedSampler(dataset, seed=0)  # this rank's shard
+loader = DataLoader(dataset, batch_size=64, sampler=sampler)
+
+torch.manual_seed(0)  # the same initial weights everywhere (DDP also broadcasts rank 0's)
+model = DistributedDataParallel(nn.Sequential(nn.Linear(4, 16), nn.ReLU(), nn.Linear(16, 1)))
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+loss_fn = nn.MSELoss()
+
+for epoch in range(1, 6):
+    sampler.set_epoch(epoch)
+    total, batches = torch.zeros(1), 0
+    for x_batch, y_batch in loader:
+        optimizer.zero_grad()
+        loss = loss_fn(model(x_batch), y_batch)
+        loss.backward()  # DDP all-reduces the gradients here
+        optimizer.step()
+        total += loss.detach()
+        batches += 1
+    dist.all_reduce(total)  # the mean loss over all ranks
+    if rank == 0:
+        print(f"epoch {epoch}: loss={total.item() / (batches * world_size):.4f}", flush=True)
+
+if rank == 0:
+    print(f"done: {world_size} ranks, final loss={total.item() / (batches * world_size):.4f}")
+dist.destroy_process_group()

@@ -1,0 +1,1 @@
+"""Programs that trainfleet ships for tasks to run, such as ``trainfleet tf-server``."""

@@ -1,0 +1,406 @@
+"""Import Kubeflow training-operator manifests (``kubeflow.org/v1``) as a JobSpec.
+
+Supported kinds are TFJob, PyTorchJob, JAXJob and XGBoostJob. Each replica type becomes a role
+of the same name in lower case (``PS`` -> ``ps``); the first container (or the one named after
+the framework) gives the command, environment, resources, working directory and image. Fields
+that only mean something to Kubernetes (ports, volumes, node selectors, ...) are ignored. Errors
+name the manifest's own field path and line, e.g. ``spec.tfReplicaSpecs.Worker.replicas``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Mapping
+from dataclasses import dataclass
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from trainfleet.spec.errors import (
+    Path,
+    Problem,
+    SourceMap,
+    SpecError,
+    brief,
+    image_warning,
+    spec_error_from_validation,
+)
+from trainfleet.spec.models import Framework, JobSpec, RestartPolicy
+
+API_VERSION = "kubeflow.org/v1"
+
+
+@dataclass(frozen=True)
+class KindInfo:
+    """What differs between the Kubeflow job kinds."""
+
+    framework: Framework
+    replica_field: str
+    container: str
+    replica_types: tuple[str, ...]
+    default_restart: str
+
+
+KINDS = {
+    "TFJob": KindInfo(
+        Framework.TENSORFLOW,
+        "tfReplicaSpecs",
+        "tensorflow",
+        ("Chief", "Master", "Worker", "PS", "Evaluator"),
+        "Never",
+    ),
+    "PyTorchJob": KindInfo(
+        Framework.PYTORCH, "pytorchReplicaSpecs", "pytorch", ("Master", "Worker"), "OnFailure"
+    ),
+    "JAXJob": KindInfo(Framework.JAX, "jaxReplicaSpecs", "jax", ("Worker",), "Never"),
+    "XGBoostJob": KindInfo(
+        Framework.XGBOOST, "xgbReplicaSpecs", "xgboost", ("Master", "Worker"), "Never"
+    ),
+}
+"""Kind -> its framework, replica spec field, default container, replica types and restart."""
+
+RESTART_POLICIES = {
+    "Never": RestartPolicy.NEVER,
+    "OnFailure": RestartPolicy.ON_FAILURE,
+    "Always": RestartPolicy.ALWAYS,
+    "ExitCode": RestartPolicy.EXIT_CODE,
+}
+_RESOURCES = (("cpu", "cpu"), ("memory", "memory"), ("gpu", "nvidia.com/gpu"))
+
+
+class _K8s(BaseModel):
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+
+class EnvVar(_K8s):
+    name: str
+    value: Any = None
+    valueFrom: Any = None
+
+
+class ResourceRequirements(_K8s):
+    limits: dict[str, Any] = Field(default_factory=dict)
+    requests: dict[str, Any] = Field(default_factory=dict)
+
+
+class Container(_K8s):
+    name: str | None = None
+    image: str | None = None
+    command: list[str] | None = None
+    args: list[str] | None = None
+    env: list[EnvVar] = Field(default_factory=list)
+    resources: ResourceRequirements = Field(default_factory=ResourceRequirements)
+    workingDir: str | None = None
+
+
+class PodSpec(_K8s):
+    containers: Annotated[list[Container], Field(min_length=1)]
+
+
+class PodTemplate(_K8s):
+    spec: PodSpec
+
+
+class ReplicaSpec(_K8s):
+    replicas: int | None = None
+    template: PodTemplate
+    restartPolicy: Literal["Never", "OnFailure", "Always", "ExitCode"] | None = None
+
+
+class RunPolicy(_K8s):
+    backoffLimit: int | None = None
+    activeDeadlineSeconds: int | None = None
+
+
+class ElasticPolicy(_K8s):
+    minReplicas: int | None = None
+    maxReplicas: int | None = None
+    rdzvBackend: str | None = None
+    maxRestarts: int | None = None
+    nProcPerNode: int | None = None
+
+
+ReplicaSpecs = dict[str, ReplicaSpec] | None
+
+
+class Spec(_K8s):
+    tfReplicaSpecs: ReplicaSpecs = None
+    pytorchReplicaSpecs: ReplicaSpecs = None
+    jaxReplicaSpecs: ReplicaSpecs = None
+    xgbReplicaSpecs: ReplicaSpecs = None
+    runPolicy: RunPolicy = Field(default_factory=RunPolicy)
+    successPolicy: str | None = None
+    nprocPerNode: int | str | None = None
+    elasticPolicy: ElasticPolicy | None = None
+
+
+class Metadata(_K8s):
+    name: str
+    labels: dict[str, Any] = Field(default_factory=dict)
+
+
+class Manifest(_K8s):
+    """The part of a Kubeflow job manifest that trainfleet reads."""
+
+    apiVersion: str
+    kind: str
+    metadata: Metadata
+    spec: Spec
+
+
+def job_from_manifest(
+    data: Mapping[Hashable, Any], source: SourceMap | None = None
+) -> tuple[JobSpec, list[str]]:
+    """The JobSpec of a Kubeflow manifest, and warnings about what is ignored locally.
+
+    ``source`` gives the file and the line of every key path, for errors.
+    """
+    source = source or SourceMap()
+    kind = _check_header(data, source)
+    try:
+        manifest = Manifest.model_validate(data)
+    except ValidationError as error:
+        raise spec_error_from_validation(error, data, source, model=Manifest) from None
+    converter = _Converter(manifest, KINDS[kind], source)
+    job = converter.job()
+    if converter.problems:
+        raise SpecError(converter.problems)
+    try:
+        spec = JobSpec.model_validate(job)
+    except ValidationError as error:
+        raise spec_error_from_validation(error, job, source, origin=converter.origin) from None
+    return spec, converter.warnings
+
+
+def _check_header(data: Mapping[Hashable, Any], source: SourceMap) -> str:
+    kind, api = data.get("kind"), data.get("apiVersion")
+    supported = ", ".join(KINDS)
+    if kind is None:
+        raise SpecError([source.problem(("kind",), f"is required: one of {supported}")])
+    if not isinstance(kind, str) or kind not in KINDS:
+        message = f"unknown kind {brief(kind)}: supported kinds are {supported}"
+        raise SpecError([source.problem(("kind",), message)])
+    if api is None:
+        raise SpecError([source.problem(("apiVersion",), f"is required: {API_VERSION}")])
+    if api != API_VERSION:
+        message = f"unsupported apiVersion {brief(api)} for {kind}: trainfleet reads {API_VERSION}"
+        raise SpecError([source.problem(("apiVersion",), message)])
+    return kind
+
+
+class _Converter:
+    """Builds the JobSpec input from a manifest, remembering where each value came from."""
+
+    def __init__(self, manifest: Manifest, kind: KindInfo, source: SourceMap) -> None:
+        self.manifest = manifest
+        self.kind = kind
+        self.source = source
+        self.specs_path: Path = ("spec", kind.replica_field)
+        self.origin: dict[Path, Path] = {(): (), ("roles",): self.specs_path}
+        self.problems: list[Problem] = []
+        self.warnings: list[str] = []
+
+    def job(self) -> dict[str, Any]:
+        spec, meta = self.manifest.spec, self.manifest.metadata
+        job: dict[str, Any] = {"name": meta.name, "framework": self.kind.framework}
+        self.origin |= {("name",): ("metadata", "name"), ("framework",): ("kind",)}
+        specs = self._specs()
+        job["roles"] = self._roles(specs)
+        job["restart"] = self._restart(specs)
+        job["labels"] = dict(meta.labels)
+        self.origin[("labels",)] = ("metadata", "labels")
+        for key in meta.labels:
+            self.origin[("labels", key)] = ("metadata", "labels", key)
+        if spec.runPolicy.activeDeadlineSeconds is not None:
+            job["deadline"] = spec.runPolicy.activeDeadlineSeconds
+            self.origin[("deadline",)] = ("spec", "runPolicy", "activeDeadlineSeconds")
+        if spec.successPolicy == "AllWorkers":
+            job["success"] = "all-workers"
+        elif spec.successPolicy:
+            message = (
+                f"unknown successPolicy {spec.successPolicy!r}: use AllWorkers or leave it empty"
+            )
+            self._problem(("spec", "successPolicy"), message)
+        if self.kind.framework is Framework.PYTORCH:
+            pytorch = self._pytorch(job["roles"])
+            if pytorch:
+                job["pytorch"] = pytorch
+        return job
+
+    def _problem(self, path: Path, message: str) -> None:
+        self.problems.append(self.source.problem(path, message))
+
+    def _specs(self) -> dict[str, ReplicaSpec]:
+        specs: dict[str, ReplicaSpec] | None = getattr(self.manifest.spec, self.kind.replica_field)
+        if specs is None:
+            types = ", ".join(self.kind.replica_types)
+            self._problem(self.specs_path, f"is required: the replica types to run ({types})")
+        elif not specs:
+            self._problem(self.specs_path, "must name at least one replica type")
+        return specs or {}
+
+    def _roles(self, specs: dict[str, ReplicaSpec]) -> dict[str, Any]:
+        roles: dict[str, Any] = {}
+        first: dict[str, str] = {}
+        allowed = {name.lower(): name for name in self.kind.replica_types}
+        for type_name, replica in specs.items():
+            path = (*self.specs_path, type_name)
+            role = type_name.lower()
+            if role not in allowed:
+                expected = ", ".join(self.kind.replica_types)
+                self._problem(path, f"unknown replica type {type_name!r}: expected {expected}")
+            elif role in first:
+                message = (
+                    f"replica types {first[role]!r} and {type_name!r} collide: "
+                    f"both become role {role!r}; keep one"
+                )
+                self._problem(path, message)
+            else:
+                first[role] = type_name
+                self.origin[("roles", role)] = path
+                roles[role] = self._role(role, replica, path)
+        return roles
+
+    def _role(self, role: str, replica: ReplicaSpec, path: Path) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        target: Path = ("roles", role)
+        if replica.replicas is not None:
+            out["replicas"] = replica.replicas
+            self.origin[(*target, "replicas")] = (*path, "replicas")
+        containers = replica.template.spec.containers
+        index = next((i for i, c in enumerate(containers) if c.name == self.kind.container), 0)
+        container = containers[index]
+        cpath: Path = (*path, "template", "spec", "containers", index)
+        command = self._command(container, cpath, target)
+        if command is not None:
+            out["command"] = command
+        out["env"] = self._env(container, cpath, target)
+        out["resources"] = self._resources(container, cpath, target)
+        if container.workingDir is not None:
+            out["working_dir"] = container.workingDir
+            self.origin[(*target, "working_dir")] = (*cpath, "workingDir")
+        if container.image is not None:
+            out["image"] = container.image
+            self.origin[(*target, "image")] = (*cpath, "image")
+            self.warnings.append(image_warning(container.image, role))
+        return out
+
+    def _command(self, container: Container, cpath: Path, target: Path) -> list[str] | None:
+        if not container.command:
+            if container.args:
+                message = (
+                    "is missing but args are given: the image's entrypoint is unknown here, "
+                    "so write the whole command (e.g. command: [python, train.py])"
+                )
+            else:
+                message = "is required: trainfleet runs the command itself, not the image"
+            self._problem((*cpath, "command"), message)
+            return None
+        self.origin[(*target, "command")] = (*cpath, "command")
+        parts = [("command", container.command), ("args", container.args or [])]
+        argv: list[str] = []
+        for field, words in parts:
+            for i, word in enumerate(words):
+                self.origin[(*target, "command", len(argv))] = (*cpath, field, i)
+                argv.append(word)
+        return argv
+
+    def _env(self, container: Container, cpath: Path, target: Path) -> dict[str, Any]:
+        env: dict[str, Any] = {}
+        self.origin[(*target, "env")] = (*cpath, "env")
+        for i, var in enumerate(container.env):
+            if var.valueFrom is not None:
+                message = (
+                    "cannot be resolved outside Kubernetes (secrets, config maps, pod fields): "
+                    f"give {var.name} a value"
+                )
+                self._problem((*cpath, "env", i, "valueFrom"), message)
+                continue
+            env[var.name] = "" if var.value is None else var.value
+            self.origin[(*target, "env", var.name)] = (*cpath, "env", i, "value")
+        return env
+
+    def _resources(self, container: Container, cpath: Path, target: Path) -> dict[str, Any]:
+        """cpu, memory and nvidia.com/gpu; a limit wins over a request."""
+        out: dict[str, Any] = {}
+        for ours, theirs in _RESOURCES:
+            for section in ("limits", "requests"):
+                values: dict[str, Any] = getattr(container.resources, section)
+                if theirs in values:
+                    out[ours] = values[theirs]
+                    source: Path = (*cpath, "resources", section, theirs)
+                    self.origin[(*target, "resources", ours)] = source
+                    break
+        return out
+
+    def _restart(self, specs: dict[str, ReplicaSpec]) -> dict[str, Any]:
+        spec = self.manifest.spec
+        chosen: tuple[str, str, Path | None] | None = None
+        policies: dict[str, str] = {}
+        for type_name, replica in specs.items():
+            policy = replica.restartPolicy or self.kind.default_restart
+            path = (*self.specs_path, type_name, "restartPolicy") if replica.restartPolicy else None
+            policies[type_name] = policy
+            if chosen is None or type_name.lower() == "worker":
+                chosen = (type_name, policy, path)
+        restart: dict[str, Any] = {}
+        if chosen is not None:
+            type_name, policy, path = chosen
+            restart["policy"] = RESTART_POLICIES[policy]
+            if path is not None:
+                self.origin[("restart", "policy")] = path
+            if len(set(policies.values())) > 1:
+                each = ", ".join(f"{name}: {value}" for name, value in policies.items())
+                self.warnings.append(
+                    f"replica types disagree on restartPolicy ({each}); trainfleet has one "
+                    f"policy per job and uses {type_name}'s {policy}"
+                )
+        if spec.runPolicy.backoffLimit is not None:
+            restart["max_restarts"] = spec.runPolicy.backoffLimit
+            self.origin[("restart", "max_restarts")] = ("spec", "runPolicy", "backoffLimit")
+        return restart
+
+    def _pytorch(self, roles: dict[str, Any]) -> dict[str, Any]:
+        """nprocPerNode and elasticPolicy, with Kubeflow's defaults for missing bounds."""
+        spec = self.manifest.spec
+        out: dict[str, Any] = {}
+        nproc: int | str | None = spec.nprocPerNode
+        nproc_path: Path = ("spec", "nprocPerNode")
+        elastic = spec.elasticPolicy
+        if nproc is None and elastic is not None and elastic.nProcPerNode is not None:
+            nproc, nproc_path = elastic.nProcPerNode, ("spec", "elasticPolicy", "nProcPerNode")
+        if nproc is not None:
+            out["nproc_per_node"] = _nproc(nproc)
+            self.origin[("pytorch", "nproc_per_node")] = nproc_path
+        if elastic is not None:
+            workers = roles.get("worker", {}).get("replicas", 1)
+            low = elastic.minReplicas if elastic.minReplicas is not None else elastic.maxReplicas
+            high = elastic.maxReplicas if elastic.maxReplicas is not None else elastic.minReplicas
+            policy: dict[str, Any] = {
+                "min_replicas": workers if low is None else low,
+                "max_replicas": workers if high is None else high,
+            }
+            if elastic.rdzvBackend is not None:
+                policy["rdzv_backend"] = elastic.rdzvBackend
+            if elastic.maxRestarts is not None:
+                policy["max_restarts"] = elastic.maxRestarts
+            out["elastic"] = policy
+            base: Path = ("spec", "elasticPolicy")
+            self.origin[("pytorch", "elastic")] = base
+            given = elastic.model_dump(exclude_none=True)
+            for ours, theirs in (
+                ("min_replicas", "minReplicas"),
+                ("max_replicas", "maxReplicas"),
+                ("rdzv_backend", "rdzvBackend"),
+                ("max_restarts", "maxRestarts"),
+            ):
+                self.origin[("pytorch", "elastic", ours)] = (
+                    (*base, theirs) if theirs in given else base
+                )
+        return out
+
+
+def _nproc(value: int | str) -> int | str:
+    """``"2"`` -> 2; ``"auto"``, ``"gpu"``, ``"cpu"`` and ints stay as they are."""
+    if isinstance(value, str) and value.isascii() and value.isdigit() and len(value) < 10:
+        return int(value)
+    return value

@@ -1,0 +1,131 @@
+"""The examples under examples/ train for real with `trainfleet run` and get the right answer.
+
+Each test runs the CLI as a user would, then reads the program's own output from the
+prefixed log lines (``client/0 | w=2.00 b=10.01``) and checks that no task was left behind.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import psutil
+import pytest
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+TIMEOUT = 300  # seconds; each example takes about 10 on two slow cores
+
+pytestmark = pytest.mark.slow
+
+
+def run_example(job_file: Path, tmp_path: Path) -> str:
+    """Run ``trainfleet run job_file``, check that it succeeded and return its stdout."""
+    marker = uuid.uuid4().hex
+    env = {
+        **os.environ,
+        "TRAINFLEET_DATA_DIR": str(tmp_path / "data"),
+        "TRAINFLEET_TEST_MARKER": marker,  # inherited by every task: finds leftovers
+    }
+    result = subprocess.run(
+        [sys.executable, "-m", "trainfleet", "run", str(job_file)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+    )
+    assert result.returncode == 0, (
+        f"exit code {result.returncode}\n--- stdout\n{result.stdout}\n--- stderr\n{result.stderr}"
+    )
+    assert_no_task_left(marker)
+    return result.stdout
+
+
+def assert_no_task_left(marker: str, grace: float = 5.0) -> None:
+    """No process of the job (one with the marker in its environment) is still alive."""
+    deadline = time.monotonic() + grace
+    while True:
+        left = []
+        for process in psutil.process_iter(["pid", "cmdline"]):
+            try:
+                if process.environ().get("TRAINFLEET_TEST_MARKER") == marker:
+                    left.append(process.info)
+            except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+                continue
+        if not left or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    assert not left, f"tasks left running after the job ended: {left}"
+
+
+def task_output(stdout: str, task: str) -> list[str]:
+    """The lines that one task (``"role/index"``) printed, without their prefix."""
+    line = re.compile(rf"^\s*{re.escape(task)}\s*\| ?(.*)$")
+    return [match[1] for match in map(line.match, stdout.splitlines()) if match]
+
+
+def numbers(lines: list[str], pattern: str) -> list[tuple[float, ...]]:
+    """The float groups of ``pattern`` in every line that contains it."""
+    found = (re.search(pattern, line) for line in lines)
+    return [tuple(map(float, match.groups())) for match in found if match]
+
+
+def test_tf_ingraph_fits_the_line(tmp_path: Path) -> None:
+    pytest.importorskip("tensorflow")
+    stdout = run_example(EXAMPLES / "tf_ingraph" / "job.yaml", tmp_path)
+
+    for server in ("ps/0", "worker/0", "worker/1"):
+        assert any("serving at grpc://" in line for line in task_output(stdout, server)), stdout
+    client = task_output(stdout, "client/0")
+    losses = [loss for (_, loss) in numbers(client, r"step (\d+): loss=([\d.]+)")]
+    assert len(losses) >= 2 and losses[-1] < losses[0] / 100, client
+    [(w, b)] = numbers(client, r"^w=(-?[\d.]+) b=(-?[\d.]+)$")
+    assert w == pytest.approx(2, abs=0.1)
+    assert b == pytest.approx(10, abs=0.1)
+
+
+def test_tf_ps_strategy_fits_the_line(tmp_path: Path) -> None:
+    pytest.importorskip("tensorflow")
+    stdout = run_example(EXAMPLES / "tf_ps_strategy" / "job.yaml", tmp_path)
+
+    chief = task_output(stdout, "chief/0")
+    losses = [loss for (_, loss) in numbers(chief, r"epoch (\d+): loss=([\d.]+)")]
+    assert len(losses) == 5, chief
+    [(final_loss, w, b)] = numbers(chief, r"final loss=([\d.]+) w=(-?[\d.]+) b=(-?[\d.]+)")
+    assert final_loss < 0.05
+    assert w == pytest.approx(2, abs=0.1)
+    assert b == pytest.approx(10, abs=0.1)
+
+
+def test_tf_multiworker_keeps_workers_in_sync(tmp_path: Path) -> None:
+    pytest.importorskip("tensorflow")
+    stdout = run_example(EXAMPLES / "tf_multiworker" / "job.yaml", tmp_path)
+
+    workers = [task_output(stdout, f"worker/{index}") for index in (0, 1)]
+    finals = []
+    for lines in workers:
+        assert "2 replicas in sync" in lines, lines
+        losses = [loss for (_, loss) in numbers(lines, r"epoch (\d+): loss=([\d.]+)")]
+        assert len(losses) == 5 and losses[-1] < losses[0] / 10, lines
+        [final] = numbers(lines, r"final loss=([\d.]+) w=(-?[\d.]+) b=(-?[\d.]+)")
+        finals.append(final)
+    # The all-reduce keeps both copies of the model identical.
+    assert finals[0] == finals[1]
+    _, w, b = finals[0]
+    assert w == pytest.approx(2, abs=0.1)
+    assert b == pytest.approx(10, abs=0.1)
+
+
+@pytest.mark.parametrize("job_file", ["job.yaml", "pytorchjob.yaml"])
+def test_torch_ddp_trains(tmp_path: Path, job_file: str) -> None:
+    pytest.importorskip("torch")
+    stdout = run_example(EXAMPLES / "torch_ddp" / job_file, tmp_path)
+
+    master = task_output(stdout, "master/0")
+    losses = [loss for (_, loss) in numbers(master, r"epoch (\d+): loss=([\d.]+)")]
+    assert len(losses) == 5 and losses[-1] < losses[0] / 10, master
+    assert any(line.startswith("done: 3 ranks") for line in master), master
