@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import click
@@ -255,11 +256,7 @@ def test_help_lists_every_flag_with_underscores() -> None:
     result = CliRunner().invoke(run, ["--help"])
     for name in SUBMARINE_PARAMS:
         assert f"--{name}" in result.output
-    assert set(SUBMARINE_PARAMS) == {
-        "name", "framework", "num_workers", "worker_resources", "worker_launch_cmd",
-        "worker_docker_image", "num_ps", "ps_resources", "ps_launch_cmd", "ps_docker_image",
-        "docker_image", "env", "input_path", "checkpoint_path",
-    }  # fmt: skip
+    assert tuple(field.name for field in dataclasses.fields(SubmarineArgs)) == SUBMARINE_PARAMS
 
 
 def test_submarine_args_from_kwargs() -> None:

@@ -27,7 +27,7 @@ def _job(job_id: str = "demo-1") -> JobRecord:
 
 def test_job_tasks_and_events_round_trip(tmp_path: Path) -> None:
     data = DataDir(tmp_path)
-    store = Store(data.database_url)
+    store = Store(data.database)
     store.add_job(
         _job(),
         [TaskRecord(job_id="demo-1", role="worker", index=i, address=f"h:{i}") for i in range(2)],
@@ -54,14 +54,14 @@ def test_job_tasks_and_events_round_trip(tmp_path: Path) -> None:
 
 
 def test_a_second_store_on_the_same_file_sees_the_jobs(tmp_path: Path) -> None:
-    url = DataDir(tmp_path).database_url
+    url = DataDir(tmp_path).database
     Store(url).add_job(_job("a-1"), [])
     Store(url).add_job(_job("b-1"), [])
     assert [job.id for job in Store(url).list_jobs()] == ["b-1", "a-1"]
 
 
 def test_duplicate_job_id_is_refused_and_nothing_is_lost(tmp_path: Path) -> None:
-    store = Store(DataDir(tmp_path).database_url)
+    store = Store(DataDir(tmp_path).database)
     store.add_job(_job(), [TaskRecord(job_id="demo-1", role="w", index=0)])
     with pytest.raises(Exception, match="UNIQUE"):
         store.add_job(_job(), [TaskRecord(job_id="demo-1", role="w", index=0)])

@@ -12,7 +12,6 @@ from pathlib import Path
 import click
 
 from trainfleet.backends.local.gpus import GpuConfigError
-from trainfleet.cli import tables
 from trainfleet.cli.follow import LogFollower
 from trainfleet.control.engine import Engine, JobNotFound
 from trainfleet.scheduling.placement import Unschedulable
@@ -63,6 +62,8 @@ def run(
             click.echo(f"warning: {warning}", err=True)
         engine = _engine(data_dir)
         if dry_run:
+            from trainfleet.cli import tables
+
             tables.print_dry_run(loaded.spec, engine.dry_run(loaded.spec, workdir))
             return 0
         job = engine.submit(loaded.spec, workdir, loaded.source)
@@ -74,6 +75,8 @@ def run(
 def list_jobs(data_dir: str | None, limit: int, output: str) -> None:
     jobs = _engine(data_dir).list(limit)
     if output == "table":
+        from trainfleet.cli import tables
+
         tables.print_jobs(jobs)
     else:
         _dump([job.model_dump(exclude={"spec"}) for job in jobs], output)
@@ -83,6 +86,8 @@ def describe(data_dir: str | None, job_id: str, output: str) -> int:
     with user_errors():
         details = _engine(data_dir).describe(job_id)
     if output == "table":
+        from trainfleet.cli import tables
+
         tables.print_details(details)
     else:
         _dump(

@@ -9,12 +9,12 @@ from __future__ import annotations
 import signal
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from types import FrameType
 
 from trainfleet.cli.follow import EventFollower, LogFollower, describe_event
 from trainfleet.control.engine import Engine
-from trainfleet.store.records import State
+from trainfleet.store.records import State, TaskRecord
 
 EXIT_CODES = {State.SUCCEEDED: 0, State.FAILED: 1, State.CANCELLED: 130}
 POLL_SECONDS = 0.05
@@ -44,6 +44,9 @@ class RunView:
         finally:
             signal.signal(signal.SIGTERM, previous)
         job = self.engine.get(self.job_id)
+        if not self.tty:
+            for line in plain_task_table(self.engine.tasks(self.job_id)):
+                self._say(line)
         self._say(f"job {job.id} {job.state}: {job.reason}")
         return EXIT_CODES.get(State(job.state), 1)
 
@@ -103,6 +106,23 @@ class RunView:
     def _say(self, line: str) -> None:
         sys.stdout.buffer.write(f"trainfleet | {line}\n".encode())
         sys.stdout.flush()
+
+
+def plain_task_table(tasks: Sequence[TaskRecord]) -> list[str]:
+    """The task table as aligned plain lines, for logs and files."""
+    rows = [("TASK", "STATE", "PID", "RESTARTS", "ADDRESS", "EXIT")] + [
+        (t.name, t.state, str(t.pid or "-"), str(t.restarts), t.address, _exit(t.exit_code))
+        for t in tasks
+    ]
+    widths = [max(len(row[column]) for row in rows) for column in range(len(rows[0]))]
+    return [
+        "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
+        for row in rows
+    ]
+
+
+def _exit(code: int | None) -> str:
+    return "-" if code is None else str(code)
 
 
 def _interrupt(_signum: int, _frame: FrameType | None) -> None:

@@ -10,17 +10,21 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import fields
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
-from trainfleet.spec.submarine import SubmarineArgs
+if TYPE_CHECKING:  # the spec models load only when flags are really given
+    from trainfleet.spec.submarine import SubmarineArgs
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-SUBMARINE_PARAMS = tuple(field.name for field in fields(SubmarineArgs))
-"""The keyword names the options add to the command's parameters."""
+SUBMARINE_PARAMS = (
+    "name", "framework", "num_workers", "worker_resources", "worker_launch_cmd",
+    "worker_docker_image", "num_ps", "ps_resources", "ps_launch_cmd", "ps_docker_image",
+    "docker_image", "env", "input_path", "checkpoint_path",
+)  # fmt: skip
+"""The keyword names the options add to the command's parameters (SubmarineArgs' fields)."""
 
 _RESOURCES_HELP = "What one {} needs, e.g. memory=8G,vcores=2,gpu=1 (bare memory numbers are MiB)."
 _IMAGE_HELP = "Container image of the {}; recorded, and ignored when running locally."
@@ -73,4 +77,6 @@ def submarine_args_from(kwargs: Mapping[str, Any]) -> SubmarineArgs | None:
     values["env"] = tuple(values["env"] or ())
     if not any(value not in (None, ()) for value in values.values()):
         return None
+    from trainfleet.spec.submarine import SubmarineArgs
+
     return SubmarineArgs(**values)

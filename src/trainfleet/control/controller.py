@@ -100,6 +100,14 @@ class JobController:
 
     def run(self) -> State:
         """Start every task and manage the job until no process of it is left."""
+        try:
+            return self._run()
+        except BaseException:
+            # A bug here must not leave a job's processes running without a controller.
+            self._kill_remaining()
+            raise
+
+    def _run(self) -> State:
         self.store.update_job(self.job_id, state=State.STARTING, started_at=time.time())
         for key in self._tasks:
             if self._outcome is None:

@@ -48,7 +48,7 @@ class Engine:
     def __init__(self, data_dir: DataDir, backend: Backend | None = None) -> None:
         data_dir.root.mkdir(parents=True, exist_ok=True)
         self.data_dir = data_dir
-        self.store = Store(data_dir.database_url)
+        self.store = Store(data_dir.database)
         self.backend: Backend = backend or LocalBackend()
 
     def plan(self, spec: JobSpec) -> Placement:

@@ -20,7 +20,6 @@ import yaml
 from pydantic import ValidationError
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
-from trainfleet.spec import kubeflow
 from trainfleet.spec.errors import (
     Path,
     Problem,
@@ -79,6 +78,8 @@ def load_job_text(text: str, filename: str = "<input>") -> LoadedJob:
     try:
         data, source = parse_document(text, filename)
         if "apiVersion" in data or "kind" in data:
+            from trainfleet.spec import kubeflow  # its models load only for manifests
+
             spec, warnings = kubeflow.job_from_manifest(data, source)
             return LoadedJob(spec, warnings, str(data["kind"]))
         try:

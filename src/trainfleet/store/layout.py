@@ -30,8 +30,8 @@ class DataDir:
         return cls(Path(explicit).expanduser() if explicit else default_root())
 
     @property
-    def database_url(self) -> str:
-        return f"sqlite:///{self.root / 'trainfleet.db'}"
+    def database(self) -> Path:
+        return self.root / "trainfleet.db"
 
     def job_dir(self, job_id: str) -> Path:
         if not JOB_ID.match(job_id):

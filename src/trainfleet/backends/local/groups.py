@@ -7,8 +7,6 @@ import os
 import signal
 import time
 
-import psutil
-
 
 def signal_group(pgid: int, sig: signal.Signals) -> None:
     """Send ``sig`` to every process of the group; a group that is gone is fine."""
@@ -25,6 +23,8 @@ def live_members(pgid: int) -> list[int]:
         os.killpg(pgid, 0)
     except ProcessLookupError:
         return []
+    import psutil  # only needed when a group outlives its leader
+
     members = []
     for process in psutil.process_iter(["status"]):
         try:

@@ -1,0 +1,295 @@
+"""Launch benchmarks of the local engine, each beside a peer in the same run.
+
+(a) submit-to-all-running of a 4-task job of trivial commands (engine in-process);
+(b) `trainfleet run` wall time of a 3-replica job of `true`, beside
+    `torchx run -s local_cwd --wait utils.sh --num_replicas 3 true`;
+(c) time from a worker's death (kill -9) to its restarted process, backoff 0;
+(d) training steps/s of a small DDP job under trainfleet, beside plain torchrun;
+(e) `trainfleet run` wall time of a task writing 1 GiB to stdout, beside the same
+    command writing to a file directly.
+
+usage: python benchmarks/launch.py [--runs 20] [--only a,b,c,d,e] [--out FILE]
+Prints a table and writes the figures as JSON (default benchmarks/results/launch.json).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import textwrap
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from trainfleet.control.engine import Engine
+from trainfleet.spec.models import JobSpec
+from trainfleet.store.layout import DataDir
+from trainfleet.store.records import State
+
+HERE = Path(__file__).resolve().parent
+BIN = Path(sys.executable).parent
+DDP_PROGRAM = HERE / "ddp_steps.py"
+
+
+def _summary(samples: list[float]) -> dict[str, float]:
+    ordered = sorted(samples)
+    return {
+        "median": statistics.median(ordered),
+        "p10": ordered[len(ordered) // 10],
+        "p90": ordered[(len(ordered) * 9) // 10 - 1 if len(ordered) >= 10 else -1],
+        "runs": len(ordered),
+    }
+
+
+def _timed(command: list[str] | str, cwd: Path, shell: bool = False) -> float:
+    started = time.perf_counter()
+    subprocess.run(
+        command,
+        cwd=cwd,
+        shell=shell,
+        check=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    return time.perf_counter() - started
+
+
+def _spec(text: str) -> JobSpec:
+    import yaml
+
+    return JobSpec.model_validate(yaml.safe_load(textwrap.dedent(text)))
+
+
+def _run_in_thread(engine: Engine, job_id: str) -> threading.Thread:
+    thread = threading.Thread(target=engine.controller(job_id).run, daemon=True)
+    thread.start()
+    return thread
+
+
+def bench_submit(work: Path, runs: int) -> dict[str, object]:
+    """(a) from engine.submit() to the last of 4 tasks running (its process started)."""
+    engine = Engine(DataDir(work / "a"))
+    spec = _spec("""
+        name: submit
+        grace_period: 1
+        roles:
+          chief: {command: [sleep, "30"]}
+          worker: {replicas: 2, command: [sleep, "30"]}
+          ps: {command: [sleep, "30"]}
+    """)
+    samples = []
+    for _ in range(runs):
+        started = time.time()
+        job = engine.submit(spec, work)
+        controller = engine.controller(job.id)
+        thread = threading.Thread(target=controller.run, daemon=True)
+        thread.start()
+        while not all(t.state == State.RUNNING for t in engine.tasks(job.id)):
+            time.sleep(0.005)
+        samples.append(max(t.started_at or 0 for t in engine.tasks(job.id)) - started)
+        controller.cancel()
+        thread.join()
+    return {"submit_to_all_running_s": _summary(samples), "target_median_s": 0.150}
+
+
+def bench_run_vs_torchx(work: Path, runs: int) -> dict[str, object]:
+    """(b) wall time of the whole CLI for 3 x `true`, beside TorchX, interleaved."""
+    job = work / "true3.yaml"
+    job.write_text('name: trues\nroles:\n  worker: {replicas: 3, command: ["true"]}\n')
+    env_dir = work / "b"
+    os.environ["TRAINFLEET_DATA_DIR"] = str(env_dir)
+    ours, theirs = [], []
+    torchx = str(BIN / "torchx")
+    for _ in range(runs):
+        ours.append(_timed([str(BIN / "trainfleet"), "run", str(job)], work))
+        theirs.append(
+            _timed(
+                [
+                    torchx,
+                    "run",
+                    "-s",
+                    "local_cwd",
+                    "--wait",
+                    "utils.sh",
+                    "--num_replicas",
+                    "3",
+                    "true",
+                ],
+                work,
+            )
+        )
+    ratio = statistics.median(ours) / statistics.median(theirs)
+    return {
+        "trainfleet_s": _summary(ours),
+        "torchx_s": _summary(theirs),
+        "ratio": ratio,
+        "target_ratio_max": 0.3,
+    }
+
+
+def bench_restart(work: Path, runs: int) -> dict[str, object]:
+    """(c) from kill -9 of a worker to its restarted process running, with backoff 0."""
+    engine = Engine(DataDir(work / "c"))
+    spec = _spec(f"""
+        name: restart
+        grace_period: 1
+        restart: {{policy: on-failure, max_restarts: {runs + 1}, backoff: {{initial: 0}}}}
+        roles:
+          chief: {{command: [sleep, "600"]}}
+          worker: {{command: [sleep, "600"]}}
+    """)
+    job = engine.submit(spec, work)
+    controller = engine.controller(job.id)
+    thread = threading.Thread(target=controller.run, daemon=True)
+    thread.start()
+    samples = []
+
+    def worker() -> object:
+        return next(t for t in engine.tasks(job.id) if t.role == "worker")
+
+    for restarts in range(runs):
+        while (task := worker()).state != State.RUNNING or task.restarts != restarts:  # type: ignore[attr-defined]
+            time.sleep(0.002)
+        time.sleep(0.05)
+        killed = time.time()
+        os.kill(task.pid, signal.SIGKILL)  # type: ignore[attr-defined]
+        while (task := worker()).restarts != restarts + 1 or task.state != State.RUNNING:  # type: ignore[attr-defined]
+            time.sleep(0.002)
+        samples.append(task.started_at - killed)  # type: ignore[attr-defined]
+    controller.cancel()
+    thread.join()
+    return {"death_to_restart_s": _summary(samples), "backoff_s": 0.0, "target_max_s": 0.100}
+
+
+def _ddp_steps(output: str) -> float:
+    rates = [
+        float(line.rsplit("steps_per_s=", 1)[1])
+        for line in output.splitlines()
+        if "steps_per_s=" in line
+    ]
+    if not rates:
+        raise RuntimeError(f"no throughput in output:\n{output[-2000:]}")
+    return min(rates)  # the slowest rank sets the pace
+
+
+def bench_ddp(work: Path, runs: int) -> dict[str, object]:
+    """(d) steps/s of a 2-node DDP (gloo) job under trainfleet, beside plain torchrun."""
+    shutil.copy(DDP_PROGRAM, work / "ddp_steps.py")
+    job = work / "ddp.yaml"
+    job.write_text(
+        textwrap.dedent("""
+        name: ddp
+        framework: pytorch
+        grace_period: 5
+        roles:
+          master: {command: torchrun ddp_steps.py}
+          worker: {replicas: 1, command: torchrun ddp_steps.py}
+    """)
+    )
+    os.environ["TRAINFLEET_DATA_DIR"] = str(work / "d")
+    ours, theirs = [], []
+    for _ in range(runs):
+        result = subprocess.run(
+            [str(BIN / "trainfleet"), "run", str(job)],
+            cwd=work,
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        ours.append(_ddp_steps(result.stdout))
+        theirs.append(_ddp_steps(_plain_torchrun(work)))
+    ratio = statistics.median(ours) / statistics.median(theirs)
+    return {
+        "trainfleet_steps_per_s": _summary(ours),
+        "torchrun_steps_per_s": _summary(theirs),
+        "ratio": ratio,
+        "target_ratio_min": 0.98,
+    }
+
+
+def _plain_torchrun(work: Path) -> str:
+    from trainfleet.backends.local.ports import free_port
+
+    port = str(free_port())
+    nodes = [
+        subprocess.Popen(
+            [
+                str(BIN / "torchrun"),
+                "--nnodes=2",
+                f"--node_rank={rank}",
+                "--nproc_per_node=1",
+                "--master_addr=127.0.0.1",
+                f"--master_port={port}",
+                "ddp_steps.py",
+            ],
+            cwd=work,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )  # fmt: skip
+        for rank in range(2)
+    ]
+    return "".join(node.communicate()[0] for node in nodes)
+
+
+def bench_stdout(work: Path, runs: int) -> dict[str, object]:
+    """(e) a task writing 1 GiB to stdout under `trainfleet run`, beside writing it to a file."""
+    writer = "yes 'step 123456 loss 0.123456 accuracy 0.987654 learning_rate 0.001 throughput 1234.5 samples/s' | head -c 1073741824"
+    job = work / "stdout.yaml"
+    job.write_text(f"name: stdout\nroles:\n  worker: {{command: {json.dumps(writer)}}}\n")
+    os.environ["TRAINFLEET_DATA_DIR"] = str(work / "e")
+    ours, theirs = [], []
+    for _ in range(runs):
+        ours.append(_timed([str(BIN / "trainfleet"), "run", str(job)], work))
+        shutil.rmtree(work / "e" / "jobs")
+        theirs.append(_timed(f"{writer} > direct.log", work, shell=True))
+        (work / "direct.log").unlink()
+    ratio = statistics.median(theirs) / statistics.median(ours)
+    return {
+        "trainfleet_run_s": _summary(ours),
+        "direct_to_file_s": _summary(theirs),
+        "ratio_direct_over_ours": ratio,
+        "target_ratio_min": 0.9,
+    }
+
+
+BENCHMARKS: dict[str, Callable[[Path, int], dict[str, object]]] = {
+    "a": bench_submit,
+    "b": bench_run_vs_torchx,
+    "c": bench_restart,
+    "d": bench_ddp,
+    "e": bench_stdout,
+}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--runs", type=int, default=20)
+    parser.add_argument("--only", default="a,b,c,d,e")
+    parser.add_argument("--out", type=Path, default=HERE / "results" / "launch.json")
+    args = parser.parse_args()
+    results: dict[str, object] = {"runs": args.runs, "cpus": os.cpu_count()}
+    with tempfile.TemporaryDirectory(prefix="trainfleet-bench-") as tmp:
+        for name in args.only.split(","):
+            work = Path(tmp) / name
+            work.mkdir()
+            print(f"({name}) {BENCHMARKS[name].__doc__.splitlines()[0]}", flush=True)  # type: ignore[union-attr]
+            results[name] = BENCHMARKS[name](work, args.runs)
+            print(json.dumps(results[name], indent=2), flush=True)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(results, indent=2))
+    print(f"written to {args.out}")
+
+
+if __name__ == "__main__":
+    main()

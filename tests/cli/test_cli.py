@@ -1,0 +1,234 @@
+"""The CLI as a user meets it: run's output, list/describe/logs, dry runs, bad input, GPUs."""
+
+from __future__ import annotations
+
+import json
+import os
+import pty
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+from conftest import run_cli, trainfleet, wait_for
+
+from trainfleet.control.engine import Engine
+from trainfleet.store.records import State
+
+
+def test_run_prints_prefixed_logs_events_and_the_task_table(job_file) -> None:
+    job = job_file(
+        """
+        name: hello
+        roles:
+          chief: {command: 'echo "chief says hi"; echo "to stderr" >&2'}
+          worker: {replicas: 2, command: 'printf "no newline at the end"'}
+        """
+    )
+    result = run_cli("run", job)
+    assert result.returncode == 0, result.stdout + result.stderr
+    out = result.stdout
+    assert re.search(r"^chief/0  \| chief says hi$", out, re.MULTILINE)
+    assert re.search(r"^chief/0  \| to stderr$", out, re.MULTILINE)
+    assert re.search(r"^worker/1 \| no newline at the end$", out, re.MULTILINE)
+    assert "trainfleet | chief/0 succeeded: exit code 0" in out
+    assert re.search(r"trainfleet \| TASK +STATE +PID +RESTARTS +ADDRESS +EXIT", out)
+    assert re.search(r"trainfleet \| worker/1 +succeeded +\d+ +0 +127\.0\.0\.1:\d+ +0", out)
+    assert re.search(r"job hello-[0-9a-f]{6} succeeded: chief/0 succeeded$", out.strip())
+
+
+def test_run_on_a_terminal_draws_the_live_table(job_file, data_dir: Path) -> None:
+    job = job_file(
+        "name: tty\nroles:\n  worker: {replicas: 2, command: 'echo step one; sleep 0.3'}\n"
+    )
+    parent, child = pty.openpty()
+    process = subprocess.Popen(
+        trainfleet("run", job),
+        stdin=child,
+        stdout=child,
+        stderr=child,
+        env={**os.environ, "COLUMNS": "150"},
+    )
+    os.close(child)
+    output = b""
+    while True:
+        try:
+            chunk = os.read(parent, 65536)
+        except OSError:
+            break
+        if not chunk:
+            break
+        output += chunk
+    assert process.wait(timeout=60) == 0
+    screen = re.sub(rb"\x1b\[[0-9;?]*[A-Za-z]", b"", output).decode()
+    assert re.search(r"TASK\s+STATE\s+PID\s+RESTARTS\s+ADDRESS", screen)
+    assert re.search(r"worker/1\s+succeeded", screen)
+    assert "step one" in screen
+
+
+def test_failed_job_exits_non_zero_naming_task_and_code(job_file) -> None:
+    job = job_file("name: broken\nroles:\n  worker: {replicas: 2, command: 'exit 3'}\n")
+    result = run_cli("run", job)
+    assert result.returncode == 1
+    assert re.search(
+        r"job broken-[0-9a-f]{6} failed: worker/[01] exited with exit code 3$",
+        result.stdout.strip(),
+    )
+
+
+def test_list_describe_and_logs_after_the_job(job_file, engine: Engine) -> None:
+    job = job_file(
+        "name: kept\nroles:\n  worker: {replicas: 2, command: 'echo line from $TRAINFLEET_INDEX'}\n"
+    )
+    assert run_cli("run", job).returncode == 0
+    job_id = engine.list()[0].id
+
+    listing = run_cli("list")
+    assert re.search(rf"^{job_id} +succeeded +generic", listing.stdout, re.MULTILINE)
+    as_json = json.loads(run_cli("list", "-o", "json").stdout)
+    assert as_json[0]["id"] == job_id and as_json[0]["state"] == "succeeded"
+
+    described = json.loads(run_cli("describe", job_id, "-o", "json").stdout)
+    assert [t["state"] for t in described["tasks"]] == ["succeeded", "succeeded"]
+    assert described["job"]["spec"]["name"] == "kept"
+    assert [e["state"] for e in described["events"]][:3] == ["queued", "starting", "running"]
+    assert "worker/1" in run_cli("describe", job_id).stdout
+
+    logs = run_cli("logs", job_id).stdout
+    assert logs.splitlines() == ["worker/0 | line from 0", "worker/1 | line from 1"]
+    assert (
+        run_cli("logs", job_id, "--role", "worker", "--index", "1").stdout
+        == "worker/1 | line from 1\n"
+    )
+
+
+def test_logs_follow_from_another_terminal_while_the_job_runs(
+    job_file, engine: Engine, tmp_path: Path
+) -> None:
+    job = job_file(
+        "name: follow\nroles:\n"
+        "  worker: {command: 'echo first; while [ ! -e GO ]; do sleep 0.05; done; echo second'}\n"
+    )
+    run = subprocess.Popen(trainfleet("run", job), stdout=subprocess.DEVNULL)
+    job_id = str(wait_for(lambda: engine.list() and engine.list()[0].id, what="the job"))
+    follower = subprocess.Popen(trainfleet("logs", job_id, "-f"), stdout=subprocess.PIPE, text=True)
+    assert follower.stdout is not None
+    assert follower.stdout.readline() == "worker/0 | first\n"
+    (tmp_path / "GO").touch()
+    assert follower.stdout.readline() == "worker/0 | second\n"
+    assert follower.wait(timeout=30) == 0, "logs -f ends when the job ends"
+    assert run.wait(timeout=30) == 0
+
+
+def test_dry_run_prints_environment_and_starts_nothing(job_file, engine: Engine) -> None:
+    job = job_file(
+        """
+        name: dry
+        framework: tensorflow
+        roles:
+          ps: {command: trainfleet tf-server}
+          worker: {replicas: 2, command: python train.py --data %input_path%}
+        input_path: /data/in
+        """
+    )
+    result = run_cli("run", "--dry-run", job)
+    assert result.returncode == 0, result.stderr
+    assert "worker/1  /bin/sh -c 'python train.py --data /data/in'" in result.stdout
+    config = re.search(r"worker/1 .*?TF_CONFIG=(\{.*?\})\n", result.stdout, re.DOTALL)
+    assert config is not None
+    tf_config = json.loads(config.group(1))
+    assert tf_config["task"] == {"type": "worker", "index": 1}
+    assert sorted(tf_config["cluster"]) == ["ps", "worker"]
+    assert engine.list() == []
+
+
+def test_bad_input_exits_2_with_a_clear_message(job_file, engine: Engine) -> None:
+    missing = run_cli("run", "nope.yaml")
+    assert (
+        missing.returncode == 2
+        and "nope.yaml" in missing.stderr
+        and "Traceback" not in missing.stderr
+    )
+
+    bad = job_file("name: bad\nroles:\n  worker:\n    replicas: -1\n    command: x\n")
+    result = run_cli("run", bad)
+    assert result.returncode == 2
+    assert "job.yaml:4: roles.worker.replicas" in result.stderr and "Traceback" not in result.stderr
+
+    for args in (["describe", "no-such-job"], ["logs", "no-such-job"], ["logs", "../etc"]):
+        result = run_cli(*args)
+        assert result.returncode == 2, args
+        assert result.stderr.startswith("error: ") and "Traceback" not in result.stderr
+    assert run_cli("run").returncode == 2
+    assert run_cli("list", "--limit", "0").returncode == 2
+    assert engine.list() == []
+
+
+def test_gpus_are_exclusive_and_remapped(job_file, engine: Engine, monkeypatch) -> None:
+    """A fake GPU inventory (TRAINFLEET_GPUS): no GPU can run here."""
+    monkeypatch.setenv("TRAINFLEET_GPUS", "0,1,2,5")
+    job = job_file(
+        """
+        name: gpus
+        roles:
+          ps: {command: 'echo "ps sees [$CUDA_VISIBLE_DEVICES]"'}
+          worker: {replicas: 2, command: 'echo "sees $CUDA_VISIBLE_DEVICES"', resources: {gpu: 2}}
+        success: [worker, ps]
+        """
+    )
+    result = run_cli("run", job)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "worker/0 | sees 0,1" in result.stdout
+    assert "worker/1 | sees 2,5" in result.stdout
+    assert "ps/0     | ps sees []" in result.stdout
+
+    too_many = job_file(
+        "name: greedy\nroles:\n  worker: {replicas: 3, command: x, resources: {gpu: 2}}\n",
+        name="greedy.yaml",
+    )
+    result = run_cli("run", too_many)
+    assert result.returncode == 2
+    assert "asks for 6 GPU(s)" in result.stderr and "has 4" in result.stderr
+    assert [job.name for job in engine.list()] == ["gpus"]
+
+
+def test_submarine_flags_run_a_job(data_dir: Path, tmp_path: Path) -> None:
+    result = run_cli(
+        "run", "--name", "sub", "--framework", "tensorflow", "--num_workers", "2",
+        "--worker_launch_cmd", "python -c \"import json, os; print(json.loads(os.environ['TF_CONFIG'])['task'])\"",
+        "--num_ps", "1", "--ps_launch_cmd", "sleep 600", "--env", "A=1",
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "worker/1 | {'type': 'worker', 'index': 1}" in result.stdout
+    assert "ps/0     " in result.stdout
+
+
+def test_schema_is_json_schema_of_job_files() -> None:
+    schema = json.loads(run_cli("schema").stdout)
+    assert schema["title"] == "JobSpec"
+    assert {"name", "roles", "restart", "success"} <= set(schema["properties"])
+
+
+def test_cli_starts_without_heavy_imports() -> None:
+    """`run` stays fast: no Rich (terminal only) and no Kubeflow models for plain job files."""
+    code = (
+        "import sys; from trainfleet.cli import main, commands, run_view; "
+        "print(sorted(m for m in ('rich', 'trainfleet.spec.kubeflow', 'psutil') if m in sys.modules))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout
+    assert out.strip() == "[]"
+
+
+def test_task_states_are_stored_for_other_terminals(job_file, engine: Engine) -> None:
+    job = job_file("name: states\nroles:\n  worker: {command: 'exit 0'}\n")
+    assert run_cli("run", job).returncode == 0
+    details = engine.describe(engine.list()[0].id)
+    assert details.job.state == State.SUCCEEDED
+    assert details.job.started_at and details.job.finished_at
+    assert [(e.task, e.state) for e in details.events] == [
+        ("", "queued"), ("", "starting"), ("worker/0", "running"), ("", "running"),
+        ("worker/0", "succeeded"), ("", "succeeded"),
+    ]  # fmt: skip
