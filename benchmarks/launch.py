@@ -234,7 +234,7 @@ def _plain_torchrun(work: Path) -> str:
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,
-        )  # fmt: skip
+        )
         for rank in range(2)
     ]
     return "".join(node.communicate()[0] for node in nodes)
@@ -242,7 +242,8 @@ def _plain_torchrun(work: Path) -> str:
 
 def bench_stdout(work: Path, runs: int) -> dict[str, object]:
     """(e) a task writing 1 GiB to stdout under `trainfleet run`, beside writing it to a file."""
-    writer = "yes 'step 123456 loss 0.123456 accuracy 0.987654 learning_rate 0.001 throughput 1234.5 samples/s' | head -c 1073741824"
+    line = "step 123456 loss 0.123456 accuracy 0.987654 learning_rate 0.001 throughput 1234.5/s"
+    writer = f"yes '{line}' | head -c {1 << 30}"
     job = work / "stdout.yaml"
     job.write_text(f"name: stdout\nroles:\n  worker: {{command: {json.dumps(writer)}}}\n")
     os.environ["TRAINFLEET_DATA_DIR"] = str(work / "e")

@@ -193,9 +193,10 @@ def test_gpus_are_exclusive_and_remapped(job_file, engine: Engine, monkeypatch) 
 
 
 def test_submarine_flags_run_a_job(data_dir: Path, tmp_path: Path) -> None:
+    show_task = "import json, os; print(json.loads(os.environ['TF_CONFIG'])['task'])"
     result = run_cli(
         "run", "--name", "sub", "--framework", "tensorflow", "--num_workers", "2",
-        "--worker_launch_cmd", "python -c \"import json, os; print(json.loads(os.environ['TF_CONFIG'])['task'])\"",
+        "--worker_launch_cmd", f'python -c "{show_task}"',
         "--num_ps", "1", "--ps_launch_cmd", "sleep 600", "--env", "A=1",
         cwd=tmp_path,
     )  # fmt: skip
@@ -214,7 +215,8 @@ def test_cli_starts_without_heavy_imports() -> None:
     """`run` stays fast: no Rich (terminal only) and no Kubeflow models for plain job files."""
     code = (
         "import sys; from trainfleet.cli import main, commands, run_view; "
-        "print(sorted(m for m in ('rich', 'trainfleet.spec.kubeflow', 'psutil') if m in sys.modules))"
+        "heavy = ('rich', 'trainfleet.spec.kubeflow', 'psutil'); "
+        "print(sorted(m for m in heavy if m in sys.modules))"
     )
     out = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
