@@ -10,7 +10,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-WARMUP, STEPS = 20, 200
+WARMUP, STEPS = 50, 1000
 
 dist.init_process_group("gloo")
 torch.manual_seed(0)

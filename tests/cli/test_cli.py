@@ -234,3 +234,21 @@ def test_task_states_are_stored_for_other_terminals(job_file, engine: Engine) ->
         ("", "queued"), ("", "starting"), ("worker/0", "running"), ("", "running"),
         ("worker/0", "succeeded"), ("", "succeeded"),
     ]  # fmt: skip
+
+
+def test_live_logs_skip_a_burst_they_cannot_keep_up_with(engine: Engine, tmp_path: Path) -> None:
+    from trainfleet.cli.follow import LogFollower
+
+    log = engine.log_path("burst-1", "worker", 0)
+    log.parent.mkdir(parents=True)
+    log.write_bytes(b"".join(b"step %06d\n" % n for n in range(200_000)))  # 2.4 MB
+    live = LogFollower(engine, "burst-1", [("worker", 0)], behind=1 << 20, keep=1000)
+    shown = b"".join(live.read()).decode().splitlines()
+    assert shown[0].startswith("worker/0 | [trainfleet: 2.3 MiB of output skipped to keep up")
+    assert shown[0].endswith("trainfleet logs burst-1 --role worker --index 0]")
+    assert shown[-1] == "worker/0 | step 199999"
+    assert len(shown) < 100
+    everything = b"".join(
+        LogFollower(engine, "burst-1", [("worker", 0)], behind=1 << 20).read(final=True)
+    )
+    assert everything.count(b"\n") == 200_000

@@ -117,10 +117,10 @@ def logs(
     follower = LogFollower(engine, job_id, [(t.role, t.index) for t in chosen])
     out = sys.stdout.buffer
     while follow and not State(engine.get(job_id).state).is_final:
-        out.write(follower.read())
+        out.writelines(follower.read())
         out.flush()
         time.sleep(0.2)
-    out.write(follower.read(final=True))
+    out.writelines(follower.read(final=True))
     out.flush()
     return 0
 

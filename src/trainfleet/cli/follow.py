@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
 from trainfleet.control.engine import Engine
@@ -18,6 +18,8 @@ class LogFollower:
     job_id: str
     tasks: Iterable[tuple[str, int]]
     width: int = 0
+    behind: int = 32 << 20
+    keep: int = 1 << 20
     _tails: list[tuple[bytes, LogTail]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
@@ -27,22 +29,40 @@ class LogFollower:
             prefix = f"{role}/{index}".ljust(width).encode() + b" | "
             self._tails.append((prefix, LogTail(self.engine.log_path(self.job_id, role, index))))
 
-    def read(self, final: bool = False) -> bytes:
-        """New output of every task; with ``final``, everything left including partial lines."""
-        chunks = []
+    def read(self, final: bool = False) -> Iterator[bytes]:
+        """New output of every task, in pieces.
+
+        A live view must never slow training down: a task more than ``behind`` bytes
+        ahead of the view is skipped to its last ``keep`` bytes, with a line that says
+        so (the log file keeps everything). With ``final``, everything left is read,
+        partial last lines included, and the tails close.
+        """
         for prefix, tail in self._tails:
-            while True:
+            if not final and tail.pending() > self.behind:
+                skipped = tail.skip(self.keep)
+                yield prefix + _skipped_note(skipped, self.job_id, prefix)
+            taken = 0
+            while final or taken < self.behind:
                 data = tail.read(final=final)
-                if data:
-                    chunks.append(_prefixed(prefix, data))
-                if not final or tail.exhausted():
+                if not data:
                     break
-        return b"".join(chunks)
+                taken += len(data)
+                yield from _prefixed(prefix, data)
+            if final:
+                tail.close()
 
 
-def _prefixed(prefix: bytes, data: bytes) -> bytes:
+def _skipped_note(skipped: int, job_id: str, prefix: bytes) -> bytes:
+    role, _, index = prefix.decode().split(" ", 1)[0].partition("/")
+    return (
+        f"[trainfleet: {skipped / 2**20:.1f} MiB of output skipped to keep up; all of it: "
+        f"trainfleet logs {job_id} --role {role} --index {index}]\n"
+    ).encode()
+
+
+def _prefixed(prefix: bytes, data: bytes) -> tuple[bytes, bytes, bytes]:
     body = data[:-1] if data.endswith(b"\n") else data
-    return prefix + body.replace(b"\n", b"\n" + prefix) + b"\n"
+    return prefix, body.replace(b"\n", b"\n" + prefix), b"\n"
 
 
 @dataclass

@@ -73,7 +73,8 @@ class RunView:
         out = sys.stdout.buffer
         for event in self.events.read():
             out.write(f"trainfleet | {describe_event(event)}\n".encode())
-        out.write(self.logs.read(final=final))
+        for piece in self.logs.read(final=final):
+            out.write(piece)
         out.flush()
 
     def _watch_live(self, done: threading.Event) -> None:
@@ -88,7 +89,7 @@ class RunView:
         def show(final: bool = False) -> None:
             for event in self.events.read():
                 console.print(Text(f"trainfleet | {describe_event(event)}", style="dim"))
-            data = self.logs.read(final=final)
+            data = b"".join(self.logs.read(final=final))
             if data:
                 console.print(Text(data.decode(errors="replace").rstrip("\n")), soft_wrap=True)
             live.update(task_table(self.engine.tasks(self.job_id)))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import BinaryIO
 
 CHUNK = 1 << 20
 
@@ -27,11 +28,13 @@ class LogTail:
         self.path = path
         self.offset = offset
         self._partial = b""
+        self._file: BinaryIO | None = None
 
     def read(self, final: bool = False, limit: int = CHUNK) -> bytes:
-        data = self._partial + read_range(self.path, self.offset, self.offset + limit)
-        self.offset += len(data) - len(self._partial)
-        if final:
+        fresh = self._read(limit)
+        data = self._partial + fresh
+        self.offset += len(fresh)
+        if final and len(fresh) < limit:  # the end of what was written: flush it all
             self._partial = b""
             return data
         cut = data.rfind(b"\n") + 1
@@ -40,9 +43,36 @@ class LogTail:
         self._partial = data[cut:]
         return data[:cut]
 
-    def exhausted(self) -> bool:
-        """Whether every byte written so far has been read."""
+    def _read(self, limit: int) -> bytes:
+        if self._file is None:
+            try:
+                self._file = self.path.open("rb")
+            except FileNotFoundError:
+                return b""
+            self._file.seek(self.offset)
+        return self._file.read(limit)
+
+    def pending(self) -> int:
+        """How many bytes were written that have not been read yet."""
         try:
-            return self.path.stat().st_size <= self.offset
+            return max(0, self.path.stat().st_size - self.offset) + len(self._partial)
         except FileNotFoundError:
-            return True
+            return 0
+
+    def skip(self, keep: int) -> int:
+        """Jump to the first line that starts in the last ``keep`` bytes; returns bytes skipped."""
+        start = self.offset - len(self._partial)
+        end = start + self.pending()
+        target = end - keep
+        if target <= start:
+            return 0
+        newline = read_range(self.path, target, end).find(b"\n")
+        self.offset, self._partial = (target + newline + 1 if newline >= 0 else target), b""
+        if self._file is not None:
+            self._file.seek(self.offset)
+        return self.offset - start
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.close()
+            self._file = None
