@@ -205,3 +205,52 @@ def test_job_over_its_deadline_is_stopped_and_failed(engine: Engine, job_file) -
     for task in engine.tasks(job_id):
         assert task.state == State.CANCELLED
         assert task.pid is not None and not process_group_alive(task.pid)
+
+
+def test_restart_policies_exit_code_max_restarts_and_always(engine: Engine, job_file) -> None:
+    # exit-code: killed by a signal (137) is retried, a plain exit 1 is permanent.
+    job = job_file(
+        """
+        name: codes
+        restart: {policy: exit-code, max_restarts: 5, backoff: {initial: 0.05}}
+        roles:
+          worker: {command: 'if [ -e once ]; then exit 1; fi; touch once; kill -9 $$'}
+        """
+    )
+    result = subprocess.run(trainfleet("run", job), capture_output=True, text=True, cwd=job.parent)
+    assert result.returncode == 1, result.stdout
+    worker = engine.tasks(_job_id(engine))[0]
+    assert worker.restarts == 1
+    assert worker.reason == "exited with exit code 1 after 1 restart(s)"
+
+    # on-failure gives up after max_restarts, waiting the backoff in between.
+    job = job_file(
+        """
+        name: flaky
+        restart: {policy: on-failure, max_restarts: 2, backoff: {initial: 0.1, factor: 2}}
+        roles:
+          worker: {command: 'exit 7'}
+        """,
+        name="flaky.yaml",
+    )
+    result = subprocess.run(trainfleet("run", job), capture_output=True, text=True)
+    assert result.returncode == 1
+    assert "restarting in 0.1s" in result.stdout and "restarting in 0.2s" in result.stdout
+    assert "worker/0 exited with exit code 7 after 2 restart(s)" in result.stdout
+
+    # always restarts even a clean exit, until the job's success is reached.
+    job = job_file(
+        """
+        name: always
+        restart: {policy: always, max_restarts: 10, backoff: {initial: 0}}
+        success: [chief]
+        roles:
+          chief: {command: 'while [ ! -e a_twice ]; do sleep 0.05; done'}
+          server: {command: 'if [ -e a_once ]; then touch a_twice; else touch a_once; fi; exit 0'}
+        """,
+        name="always.yaml",
+    )
+    result = subprocess.run(trainfleet("run", job), capture_output=True, text=True, cwd=job.parent)
+    assert result.returncode == 0, result.stdout
+    server = next(t for t in engine.tasks(engine.list(limit=1)[0].id) if t.role == "server")
+    assert server.restarts >= 1
