@@ -133,7 +133,7 @@ def test_dry_run_prints_environment_and_starts_nothing(job_file, engine: Engine)
     )
     result = run_cli("run", "--dry-run", job)
     assert result.returncode == 0, result.stderr
-    assert "worker/1  /bin/sh -c 'python train.py --data /data/in'" in result.stdout
+    assert "worker/1  python train.py --data /data/in" in result.stdout
     config = re.search(r"worker/1 .*?TF_CONFIG=(\{.*?\})\n", result.stdout, re.DOTALL)
     assert config is not None
     tf_config = json.loads(config.group(1))

@@ -14,8 +14,34 @@ def argv(command: str | list[str], **paths: str) -> list[str]:
     return task_argv(contexts(spec)[("worker", 0)])
 
 
-def test_shell_command_runs_through_sh() -> None:
-    assert argv("python train.py --epochs 2") == ["/bin/sh", "-c", "python train.py --epochs 2"]
+def test_plain_command_runs_without_a_shell() -> None:
+    assert argv("python train.py --epochs 2") == ["python", "train.py", "--epochs", "2"]
+    assert argv("python -c 'import sys'  --x \"a b\"") == [
+        "python",
+        "-c",
+        "import sys",
+        "--x",
+        "a b",
+    ]
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "python train.py | tee out",
+        "cd data && python train.py",
+        "python train.py > log",
+        "echo $HOME",
+        "python *.py",
+        "LR=0.1 python train.py",
+        "exit 3",
+        "for i in 1 2; do echo $i; done",
+        "python train.py; echo done",
+        "python 'unclosed",
+    ],
+)
+def test_commands_that_need_the_shell_run_through_sh(command: str) -> None:
+    assert argv(command) == ["/bin/sh", "-c", command]
 
 
 def test_argv_list_is_kept() -> None:
@@ -27,7 +53,7 @@ def test_placeholders_are_replaced_in_shell_strings() -> None:
         "python train.py --data %input_path% --ckpt=%checkpoint_path%/run",
         input_path="hdfs://in",
         checkpoint_path="/ckpt",
-    ) == ["/bin/sh", "-c", "python train.py --data hdfs://in --ckpt=/ckpt/run"]
+    ) == ["python", "train.py", "--data", "hdfs://in", "--ckpt=/ckpt/run"]
 
 
 def test_placeholders_are_replaced_in_argv_lists() -> None:

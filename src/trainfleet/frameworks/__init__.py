@@ -14,7 +14,7 @@ One module per framework builds its cluster-spec variables in the de-facto stand
 >>> env["MASTER_ADDR"], env["MASTER_PORT"], env["WORLD_SIZE"], env["RANK"]
 ('10.0.0.5', '2222', '2', '1')
 >>> task_argv(TaskContext("ddp-1", job, placement, "worker", 1))
-['/bin/sh', '-c', 'python train.py']
+['python', 'train.py']
 """
 
 from trainfleet.frameworks.argv import task_argv

@@ -151,10 +151,21 @@ class RoleSpec(_Model):
         return value
 
     def argv(self) -> list[str]:
-        """The command as an argv list (shell strings run through ``/bin/sh -c``)."""
+        """The command as an argv list.
+
+        A shell string of plain words and quotes runs the program directly, so the task's
+        process is the program itself (its pid, its exit code, its signals); a string that
+        needs the shell (pipes, ``;``, ``$VAR``, globs, redirections, built-ins) runs
+        through ``/bin/sh -c``.
+
+        >>> RoleSpec(command="python train.py --lr 0.1").argv()
+        ['python', 'train.py', '--lr', '0.1']
+        >>> RoleSpec(command="python train.py > out.txt").argv()
+        ['/bin/sh', '-c', 'python train.py > out.txt']
+        """
         if isinstance(self.command, list):
             return list(self.command)
-        return ["/bin/sh", "-c", self.command]
+        return _plain_words(self.command) or ["/bin/sh", "-c", self.command]
 
     def runs_tf_server(self) -> bool:
         """Whether the command is trainfleet's built-in TensorFlow gRPC server."""
@@ -170,6 +181,71 @@ class RoleSpec(_Model):
         if self.tracked is not None:
             return self.tracked
         return name not in UNTRACKED_ROLES and not self.runs_tf_server()
+
+
+_SHELL_SYNTAX = re.compile(r"[;&|<>()$`*?\[\]{}~#\\\n]")
+_SHELL_WORDS = frozenset(
+    [
+        "!",
+        ".",
+        ":",
+        "alias",
+        "bg",
+        "break",
+        "case",
+        "cd",
+        "command",
+        "continue",
+        "do",
+        "done",
+        "elif",
+        "else",
+        "esac",
+        "eval",
+        "exec",
+        "exit",
+        "export",
+        "fg",
+        "fi",
+        "for",
+        "function",
+        "getopts",
+        "hash",
+        "if",
+        "jobs",
+        "read",
+        "readonly",
+        "return",
+        "select",
+        "set",
+        "shift",
+        "then",
+        "time",
+        "times",
+        "trap",
+        "type",
+        "ulimit",
+        "umask",
+        "unalias",
+        "unset",
+        "until",
+        "wait",
+        "while",
+    ]
+)
+
+
+def _plain_words(command: str) -> list[str] | None:
+    """The words of a command that needs no shell, or None when it does."""
+    if _SHELL_SYNTAX.search(command):
+        return None
+    try:
+        words = shlex.split(command)
+    except ValueError:
+        return None
+    if not words or words[0] in _SHELL_WORDS or "=" in words[0]:
+        return None
+    return words
 
 
 def _split(command: str) -> list[str]:
