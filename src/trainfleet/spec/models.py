@@ -185,54 +185,14 @@ class RoleSpec(_Model):
 
 _SHELL_SYNTAX = re.compile(r"[;&|<>()$`*?\[\]{}~#\\\n]")
 _SHELL_WORDS = frozenset(
-    [
-        "!",
-        ".",
-        ":",
-        "alias",
-        "bg",
-        "break",
-        "case",
-        "cd",
-        "command",
-        "continue",
-        "do",
-        "done",
-        "elif",
-        "else",
-        "esac",
-        "eval",
-        "exec",
-        "exit",
-        "export",
-        "fg",
-        "fi",
-        "for",
-        "function",
-        "getopts",
-        "hash",
-        "if",
-        "jobs",
-        "read",
-        "readonly",
-        "return",
-        "select",
-        "set",
-        "shift",
-        "then",
-        "time",
-        "times",
-        "trap",
-        "type",
-        "ulimit",
-        "umask",
-        "unalias",
-        "unset",
-        "until",
-        "wait",
-        "while",
-    ]
-)
+    {
+        "!", ".", ":", "alias", "bg", "break", "case", "cd", "command", "continue", "do",
+        "done", "elif", "else", "esac", "eval", "exec", "exit", "export", "fg", "fi", "for",
+        "function", "getopts", "hash", "if", "jobs", "read", "readonly", "return", "select",
+        "set", "shift", "then", "time", "times", "trap", "type", "ulimit", "umask", "unalias",
+        "unset", "until", "wait", "while",
+    }
+)  # fmt: skip
 
 
 def _plain_words(command: str) -> list[str] | None:
