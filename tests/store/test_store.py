@@ -1,110 +1,212 @@
-"""The SQL store: one transaction per change, events for every state change, WAL on SQLite."""
+"""The store on SQLite and PostgreSQL: round trips, one transaction per change, deletes."""
 
 from __future__ import annotations
 
 import sqlite3
-import time
+import threading
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from trainfleet.store.database import Store
-from trainfleet.store.layout import DataDir
-from trainfleet.store.logs import LogTail, read_range
+from trainfleet.store.errors import StoreConflict, StoreError
 from trainfleet.store.records import JobRecord, State, TaskRecord
 
-
-def _job(job_id: str = "demo-1") -> JobRecord:
-    return JobRecord(
-        id=job_id,
-        name="demo",
-        framework="generic",
-        spec="{}",
-        workdir="/tmp",
-        created_at=time.time(),
-    )
+MakeJob = Callable[..., JobRecord]
 
 
-def test_job_tasks_and_events_round_trip(tmp_path: Path) -> None:
-    data = DataDir(tmp_path)
-    store = Store(data.database)
-    store.add_job(
-        _job(),
-        [TaskRecord(job_id="demo-1", role="worker", index=i, address=f"h:{i}") for i in range(2)],
-    )
-    store.update_task("demo-1", "worker", 1, message="started, pid 42", state=State.RUNNING, pid=42)
-    store.update_job("demo-1", state=State.RUNNING)
-
-    assert store.get_job("demo-1") == _job().model_copy(
-        update={"state": State.RUNNING, "created_at": store.get_job("demo-1").created_at}
-    )  # type: ignore[union-attr]
-    tasks = {t.name: t for t in store.list_tasks("demo-1")}
-    assert tasks["worker/1"].pid == 42 and tasks["worker/1"].state == State.RUNNING
-    assert tasks["worker/0"].state == State.QUEUED
-    events = store.list_events("demo-1")
-    assert [(e.task, e.state) for e in events] == [
-        ("", "queued"),
-        ("worker/1", "running"),
-        ("", "running"),
+def _tasks(job_id: str, *names: str) -> list[TaskRecord]:
+    return [
+        TaskRecord(job_id=job_id, role=name.split("/")[0], index=int(name.split("/")[1]))
+        for name in names
     ]
-    assert store.list_events("demo-1", after=events[1].id) == events[2:]
+
+
+def test_job_tasks_and_events_round_trip(store: Store, make_job: MakeJob) -> None:
+    job = make_job(labels={"team": "vision", "env": "prod"}, user="ada")
+    store.add_job(
+        job, [TaskRecord(job_id=job.id, role="worker", index=i, address=f"h:{i}") for i in range(2)]
+    )
+    store.update_task(job.id, "worker", 1, message="started, pid 42", state=State.RUNNING, pid=42)
+    store.update_job(job.id, state=State.RUNNING, started_at=job.created_at + 1.5)
+
+    assert store.get_job(job.id) == job.model_copy(
+        update={"state": State.RUNNING, "started_at": job.created_at + 1.5}
+    )
+    tasks = {t.name: t for t in store.list_tasks(job.id)}
+    assert tasks["worker/1"].pid == 42 and tasks["worker/1"].state == State.RUNNING
+    assert tasks["worker/0"] == TaskRecord(job_id=job.id, role="worker", index=0, address="h:0")
+    events = store.list_events(job.id)
+    assert [(e.task, e.state, e.message) for e in events] == [
+        ("", "queued", "submitted by ada"),
+        ("worker/1", "running", "started, pid 42"),
+        ("", "running", ""),
+    ]
+    assert store.list_events(job.id, after=events[1].id) == events[2:]
     assert store.get_job("nope") is None
-    mode = sqlite3.connect(tmp_path / "trainfleet.db").execute("PRAGMA journal_mode").fetchone()[0]
-    assert mode == "wal"
+    assert store.list_tasks("nope") == [] and store.list_events("nope") == []
 
 
-def test_a_second_store_on_the_same_file_sees_the_jobs(tmp_path: Path) -> None:
-    url = DataDir(tmp_path).database
-    Store(url).add_job(_job("a-1"), [])
-    Store(url).add_job(_job("b-1"), [])
-    assert [job.id for job in Store(url).list_jobs()] == ["b-1", "a-1"]
+def test_fields_without_state_change_record_no_event(store: Store, make_job: MakeJob) -> None:
+    store.add_job(make_job(), _tasks("demo-1", "w/0"))
+    store.update_job("demo-1", reason="waiting")
+    store.update_task("demo-1", "w", 0, exit_code=None, restarts=2)
+    assert store.get_job("demo-1").reason == "waiting"  # type: ignore[union-attr]
+    assert store.list_tasks("demo-1")[0].restarts == 2
+    assert len(store.list_events("demo-1")) == 1
 
 
-def test_duplicate_job_id_is_refused_and_nothing_is_lost(tmp_path: Path) -> None:
-    store = Store(DataDir(tmp_path).database)
-    store.add_job(_job(), [TaskRecord(job_id="demo-1", role="w", index=0)])
-    with pytest.raises(Exception, match="UNIQUE"):
-        store.add_job(_job(), [TaskRecord(job_id="demo-1", role="w", index=0)])
-    assert len(store.list_jobs()) == 1 and len(store.list_tasks("demo-1")) == 1
+def test_tasks_come_back_in_the_order_they_were_stored(store: Store, make_job: MakeJob) -> None:
+    names = ["worker/0", "worker/1", "ps/0", "chief/0", "worker/2"]
+    store.add_job(make_job(), _tasks("demo-1", *names))
+    assert [t.name for t in store.list_tasks("demo-1")] == names
 
 
-def test_job_ids_that_look_like_paths_are_refused(tmp_path: Path) -> None:
-    data = DataDir(tmp_path)
-    for bad in ("../etc", "a/b", "", "UPPER"):
-        with pytest.raises(ValueError, match="invalid job id"):
-            data.job_dir(bad)
+def test_a_second_store_on_the_same_database_sees_the_jobs(target: str, make_job: MakeJob) -> None:
+    with Store.open(target) as first:
+        first.add_job(make_job("a-1", created_at=1.0), [])
+    with Store.open(target) as second:
+        second.add_job(make_job("b-1", created_at=2.0), [])
+    with Store.open(target) as third:
+        assert [job.id for job in third.list_jobs()] == ["b-1", "a-1"]
 
 
-def test_log_tail_returns_whole_lines_and_holds_partial_ones(tmp_path: Path) -> None:
-    log = tmp_path / "x.log"
-    tail = LogTail(log)
-    assert tail.read() == b""
-    log.write_bytes(b"one\ntw")
-    assert tail.read() == b"one\n"
-    with log.open("ab") as f:
-        f.write(b"o\nthree")
-    assert tail.read() == b"two\n"
-    assert tail.read(final=True) == b"three"
-    assert tail.pending() == 0
-    assert read_range(log, 4, 7) == b"two"
+def test_duplicate_job_id_is_refused_and_nothing_is_lost(store: Store, make_job: MakeJob) -> None:
+    store.add_job(make_job(), _tasks("demo-1", "w/0"))
+    with pytest.raises(StoreConflict, match="already stored"):
+        store.add_job(make_job(name="other", labels={"a": "b"}), _tasks("demo-1", "w/0", "w/1"))
+    assert [job.name for job in store.list_jobs()] == ["demo"]
+    assert store.get_job("demo-1").labels == {}  # type: ignore[union-attr]
+    assert len(store.list_tasks("demo-1")) == 1 and len(store.list_events("demo-1")) == 1
 
 
-def test_log_tail_passes_on_a_line_longer_than_a_chunk(tmp_path: Path) -> None:
-    log = tmp_path / "long.log"
-    log.write_bytes(b"x" * 10 + b"\n")
-    tail = LogTail(log)
-    assert tail.read(limit=4) == b"xxxx"
-    assert tail.read(limit=4) == b"xxxx"
-    assert tail.read(limit=4) == b"xx\n"
+def test_a_failed_transaction_stores_nothing(store: Store, make_job: MakeJob) -> None:
+    # The job row and its labels go in first; the second, duplicate task then fails.
+    with pytest.raises(StoreConflict):
+        store.add_job(make_job(labels={"team": "a"}), _tasks("demo-1", "w/0", "w/0"))
+    assert store.get_job("demo-1") is None
+    assert store.list_tasks("demo-1") == [] and store.list_events("demo-1") == []
+    assert store.find_jobs(labels={"team": "a"}).jobs == []
+    # The store is still usable, and the same job can now be stored whole.
+    store.add_job(make_job(labels={"team": "a"}), _tasks("demo-1", "w/0"))
+    assert store.get_job("demo-1").labels == {"team": "a"}  # type: ignore[union-attr]
 
 
-def test_log_tail_skips_ahead_to_a_line_start(tmp_path: Path) -> None:
-    log = tmp_path / "burst.log"
-    log.write_bytes(b"".join(b"line %03d\n" % n for n in range(100)))  # 9 bytes a line
-    tail = LogTail(log)
-    assert tail.read(limit=9) == b"line 000\n"
-    assert tail.pending() == 99 * 9
-    skipped = tail.skip(keep=20)
-    assert tail.read() == b"line 098\nline 099\n"
-    assert skipped == 97 * 9
-    assert tail.skip(keep=20) == 0
+def test_an_error_inside_a_transaction_rolls_back_every_statement(
+    store: Store, make_job: MakeJob
+) -> None:
+    store.add_job(make_job(), [])
+    with pytest.raises(RuntimeError, match="boom"), store._db.transaction() as db:
+        db.execute("UPDATE jobs SET reason = 'half done' WHERE id = 'demo-1'")
+        raise RuntimeError("boom")
+    assert store.get_job("demo-1").reason == ""  # type: ignore[union-attr]
+
+
+def test_unknown_columns_are_refused_before_anything_is_written(
+    store: Store, make_job: MakeJob
+) -> None:
+    store.add_job(make_job(), _tasks("demo-1", "w/0"))
+    with pytest.raises(ValueError, match="unknown column"):
+        store.update_job("demo-1", state=State.FAILED, nope=1)
+    with pytest.raises(ValueError, match="unknown column"):
+        store.update_task("demo-1", "w", 0, state=State.FAILED, name="x")  # a job column
+    assert store.get_job("demo-1").state == State.QUEUED  # type: ignore[union-attr]
+    assert len(store.list_events("demo-1")) == 1
+
+
+def test_delete_job_takes_its_tasks_events_and_labels_along(
+    store: Store, make_job: MakeJob
+) -> None:
+    store.add_job(make_job("keep-1", labels={"team": "a"}), _tasks("keep-1", "w/0"))
+    store.add_job(make_job(labels={"team": "a", "x": "y"}), _tasks("demo-1", "w/0", "w/1"))
+    store.update_task("demo-1", "w", 0, state=State.RUNNING)
+
+    assert store.delete_job("demo-1") is True
+    assert store.get_job("demo-1") is None
+    assert store.list_tasks("demo-1") == [] and store.list_events("demo-1") == []
+    assert [job.id for job in store.find_jobs(labels={"team": "a"}).jobs] == ["keep-1"]
+    assert store.delete_job("demo-1") is False
+    # Nothing of it lingers: the same id, tasks and labels can be stored afresh.
+    store.add_job(make_job(labels={"team": "a", "x": "y"}), _tasks("demo-1", "w/0", "w/1"))
+    assert [e.state for e in store.list_events("demo-1")] == ["queued"]
+    # The other job is untouched.
+    assert len(store.list_tasks("keep-1")) == 1 and len(store.list_events("keep-1")) == 1
+
+
+def test_two_stores_write_at_once_and_lose_nothing(target: str, make_job: MakeJob) -> None:
+    stores = [Store.open(target), Store.open(target)]
+    errors: list[BaseException] = []
+
+    def write(store: Store, prefix: str) -> None:
+        try:
+            for n in range(40):
+                job_id = f"{prefix}-{n}"
+                store.add_job(make_job(job_id), _tasks(job_id, "w/0", "w/1"))
+                store.update_task(job_id, "w", 0, state=State.RUNNING)
+                store.update_job(job_id, state=State.RUNNING)
+        except BaseException as error:
+            errors.append(error)
+
+    threads = [
+        threading.Thread(target=write, args=(store, prefix))
+        for store, prefix in zip(stores, ("a", "b"), strict=True)
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    reader = stores[0]
+    jobs = reader.list_jobs(limit=1000)
+    assert len(jobs) == 80 and all(job.state == State.RUNNING for job in jobs)
+    event_ids = [e.id for job in jobs for e in reader.list_events(job.id)]
+    assert len(event_ids) == 80 * 3 == len(set(event_ids))
+    for store in stores:
+        store.close()
+
+
+def test_sqlite_store_uses_wal(tmp_path: Path, make_job: MakeJob) -> None:
+    path = tmp_path / "trainfleet.db"
+    with Store.open(f"sqlite:///{path}") as store:
+        store.add_job(make_job(), [])
+    assert sqlite3.connect(path).execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+
+
+def test_a_file_that_is_no_database_gives_a_clear_error(tmp_path: Path) -> None:
+    path = tmp_path / "trainfleet.db"
+    path.write_bytes(b"not a database, just some bytes " * 100)
+    with pytest.raises(StoreError, match="cannot open the store"):
+        Store.open(path)
+
+
+def test_an_unreachable_postgres_gives_a_clear_error_without_the_password() -> None:
+    with pytest.raises(StoreError, match="cannot connect") as caught:
+        Store.open("postgresql://someone:s3cret@127.0.0.1:1/nothing")
+    assert "s3cret" not in str(caught.value) and "***" in str(caught.value)
+
+
+def test_a_lost_postgres_connection_is_opened_again(postgres_url: str, make_job: MakeJob) -> None:
+    import psycopg
+
+    with Store.open(postgres_url) as store:
+        store.add_job(make_job(), [])
+        for use in (store.get_job, lambda job_id: store.update_job(job_id, reason="again")):
+            backend = store._db._connection.info.backend_pid
+            with psycopg.connect(postgres_url, autocommit=True) as admin:
+                admin.execute("SELECT pg_terminate_backend(%s)", [backend])
+            use("demo-1")
+            assert store._db._connection.info.backend_pid != backend
+        assert store.get_job("demo-1").reason == "again"  # type: ignore[union-attr]
+
+
+def test_counts_by_state_and_restarts(store: Store, make_job: MakeJob) -> None:
+    assert (store.count_jobs(), store.count_tasks(), store.count_restarts()) == ({}, {}, 0)
+    store.add_job(make_job("a-1"), _tasks("a-1", "w/0", "w/1"))
+    store.add_job(make_job("b-1"), _tasks("b-1", "w/0"))
+    store.update_job("b-1", state=State.RUNNING)
+    store.update_task("b-1", "w", 0, state=State.RUNNING, restarts=2)
+    store.update_task("a-1", "w", 1, restarts=1)
+    assert store.count_jobs() == {"queued": 1, "running": 1}
+    assert store.count_tasks() == {"queued": 2, "running": 1}
+    assert store.count_restarts() == 3

@@ -1,1 +1,2 @@
-"""Persistence: jobs, tasks and events in SQL, logs in files under the data directory."""
+"""Persistence: jobs, tasks, events, labels and API tokens in SQL (SQLite or PostgreSQL, see
+``database.Store``), task logs in files under the data directory (``layout``, ``logs``)."""

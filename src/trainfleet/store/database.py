@@ -1,93 +1,106 @@
-"""The store: jobs, tasks and events in SQLite (WAL). Every change is one transaction.
+"""The store: jobs, tasks, events, labels and API tokens in SQLite (WAL) or PostgreSQL.
 
-It speaks plain DB-API SQL through the standard library: ``trainfleet run`` opens it on
-every start, and a mapper's import alone would cost more than the rest of the start-up.
+Every change is one transaction. The store speaks plain DB-API SQL (sqlite3 or psycopg):
+``trainfleet run`` opens it on every start, and a mapper's import alone would cost more than
+the rest of the start-up. SQLAlchemy and Alembic are imported only to upgrade the schema.
 """
 
 from __future__ import annotations
 
-import sqlite3
-import threading
+import os
 import time
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
-from pathlib import Path
+from collections.abc import Mapping, Sequence
+from types import TracebackType
 from typing import Any
 
-from trainfleet.store import schema
-from trainfleet.store.records import EventRecord, JobRecord, State, TaskRecord
+from trainfleet.store import queries, schema
+from trainfleet.store.connection import Connection, Row, Transaction
+from trainfleet.store.errors import StoreConflict, StoreError
+from trainfleet.store.migrate import ensure_current
+from trainfleet.store.paging import decode_cursor, encode_cursor
+from trainfleet.store.records import EventRecord, JobPage, JobRecord, State, TaskRecord, TokenRecord
+from trainfleet.store.targets import Target, parse_target
+
+__all__ = ["Store", "StoreConflict", "StoreError"]
 
 TASK_KEY = 'job_id = :job_id AND role = :role AND "index" = :index'
-
-
-class StoreError(RuntimeError):
-    """The database cannot be used (unreadable, or written by a newer trainfleet)."""
+SELECT_JOBS = f"SELECT {queries.columns(schema.JOB_COLUMNS)} FROM jobs"
+SELECT_TOKENS = f"SELECT {queries.columns(schema.TOKEN_COLUMNS)} FROM tokens"
+NEWEST_FIRST = "ORDER BY created_at DESC, id DESC"
 
 
 class Store:
-    """Jobs, their tasks and their events in one SQLite file; safe to share between threads."""
+    """Jobs, their tasks and events, and API tokens in one database; safe to share by threads.
 
-    def __init__(self, path: Path) -> None:
-        self._connection = sqlite3.connect(
-            path, timeout=30, isolation_level=None, check_same_thread=False
-        )
-        self._connection.row_factory = sqlite3.Row
-        self._lock = threading.Lock()
-        # WAL lets `trainfleet list` read while a job writes; NORMAL stays durable across
-        # crashes of the application (only a power loss may drop the last commits).
-        self._connection.execute("PRAGMA journal_mode=WAL")
-        self._connection.execute("PRAGMA synchronous=NORMAL")
-        self._connection.execute("PRAGMA foreign_keys=ON")
-        self._migrate()
+    Open one with ``Store.open(path_or_url)``.
+    """
 
-    def _migrate(self) -> None:
-        version = self._connection.execute("PRAGMA user_version").fetchone()[0]
-        if version > schema.VERSION:
-            raise StoreError(f"the store was written by a newer trainfleet (schema {version})")
-        if version < schema.VERSION:
-            with self._transaction() as db:
-                for statement in schema.TABLES.split(";"):
-                    if statement.strip():
-                        db.execute(statement)
-                db.execute(f"PRAGMA user_version = {schema.VERSION}")
+    def __init__(self, connection: Connection) -> None:
+        self._db = connection
+
+    @classmethod
+    def open(cls, target: str | os.PathLike[str]) -> Store:
+        """Open the store at a path (SQLite) or URL, upgrading its schema if it is behind.
+
+        ``target``: ``/path/trainfleet.db``, ``sqlite:///path`` or
+        ``postgresql://user:password@host:port/database``. Raises StoreError when the
+        database cannot be reached or was written by a newer trainfleet.
+        """
+        connection = Connection(parse_target(target))
+        try:
+            ensure_current(connection)
+        except BaseException:
+            connection.close()
+            raise
+        return cls(connection)
+
+    @property
+    def target(self) -> Target:
+        return self._db.target
 
     def close(self) -> None:
-        with self._lock:
-            self._connection.close()
+        self._db.close()
 
-    @contextmanager
-    def _transaction(self) -> Iterator[sqlite3.Connection]:
-        with self._lock:
-            self._connection.execute("BEGIN IMMEDIATE")
-            try:
-                yield self._connection
-            except BaseException:
-                self._connection.execute("ROLLBACK")
-                raise
-            self._connection.execute("COMMIT")
+    def __enter__(self) -> Store:
+        return self
 
-    def _read(self, query: str, params: dict[str, Any]) -> list[sqlite3.Row]:
-        with self._lock:
-            return self._connection.execute(query, params).fetchall()
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
 
-    # -- writes ---------------------------------------------------------------
+    # -- jobs: writes ---------------------------------------------------------
 
     def add_job(self, job: JobRecord, job_tasks: Sequence[TaskRecord]) -> None:
-        """Store a new job and its tasks, all queued."""
-        with self._transaction() as db:
-            db.execute(_insert("jobs", schema.JOB_COLUMNS), job.model_dump())
-            db.executemany(
-                _insert("tasks", schema.TASK_COLUMNS), [task.model_dump() for task in job_tasks]
+        """Store a new job, its labels and its tasks, all queued.
+
+        StoreConflict when a job with that id exists (nothing is stored then).
+        """
+        with self._db.transaction() as db:
+            db.execute(
+                queries.insert("jobs", schema.JOB_COLUMNS), job.model_dump(exclude={"labels"})
+            )
+            db.execute_many(
+                queries.insert("job_labels", ("job_id", "key", "value")),
+                [{"job_id": job.id, "key": k, "value": v} for k, v in job.labels.items()],
+            )
+            db.execute_many(
+                queries.insert("tasks", (*schema.TASK_COLUMNS, "position")),
+                [{**task.model_dump(), "position": n} for n, task in enumerate(job_tasks)],
             )
             _event(db, job.id, "", job.state, f"submitted by {job.user or 'unknown'}")
 
     def update_job(self, job_id: str, message: str = "", **fields: Any) -> None:
         """Change a job's fields; a change of ``state`` is recorded as an event."""
-        with self._transaction() as db:
-            db.execute(
-                f"UPDATE jobs SET {_assignments(fields)} WHERE id = :job_id",
-                {**fields, "job_id": job_id},
-            )
+        sets = queries.assignments(fields, schema.JOB_COLUMNS)
+        with self._db.transaction() as db:
+            if fields:
+                db.execute(
+                    f"UPDATE jobs SET {sets} WHERE id = :job_id", {**fields, "job_id": job_id}
+                )
             if "state" in fields:
                 _event(db, job_id, "", fields["state"], message)
 
@@ -95,58 +108,145 @@ class Store:
         self, job_id: str, role: str, index: int, message: str = "", **fields: Any
     ) -> None:
         """Change a task's fields; a change of ``state`` is recorded as an event."""
+        sets = queries.assignments(fields, schema.TASK_COLUMNS)
         key = {"job_id": job_id, "role": role, "index": index}
-        with self._transaction() as db:
-            db.execute(
-                f"UPDATE tasks SET {_assignments(fields)} WHERE {TASK_KEY}", {**fields, **key}
-            )
+        with self._db.transaction() as db:
+            if fields:
+                db.execute(f"UPDATE tasks SET {sets} WHERE {TASK_KEY}", {**fields, **key})
             if "state" in fields:
                 _event(db, job_id, f"{role}/{index}", fields["state"], message)
 
-    # -- reads ----------------------------------------------------------------
+    def delete_job(self, job_id: str) -> bool:
+        """Forget a job with its tasks, events and labels; False if there was no such job."""
+        key = {"job_id": job_id}
+        with self._db.transaction() as db:
+            for table in ("events", "tasks", "job_labels"):
+                db.execute(f"DELETE FROM {table} WHERE job_id = :job_id", key)
+            return db.execute("DELETE FROM jobs WHERE id = :job_id", key) > 0
+
+    # -- jobs: reads ----------------------------------------------------------
 
     def get_job(self, job_id: str) -> JobRecord | None:
-        rows = self._read("SELECT * FROM jobs WHERE id = :id", {"id": job_id})
-        return JobRecord.model_validate(dict(rows[0])) if rows else None
+        rows = self._db.rows(f"{SELECT_JOBS} WHERE id = :id", {"id": job_id})
+        return self._jobs(rows)[0] if rows else None
 
     def list_jobs(self, limit: int = 100) -> list[JobRecord]:
         """The newest jobs first."""
-        rows = self._read(
-            "SELECT * FROM jobs ORDER BY created_at DESC LIMIT :limit", {"limit": limit}
+        return self._jobs(
+            self._db.rows(f"{SELECT_JOBS} {NEWEST_FIRST} LIMIT :limit", {"limit": limit})
         )
-        return [JobRecord.model_validate(dict(row)) for row in rows]
+
+    def find_jobs(
+        self,
+        *,
+        state: str | None = None,
+        name: str | None = None,
+        user: str | None = None,
+        labels: Mapping[str, str] | None = None,
+        limit: int = 50,
+        cursor: str | None = None,
+    ) -> JobPage:
+        """One page of the jobs that match every filter given, newest first.
+
+        ``name`` matches exactly; every ``labels`` pair must match. Pass the page's
+        ``next_cursor`` as ``cursor`` for the next page: pages neither repeat nor skip a job,
+        whatever is submitted meanwhile. ValueError for a bad cursor or a limit below 1.
+        """
+        if limit < 1:
+            raise ValueError("limit must be at least 1")
+        where, params = queries.job_filter(
+            state=state,
+            name=name,
+            user=user,
+            labels=labels or {},
+            after=decode_cursor(cursor) if cursor is not None else None,
+        )
+        rows = self._db.rows(
+            f"{SELECT_JOBS} {where} {NEWEST_FIRST} LIMIT :limit", {**params, "limit": limit + 1}
+        )
+        jobs = self._jobs(rows[:limit])
+        more = len(rows) > limit
+        last = jobs[-1] if jobs else None
+        next_cursor = encode_cursor(last.created_at, last.id) if more and last else None
+        return JobPage(jobs=jobs, next_cursor=next_cursor)
 
     def list_tasks(self, job_id: str) -> list[TaskRecord]:
         """The tasks of a job in the order they were stored (role order, then index)."""
-        rows = self._read("SELECT * FROM tasks WHERE job_id = :id ORDER BY rowid", {"id": job_id})
-        return [TaskRecord.model_validate(dict(row)) for row in rows]
+        rows = self._db.rows(
+            f"SELECT {queries.columns(schema.TASK_COLUMNS)} FROM tasks "
+            'WHERE job_id = :id ORDER BY position, role, "index"',
+            {"id": job_id},
+        )
+        return [TaskRecord.model_validate(row) for row in rows]
 
     def list_events(self, job_id: str, after: int = 0) -> list[EventRecord]:
         """Events of ``job_id`` with an id above ``after``, oldest first."""
-        rows = self._read(
-            "SELECT * FROM events WHERE job_id = :id AND id > :after ORDER BY id",
+        rows = self._db.rows(
+            "SELECT id, job_id, time, task, state, message FROM events "
+            "WHERE job_id = :id AND id > :after ORDER BY id",
             {"id": job_id, "after": after},
         )
-        return [EventRecord.model_validate(dict(row)) for row in rows]
+        return [EventRecord.model_validate(row) for row in rows]
+
+    def count_jobs(self) -> dict[str, int]:
+        """How many jobs are in each state (states with none are left out)."""
+        return self._counts("SELECT state, COUNT(*) AS n FROM jobs GROUP BY state")
+
+    def count_tasks(self) -> dict[str, int]:
+        """How many tasks, of all jobs, are in each state."""
+        return self._counts("SELECT state, COUNT(*) AS n FROM tasks GROUP BY state")
+
+    def count_restarts(self) -> int:
+        """The restarts of every stored task, added up."""
+        return int(self._db.rows("SELECT COALESCE(SUM(restarts), 0) AS n FROM tasks")[0]["n"])
+
+    def _counts(self, query: str) -> dict[str, int]:
+        return {str(row["state"]): int(row["n"]) for row in self._db.rows(query)}
+
+    def _jobs(self, rows: list[Row]) -> list[JobRecord]:
+        """Job rows as records, each with its labels (one more query for them all)."""
+        if not rows:
+            return []
+        ids, params = queries.in_list("job", [str(row["id"]) for row in rows])
+        labels: dict[str, dict[str, str]] = {}
+        query = f'SELECT job_id, "key", "value" FROM job_labels WHERE job_id IN {ids}'
+        for label in self._db.rows(query, params):
+            labels.setdefault(label["job_id"], {})[label["key"]] = label["value"]
+        return [
+            JobRecord.model_validate({**row, "labels": labels.get(row["id"], {})}) for row in rows
+        ]
+
+    # -- API tokens -----------------------------------------------------------
+
+    def add_token(self, token: TokenRecord) -> None:
+        """Store a token (its digest only); StoreConflict if its id or digest is taken."""
+        with self._db.transaction() as db:
+            db.execute(queries.insert("tokens", schema.TOKEN_COLUMNS), token.model_dump())
+
+    def token_by_digest(self, digest: str) -> TokenRecord | None:
+        """The token with this digest, revoked or not (see ``TokenRecord.revoked``)."""
+        rows = self._db.rows(f"{SELECT_TOKENS} WHERE digest = :digest", {"digest": digest})
+        return TokenRecord.model_validate(rows[0]) if rows else None
+
+    def list_tokens(self) -> list[TokenRecord]:
+        """Every token, revoked ones included, oldest first."""
+        rows = self._db.rows(f"{SELECT_TOKENS} ORDER BY created_at, id")
+        return [TokenRecord.model_validate(row) for row in rows]
+
+    def revoke_token(self, token_id: str) -> bool:
+        """Revoke an active token; False if there is no such token or it was revoked already.
+
+        A revoked token stays listed, with the time of its (first) revocation.
+        """
+        with self._db.transaction() as db:
+            changed = db.execute(
+                "UPDATE tokens SET revoked_at = :now WHERE id = :id AND revoked_at IS NULL",
+                {"now": time.time(), "id": token_id},
+            )
+        return changed > 0
 
 
-def _insert(table: str, columns: Sequence[str]) -> str:
-    names = ", ".join(f'"{column}"' for column in columns)
-    values = ", ".join(f":{column}" for column in columns)
-    return f"INSERT INTO {table} ({names}) VALUES ({values})"
-
-
-def _assignments(fields: dict[str, Any]) -> str:
-    allowed = set(schema.JOB_COLUMNS) | set(schema.TASK_COLUMNS)
-    unknown = set(fields) - allowed
-    if unknown:  # column names are spliced into SQL: only known ones may pass
-        raise ValueError(f"unknown column(s): {', '.join(sorted(unknown))}")
-    return ", ".join(f'"{name}" = :{name}' for name in fields)
-
-
-def _event(
-    db: sqlite3.Connection, job_id: str, task: str, state: State | str, message: str
-) -> None:
+def _event(db: Transaction, job_id: str, task: str, state: State | str, message: str) -> None:
     db.execute(
         "INSERT INTO events (job_id, time, task, state, message) "
         "VALUES (:job_id, :time, :task, :state, :message)",

@@ -40,3 +40,21 @@ class DataDir:
 
     def log_path(self, job_id: str, role: str, index: int) -> Path:
         return self.job_dir(job_id) / "logs" / f"{role}-{index}.log"
+
+    def run_dir(self, job_id: str) -> Path:
+        """Where supervised tasks keep their ``.pid`` and ``.exit`` records."""
+        return self.job_dir(job_id) / "run"
+
+    def record(self, job_id: str, role: str, index: int, attempt: int) -> Path:
+        """The record prefix of one attempt (0 = first start) of a task."""
+        return self.run_dir(job_id) / f"{role}-{index}-{attempt}"
+
+    def latest_attempt(self, job_id: str, role: str, index: int) -> int | None:
+        """The last attempt of a task whose supervisor started (it wrote its ``.pid``)."""
+        prefix = f"{role}-{index}-"
+        attempts = [
+            int(name[len(prefix) : -len(".pid")])
+            for name in (path.name for path in self.run_dir(job_id).glob(f"{prefix}*.pid"))
+            if name[len(prefix) : -len(".pid")].isdigit()
+        ]
+        return max(attempts, default=None)

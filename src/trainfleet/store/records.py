@@ -67,6 +67,14 @@ class JobRecord(_Record):
     created_at: float
     started_at: float | None = None
     finished_at: float | None = None
+    labels: dict[str, str] = {}
+
+
+class JobPage(_Record):
+    """One page of jobs, newest first; ``next_cursor`` fetches the next (None on the last)."""
+
+    jobs: list[JobRecord]
+    next_cursor: str | None = None
 
 
 class EventRecord(_Record):
@@ -78,3 +86,18 @@ class EventRecord(_Record):
     task: str = ""
     state: str
     message: str = ""
+
+
+class TokenRecord(_Record):
+    """An API token: the store keeps only its ``digest``; hashing is the server's job."""
+
+    id: str
+    name: str
+    digest: str
+    admin: bool = False
+    created_at: float
+    revoked_at: float | None = None
+
+    @property
+    def revoked(self) -> bool:
+        return self.revoked_at is not None

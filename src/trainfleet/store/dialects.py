@@ -1,0 +1,145 @@
+"""What differs between SQLite and PostgreSQL at run time; the store's SQL is the same for both.
+
+The store writes its SQL once, with ``:name`` parameters and every column name quoted
+(``"user"`` is reserved in PostgreSQL). A dialect connects, translates the parameter style,
+opens transactions and sorts the driver's errors. Table definitions (autoincrement ids,
+booleans) live in the Alembic revisions, where SQLAlchemy's types render each database's DDL.
+psycopg is imported only when a PostgreSQL store is opened.
+"""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from functools import lru_cache
+from typing import Any
+
+from trainfleet.store.errors import StoreError
+from trainfleet.store.targets import Target
+
+_NAMED_PARAMETER = re.compile(r"(?<![:\w]):([A-Za-z_]\w*)")
+
+
+class Dialect(ABC):
+    """One database's way of connecting, binding parameters and reporting errors."""
+
+    begin = "BEGIN"
+    """The statement that opens a write transaction."""
+
+    @abstractmethod
+    def connect(self, target: Target) -> Any:
+        """A new DB-API connection in autocommit mode whose rows read as mappings."""
+
+    def sql(self, query: str) -> str:
+        """``query`` in the driver's parameter style."""
+        return query
+
+    def broken(self, connection: Any) -> bool:
+        """Whether ``connection`` was lost and must be opened again."""
+        return False
+
+    @abstractmethod
+    def is_conflict(self, error: BaseException) -> bool:
+        """Whether ``error`` is a unique or primary key violation."""
+
+    @abstractmethod
+    def is_missing_table(self, error: BaseException) -> bool:
+        """Whether ``error`` says a table does not exist."""
+
+    @abstractmethod
+    def is_driver_error(self, error: BaseException) -> bool:
+        """Whether ``error`` came from the database driver."""
+
+
+class SQLite(Dialect):
+    """The standard library's sqlite3, in WAL mode; writers take the lock up front."""
+
+    begin = "BEGIN IMMEDIATE"
+
+    def connect(self, target: Target) -> sqlite3.Connection:
+        assert target.path is not None
+        try:
+            connection = sqlite3.connect(
+                target.path, timeout=30, isolation_level=None, check_same_thread=False
+            )
+            connection.row_factory = sqlite3.Row
+            # WAL lets `trainfleet list` read while a job writes; NORMAL stays durable across
+            # crashes of the application (only a power loss may drop the last commits).
+            _retry_while_locked(lambda: connection.execute("PRAGMA journal_mode=WAL"))
+            connection.execute("PRAGMA synchronous=NORMAL")
+            connection.execute("PRAGMA foreign_keys=ON")
+        except sqlite3.Error as error:
+            raise StoreError(f"cannot open the store {target}: {error}") from error
+        return connection
+
+    def is_conflict(self, error: BaseException) -> bool:
+        return isinstance(error, sqlite3.IntegrityError) and "UNIQUE" in str(error)
+
+    def is_missing_table(self, error: BaseException) -> bool:
+        return isinstance(error, sqlite3.OperationalError) and "no such table" in str(error)
+
+    def is_driver_error(self, error: BaseException) -> bool:
+        return isinstance(error, sqlite3.Error)
+
+
+class PostgreSQL(Dialect):
+    """psycopg 3 in autocommit mode; transactions are opened with an explicit BEGIN."""
+
+    def connect(self, target: Target) -> Any:
+        import psycopg
+        from psycopg.rows import dict_row
+
+        try:
+            return psycopg.connect(
+                target.url, autocommit=True, row_factory=dict_row, connect_timeout=10
+            )
+        except psycopg.Error as error:
+            raise StoreError(f"cannot connect to the store {target}: {error}") from error
+
+    def sql(self, query: str) -> str:
+        return _pyformat(query)
+
+    def broken(self, connection: Any) -> bool:
+        return bool(connection.closed or connection.broken)
+
+    def is_conflict(self, error: BaseException) -> bool:
+        from psycopg import errors
+
+        return isinstance(error, errors.UniqueViolation)
+
+    def is_missing_table(self, error: BaseException) -> bool:
+        from psycopg import errors
+
+        return isinstance(error, errors.UndefinedTable)
+
+    def is_driver_error(self, error: BaseException) -> bool:
+        from psycopg import Error
+
+        return isinstance(error, Error)
+
+
+def _retry_while_locked(statement: Callable[[], object], timeout: float = 30) -> None:
+    """Run ``statement`` again while SQLite says "locked": switching a new file to WAL does
+    not wait on the busy timeout when another connection is switching it at the same time."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            statement()
+            return
+        except sqlite3.OperationalError as error:
+            if "locked" not in str(error) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.01)
+
+
+@lru_cache(maxsize=256)
+def _pyformat(query: str) -> str:
+    """``:name`` parameters as ``%(name)s``; a literal ``%`` doubled (``::`` casts stay)."""
+    return _NAMED_PARAMETER.sub(r"%(\1)s", query.replace("%", "%%"))
+
+
+def dialect_of(target: Target) -> Dialect:
+    return SQLite() if target.kind == "sqlite" else PostgreSQL()

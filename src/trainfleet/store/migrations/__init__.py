@@ -1,0 +1,1 @@
+"""Alembic's scripts for the store's schema; ``trainfleet.store.migrate`` runs them."""
