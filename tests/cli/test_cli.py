@@ -252,3 +252,42 @@ def test_live_logs_skip_a_burst_they_cannot_keep_up_with(engine: Engine, tmp_pat
         LogFollower(engine, "burst-1", [("worker", 0)], behind=1 << 20).read(final=True)
     )
     assert everything.count(b"\n") == 200_000
+
+
+def test_events_stop_and_delete(job_file, engine: Engine) -> None:
+    job = job_file("name: evented\nroles:\n  worker: {command: 'exit 0'}\n")
+    assert run_cli("run", job).returncode == 0
+    job_id = engine.list()[0].id
+    lines = run_cli("events", job_id).stdout.splitlines()
+    assert [line.split("  ", 1)[1] for line in lines][-2:] == [
+        "worker/0 succeeded: exit code 0",
+        "job succeeded: worker/0 succeeded",
+    ]
+    as_json = [
+        json.loads(line) for line in run_cli("events", job_id, "-o", "json").stdout.splitlines()
+    ]
+    assert as_json[0]["state"] == "queued" and as_json[-1]["state"] == "succeeded"
+
+    stopped = run_cli("stop", job_id)
+    assert stopped.returncode == 0 and f"job {job_id} succeeded" in stopped.stdout
+
+    assert run_cli("delete", job_id).returncode == 0
+    assert run_cli("describe", job_id).returncode == 2
+    assert run_cli("delete", job_id).returncode == 2
+
+
+def test_events_follow_until_the_job_ends(job_file, engine: Engine, tmp_path: Path) -> None:
+    job = job_file(
+        "name: waiting\nroles:\n  worker: {command: 'while [ ! -e GO ]; do sleep 0.05; done'}\n"
+    )
+    run = subprocess.Popen(trainfleet("run", job), stdout=subprocess.DEVNULL)
+    job_id = str(wait_for(lambda: engine.list() and engine.list()[0].id, what="the job"))
+    follower = subprocess.Popen(
+        trainfleet("events", job_id, "-f"), stdout=subprocess.PIPE, text=True
+    )
+    assert follower.stdout is not None
+    wait_for(lambda: engine.get(job_id).state == State.RUNNING, what="the job running")
+    (tmp_path / "GO").touch()
+    assert follower.wait(timeout=30) == 0
+    assert follower.stdout.read().splitlines()[-1].endswith("job succeeded: worker/0 succeeded")
+    assert run.wait(timeout=30) == 0

@@ -26,6 +26,8 @@ class TaskLaunch:
     env: Mapping[str, str]
     cwd: Path
     log_path: Path
+    record: Path
+    """Prefix of this attempt's supervision records (``.pid``, ``.exit``)."""
 
 
 class Backend(Protocol):
@@ -47,10 +49,17 @@ class Backend(Protocol):
         """Start a task; returns its pid. ``on_exit`` is called once when it ends."""
         ...
 
-    def terminate(self, key: TaskKey) -> None:
-        """Ask a task to stop (SIGTERM to its whole process group)."""
+    def terminate(self, pid: int) -> None:
+        """Ask the task started as ``pid`` to stop (SIGTERM to its whole process group)."""
         ...
 
-    def kill(self, key: TaskKey) -> None:
-        """Stop a task now (SIGKILL to its whole process group)."""
+    def kill(self, pid: int) -> None:
+        """Stop the task started as ``pid`` now (SIGKILL to its whole process group)."""
+        ...
+
+    def adopt(self, key: TaskKey, record: Path, on_exit: ExitCallback) -> int | None:
+        """Follow a task that an earlier trainfleet process started, from its records.
+
+        Returns its pid, or None when it is no longer running (``on_exit`` then follows).
+        """
         ...

@@ -13,7 +13,7 @@ import click
 
 from trainfleet.backends.local.gpus import GpuConfigError
 from trainfleet.cli.follow import LogFollower
-from trainfleet.control.engine import Engine, JobNotFound
+from trainfleet.control.engine import Engine, JobActive, JobNotFound
 from trainfleet.scheduling.placement import Unschedulable
 from trainfleet.spec.errors import SpecError
 from trainfleet.spec.loading import LoadedJob, load_job_file
@@ -33,7 +33,7 @@ def user_errors() -> Iterator[None]:
     """Turn every kind of bad input into ``error: ...`` on stderr and exit code 2."""
     try:
         yield
-    except (SpecError, Unschedulable, JobNotFound, GpuConfigError, UserError) as error:
+    except (SpecError, Unschedulable, JobNotFound, JobActive, GpuConfigError, UserError) as error:
         click.echo(f"error: {error}", err=True)
         sys.exit(USAGE_ERROR)
 
@@ -122,6 +122,47 @@ def logs(
         time.sleep(0.2)
     out.writelines(follower.read(final=True))
     out.flush()
+    return 0
+
+
+def events(data_dir: str | None, job_id: str, follow: bool, output: str) -> int:
+    """``trainfleet events``: one line (or JSON/YAML object) per event, oldest first."""
+    from trainfleet.cli.follow import EventFollower, describe_event
+
+    with user_errors():
+        engine = _engine(data_dir)
+        engine.get(job_id)
+    follower = EventFollower(engine, job_id)
+    while True:
+        # Look at the state before reading, so the events of a job's end are all printed.
+        ended = not follow or State(engine.get(job_id).state).is_final
+        for event in follower.read():
+            if output == "json":
+                click.echo(event.model_dump_json())  # one object a line, for streaming
+            elif output == "yaml":
+                _dump(event.model_dump(), "yaml")
+                click.echo("---")
+            else:
+                stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(event.time))
+                click.echo(f"{stamp}  {describe_event(event)}")
+        if ended:
+            return 0
+        time.sleep(0.2)
+
+
+def stop(data_dir: str | None, job_id: str) -> int:
+    """``trainfleet stop``: cancel a job that has not ended."""
+    with user_errors():
+        job = _engine(data_dir).cancel(job_id)
+    click.echo(f"job {job.id} {job.state}" + (f": {job.reason}" if job.reason else ""))
+    return 0
+
+
+def delete(data_dir: str | None, job_id: str, force: bool) -> int:
+    """``trainfleet delete``: forget a job and its logs."""
+    with user_errors():
+        _engine(data_dir).delete(job_id, force=force)
+    click.echo(f"job {job_id} deleted")
     return 0
 
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import signal
 import sys
-import threading
 from collections.abc import Callable, Sequence
 from types import FrameType
 
@@ -26,21 +25,20 @@ class RunView:
     def __init__(self, engine: Engine, job_id: str) -> None:
         self.engine = engine
         self.job_id = job_id
-        self.controller = engine.controller(job_id)
-        self.logs = LogFollower(engine, job_id, [slot.key for slot in self.controller.placement])
+        tasks = [(task.role, task.index) for task in engine.tasks(job_id)]
+        self.logs = LogFollower(engine, job_id, tasks)
         self.events = EventFollower(engine, job_id)
         self.tty = sys.stdout.isatty()
 
     def run(self) -> int:
         previous = signal.signal(signal.SIGTERM, _interrupt)
-        done = threading.Event()
-        threading.Thread(target=self._control, args=(done,), name="controller", daemon=True).start()
+        self.engine.start(self.job_id)
         self._say(f"job {self.job_id}: logs in {self.engine.data_dir.job_dir(self.job_id)}")
         try:
             if self.tty:
-                self._watch_live(done)
+                self._watch_live()
             else:
-                self._watch(done, self._show)
+                self._watch(self._show)
         finally:
             signal.signal(signal.SIGTERM, previous)
         job = self.engine.get(self.job_id)
@@ -50,23 +48,16 @@ class RunView:
         self._say(f"job {job.id} {job.state}: {job.reason}")
         return EXIT_CODES.get(State(job.state), 1)
 
-    def _control(self, done: threading.Event) -> None:
-        try:
-            self.controller.run()
-        finally:
-            done.set()
-
-    def _watch(self, done: threading.Event, show: Callable[..., object]) -> None:
-        """Show output until the controller ends; Ctrl-C stops the job, twice kills it."""
-        # Waiting on an Event, not Thread.join: a Ctrl-C inside join() can make the
-        # thread look finished when it is not.
-        while not done.is_set():
+    def _watch(self, show: Callable[..., object]) -> None:
+        """Show output until the job ends; Ctrl-C stops the job, twice kills it."""
+        runner = self.engine.runner
+        while not runner.wait(self.job_id, 0):
             try:
-                while not done.wait(POLL_SECONDS):
+                while not runner.wait(self.job_id, POLL_SECONDS):
                     show()
             except KeyboardInterrupt:
                 self._say("stopping the job (Ctrl-C again to kill it)")
-                self.controller.cancel("interrupted")
+                runner.cancel(self.job_id, "interrupted")
         show(final=True)
 
     def _show(self, final: bool = False) -> None:
@@ -77,7 +68,7 @@ class RunView:
             out.write(piece)
         out.flush()
 
-    def _watch_live(self, done: threading.Event) -> None:
+    def _watch_live(self) -> None:
         from rich.console import Console
         from rich.live import Live
         from rich.text import Text
@@ -102,7 +93,7 @@ class RunView:
                 show(final)
                 live.refresh()
 
-            self._watch(done, show_and_refresh)
+            self._watch(show_and_refresh)
 
     def _say(self, line: str) -> None:
         sys.stdout.buffer.write(f"trainfleet | {line}\n".encode())

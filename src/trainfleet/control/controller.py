@@ -7,6 +7,7 @@ is made in one place, one at a time.
 
 from __future__ import annotations
 
+import functools
 import heapq
 import itertools
 import os
@@ -36,6 +37,8 @@ class _Task:
     state: State = State.QUEUED
     restarts: int = 0
     alive: bool = False
+    """Its process may still run: an exit is still to come (or is queued)."""
+    pid: int | None = None
     reason: str = ""
 
 
@@ -51,9 +54,15 @@ class _Cancel:
 
 
 def task_launch(
-    job_id: str, spec: JobSpec, placement: Placement, key: TaskKey, workdir: Path, data_dir: DataDir
+    job_id: str,
+    spec: JobSpec,
+    placement: Placement,
+    key: TaskKey,
+    workdir: Path,
+    data_dir: DataDir,
+    attempt: int = 0,
 ) -> TaskLaunch:
-    """The argv, environment, directory and log file of one task."""
+    """The argv, environment, directory, log file and records of one task's attempt."""
     context = TaskContext(job_id, spec, placement, *key)
     role = spec.roles[key[0]]
     env = dict(os.environ)
@@ -67,6 +76,7 @@ def task_launch(
         env=env,
         cwd=workdir / role.working_dir if role.working_dir else workdir,
         log_path=data_dir.log_path(job_id, *key),
+        record=data_dir.record(job_id, *key, attempt),
     )
 
 
@@ -98,24 +108,26 @@ class JobController:
 
     # -- public ---------------------------------------------------------------
 
-    def run(self) -> State:
-        """Start every task and manage the job until no process of it is left."""
+    def run(self, resume: bool = False) -> State:
+        """Start every task and manage the job until no process of it is left.
+
+        ``resume`` picks up a job that an earlier process was running (supervised tasks):
+        running tasks are adopted, exits that happened meanwhile are applied, and tasks
+        that never started are started. No task runs twice at once.
+        """
         try:
-            return self._run()
+            return self._run(resume)
         except BaseException:
             # A bug here must not leave a job's processes running without a controller.
             self._kill_remaining()
             raise
 
-    def _run(self) -> State:
-        self.store.update_job(self.job_id, state=State.STARTING, started_at=time.time())
-        for key in self._tasks:
-            if self._outcome is None:
-                self._start(key)
-        if self._outcome is None:
-            self.store.update_job(self.job_id, state=State.RUNNING)
-            if self.spec.deadline is not None:
-                self._after(self.spec.deadline, self._deadline_passed)
+    def _run(self, resume: bool) -> State:
+        job = self.store.get_job(self.job_id)
+        if resume and job is not None and job.started_at is not None:
+            self._recover(job.started_at)
+        else:
+            self._begin()
         while self._outcome is None or any(task.alive for task in self._tasks.values()):
             self._step()
         state, reason = self._outcome
@@ -123,6 +135,54 @@ class JobController:
             self.job_id, message=reason, state=state, reason=reason, finished_at=time.time()
         )
         return state
+
+    def _begin(self) -> None:
+        self.store.update_job(self.job_id, state=State.STARTING, started_at=time.time())
+        for key in self._tasks:
+            if self._outcome is None:
+                self._start(key)
+        if self._outcome is None:
+            self.store.update_job(self.job_id, state=State.RUNNING)
+            self._watch_deadline(time.time())
+
+    def _watch_deadline(self, started_at: float) -> None:
+        if self.spec.deadline is not None:
+            self._after(
+                max(0.0, started_at + self.spec.deadline - time.time()), self._deadline_passed
+            )
+
+    def _recover(self, started_at: float) -> None:
+        """Rebuild what an earlier controller knew from the store and the task records."""
+        for stored in self.store.list_tasks(self.job_id):
+            task = self._tasks[(stored.role, stored.index)]
+            task.state, task.restarts, task.reason = (
+                State(stored.state),
+                stored.restarts,
+                stored.reason,
+            )
+            if task.state.is_final:
+                continue
+            attempt = self.data_dir.latest_attempt(self.job_id, stored.role, stored.index)
+            if attempt is None:  # never started
+                self._start(task.key)
+            elif attempt == task.restarts and task.state is State.RESTARTING:
+                self._after(0, functools.partial(self._restart, task.key))  # exit was handled
+            else:
+                task.restarts = attempt
+                self._adopt(task, self.data_dir.record(self.job_id, *task.key, attempt))
+        self._watch_deadline(started_at)
+        self._evaluate()
+
+    def _adopt(self, task: _Task, record: Path) -> None:
+        task.alive = True  # adopt() queues the exit at once if the task has ended
+        pid = task.pid = self.backend.adopt(task.key, record, self._post_exit)
+        if pid is not None:
+            self._set_task(
+                task, State.RUNNING, f"adopted, pid {pid}", pid=pid, restarts=task.restarts
+            )
+
+    def _post_exit(self, key: TaskKey, returncode: int) -> None:
+        self._inbox.put(_Exited(key, returncode))
 
     def cancel(self, reason: str = "cancelled by user") -> None:
         """Stop the job (a second call kills what is still running)."""
@@ -154,15 +214,15 @@ class JobController:
     def _start(self, key: TaskKey) -> None:
         task = self._tasks[key]
         launch = task_launch(
-            self.job_id, self.spec, self.placement, key, self.workdir, self.data_dir
+            self.job_id, self.spec, self.placement, key, self.workdir, self.data_dir, task.restarts
         )
         try:
-            pid = self.backend.start(launch, lambda k, code: self._inbox.put(_Exited(k, code)))
+            pid = self.backend.start(launch, self._post_exit)
         except (OSError, ValueError) as error:
             self._set_task(task, State.FAILED, f"could not start: {error}")
             self._evaluate()
             return
-        task.alive = True
+        task.alive, task.pid = True, pid
         verb = f"restarted (restart {task.restarts})" if task.restarts else "started"
         self._set_task(
             task,
@@ -264,14 +324,16 @@ class JobController:
         """SIGTERM the chosen running tasks; SIGKILL them when the grace period ends."""
         keys = [key for key, task in self._tasks.items() if task.alive and which(key)]
         for key in keys:
-            self.backend.terminate(key)
+            if (pid := self._tasks[key].pid) is not None:
+                self.backend.terminate(pid)
         if keys:
             self._after(self.spec.grace_period, lambda: self._kill(keys))
 
     def _kill(self, keys: list[TaskKey]) -> None:
         for key in keys:
-            if self._tasks[key].alive:
-                self.backend.kill(key)
+            task = self._tasks[key]
+            if task.alive and task.pid is not None:
+                self.backend.kill(task.pid)
 
     def _kill_remaining(self) -> None:
         self._kill(list(self._tasks))

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import getpass
 import secrets
+import shutil
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -15,6 +16,7 @@ from pathlib import Path
 from trainfleet.backends.api import Backend, TaskLaunch
 from trainfleet.backends.local import LocalBackend
 from trainfleet.control.controller import JobController, task_launch
+from trainfleet.control.runner import Runner
 from trainfleet.scheduling.placement import (
     Placement,
     TaskKey,
@@ -26,11 +28,15 @@ from trainfleet.scheduling.placement import (
 from trainfleet.spec.models import JobSpec
 from trainfleet.store.database import Store
 from trainfleet.store.layout import DataDir
-from trainfleet.store.records import EventRecord, JobRecord, State, TaskRecord
+from trainfleet.store.records import EventRecord, JobPage, JobRecord, State, TaskRecord
 
 
 class JobNotFound(LookupError):
     """No job has that id."""
+
+
+class JobActive(RuntimeError):
+    """The job has not ended, and the request needs it to have."""
 
 
 @dataclass(frozen=True)
@@ -45,11 +51,23 @@ class JobDetails:
 class Engine:
     """Jobs stored under one data directory and run on one backend."""
 
-    def __init__(self, data_dir: DataDir, backend: Backend | None = None) -> None:
+    def __init__(
+        self,
+        data_dir: DataDir,
+        backend: Backend | None = None,
+        supervised: bool = False,
+        database: str | None = None,
+    ) -> None:
+        """``supervised`` (a server): tasks outlive this process and ``resume`` adopts them.
+
+        ``database``: a PostgreSQL or SQLite URL; the data directory's SQLite file otherwise.
+        """
         data_dir.root.mkdir(parents=True, exist_ok=True)
         self.data_dir = data_dir
-        self.store = Store(data_dir.database)
-        self.backend: Backend = backend or LocalBackend()
+        self.supervised = supervised
+        self.store = Store.open(database or data_dir.database)
+        self.backend: Backend = backend or LocalBackend(supervised=supervised)
+        self.runner = Runner(self.controller)
 
     def plan(self, spec: JobSpec) -> Placement:
         """Place every task: free ports, exclusive GPUs. Raises Unschedulable."""
@@ -62,7 +80,9 @@ class Engine:
         ports = self.backend.reserve_ports(fixed)
         return build_placement(spec, self.backend.host(), ports, gpus)
 
-    def submit(self, spec: JobSpec, workdir: Path, source: str = "trainfleet") -> JobRecord:
+    def submit(
+        self, spec: JobSpec, workdir: Path, source: str = "trainfleet", user: str | None = None
+    ) -> JobRecord:
         """Validate placement and store the job, queued. Raises Unschedulable."""
         placement = self.plan(spec)
         job = JobRecord(
@@ -72,7 +92,8 @@ class Engine:
             spec=spec.model_dump_json(),
             source=source,
             workdir=str(workdir),
-            user=_user(),
+            user=_user() if user is None else user,
+            labels=dict(spec.labels),
             created_at=time.time(),
         )
         tasks = [
@@ -106,6 +127,82 @@ class Engine:
             for slot in placement
         ]
 
+    def start(self, job_id: str) -> None:
+        """Run a stored job on a background thread of this process."""
+        if self.supervised:
+            # Marks the job as one a restarted server picks up (see resume).
+            self.data_dir.run_dir(job_id).mkdir(parents=True, exist_ok=True)
+        self.runner.start(job_id)
+
+    def resume(self) -> list[str]:
+        """Pick up the jobs an earlier process of this data directory left unfinished.
+
+        Only jobs started with supervised tasks (a server's) are picked up: their tasks
+        outlived that process and left records. Returns their ids.
+        """
+        resumed = []
+        for job in self.store.list_jobs(limit=1_000_000):
+            final = State(job.state).is_final
+            if (
+                not final
+                and self.data_dir.run_dir(job.id).is_dir()
+                and job.id not in self.runner.running()
+            ):
+                self.runner.start(job.id, resume=True)
+                resumed.append(job.id)
+        return resumed
+
+    def wait(self, job_id: str, timeout: float | None = None) -> JobRecord:
+        """The job once it has ended here, or as it is when ``timeout`` runs out."""
+        self.runner.wait(job_id, timeout)
+        return self.get(job_id)
+
+    def cancel(self, job_id: str, reason: str = "cancelled by user") -> JobRecord:
+        """Stop a job run by this process, or make sure a queued one never starts.
+
+        Raises JobActive for a job that another process runs (stop it there).
+        """
+        job = self.get(job_id)
+        if State(job.state).is_final or self.runner.cancel(job_id, reason):
+            return job
+        if job.state != State.QUEUED:
+            raise JobActive(f"job {job_id} is {job.state} in another trainfleet process")
+        message = f"not started: {reason}"
+        for task in self.store.list_tasks(job_id):
+            self.store.update_task(
+                job_id,
+                task.role,
+                task.index,
+                message=message,
+                state=State.CANCELLED,
+                reason=message,
+            )
+        self.store.update_job(
+            job_id, message=reason, state=State.CANCELLED, reason=reason, finished_at=time.time()
+        )
+        return self.get(job_id)
+
+    def delete(self, job_id: str, force: bool = False) -> None:
+        """Forget an ended job and its logs; ``force`` stops a running one first."""
+        job = self.get(job_id)
+        if not State(job.state).is_final:
+            if not force:
+                raise JobActive(f"job {job_id} is {job.state}: stop it first, or force the delete")
+            self.cancel(job_id, "deleted")
+            self.runner.wait(job_id)
+        self.store.delete_job(job_id)
+        shutil.rmtree(self.data_dir.job_dir(job_id), ignore_errors=True)
+
+    def shutdown(self) -> None:
+        """Stop following jobs as this process ends.
+
+        A supervised engine (a server) leaves their tasks running: they record how they
+        end, and the next server on this data directory adopts them (``resume``), so a
+        restart never costs a training run. An embedded engine stops its jobs.
+        """
+        if not self.supervised:
+            self.runner.shutdown()
+
     def get(self, job_id: str) -> JobRecord:
         job = self.store.get_job(job_id)
         if job is None:
@@ -127,6 +224,21 @@ class Engine:
     def list(self, limit: int = 100) -> list[JobRecord]:
         return self.store.list_jobs(limit)
 
+    def find(
+        self,
+        *,
+        state: str | None = None,
+        name: str | None = None,
+        user: str | None = None,
+        labels: Mapping[str, str] | None = None,
+        limit: int = 50,
+        cursor: str | None = None,
+    ) -> JobPage:
+        """One page of matching jobs, newest first (raises ValueError on a bad cursor)."""
+        return self.store.find_jobs(
+            state=state, name=name, user=user, labels=labels, limit=limit, cursor=cursor
+        )
+
     def log_path(self, job_id: str, role: str, index: int) -> Path:
         return self.data_dir.log_path(job_id, role, index)
 
@@ -146,7 +258,3 @@ def _user() -> str:
         return getpass.getuser()
     except (KeyError, OSError):
         return ""
-
-
-def is_final(job: JobRecord) -> bool:
-    return State(job.state).is_final

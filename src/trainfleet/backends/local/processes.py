@@ -2,26 +2,32 @@
 
 from __future__ import annotations
 
+import os
+import select
 import signal
 import subprocess
+import sys
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from trainfleet.backends.api import ExitCallback, TaskLaunch
+from trainfleet.backends.local import records
 from trainfleet.backends.local.gpus import gpu_inventory
 from trainfleet.backends.local.groups import kill_group, live_members, signal_group
 from trainfleet.backends.local.ports import free_port
 from trainfleet.scheduling.placement import TaskKey
 
 GROUP_POLL_SECONDS = 0.02
+SHIM = Path(__file__).with_name("shim.py")
 
 
 @dataclass
 class _Running:
     """A started task until its whole process group is gone."""
 
-    process: subprocess.Popen[bytes]
+    pid: int
     terminating: threading.Event = field(default_factory=threading.Event)
     killed: threading.Event = field(default_factory=threading.Event)
 
@@ -32,10 +38,14 @@ class LocalBackend:
     A task ends when its whole group is gone, not just its first process: a shell that
     dies on SIGTERM leaves its children their grace period, and whatever a task leaves
     running when it exits on its own is killed with it.
+
+    ``supervised`` (the server's mode) starts each task under a small shim that outlives
+    this process and records the task's exit, so a restarted server can ``adopt`` it.
     """
 
-    def __init__(self) -> None:
-        self._running: dict[TaskKey, _Running] = {}
+    def __init__(self, supervised: bool = False) -> None:
+        self.supervised = supervised
+        self._running: dict[int, _Running] = {}  # by pid: unique while the task lives
         self._lock = threading.Lock()
 
     def host(self) -> str:
@@ -49,48 +59,94 @@ class LocalBackend:
 
     def start(self, launch: TaskLaunch, on_exit: ExitCallback) -> int:
         launch.log_path.parent.mkdir(parents=True, exist_ok=True)
+        argv = list(launch.argv)
+        if self.supervised:
+            launch.record.parent.mkdir(parents=True, exist_ok=True)
+            argv = [sys.executable, "-I", "-S", str(SHIM), str(launch.record), "--", *argv]
         with launch.log_path.open("ab") as log:
             process = subprocess.Popen(
-                list(launch.argv),
+                argv,
                 env=dict(launch.env),
                 cwd=launch.cwd,
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,
-                start_new_session=True,  # its own process group, out of reach of our Ctrl-C
+                start_new_session=True,  # its own group, out of reach of our Ctrl-C and death
             )
-        running = _Running(process)
-        with self._lock:
-            self._running[launch.key] = running
-        threading.Thread(
-            target=self._wait, args=(launch.key, running, on_exit), daemon=True
-        ).start()
+        self._follow(launch.key, process.pid, process.wait, on_exit)
         return process.pid
 
-    def terminate(self, key: TaskKey) -> None:
-        running = self._get(key)
+    def adopt(self, key: TaskKey, record: Path, on_exit: ExitCallback) -> int | None:
+        pid = records.supervisor_pid(record)
+        if pid is None or not _is_shim_of(pid, record):
+            on_exit(key, _recorded_exit(record))
+            return None
+        self._follow(key, pid, lambda: _wait_foreign(pid, record), on_exit)
+        return pid
+
+    def terminate(self, pid: int) -> None:
+        running = self._get(pid)
         if running is not None:
             running.terminating.set()
-            signal_group(running.process.pid, signal.SIGTERM)
+            signal_group(running.pid, signal.SIGTERM)
 
-    def kill(self, key: TaskKey) -> None:
-        running = self._get(key)
+    def kill(self, pid: int) -> None:
+        running = self._get(pid)
         if running is not None:
             running.killed.set()
-            signal_group(running.process.pid, signal.SIGKILL)
+            signal_group(running.pid, signal.SIGKILL)
 
-    def _get(self, key: TaskKey) -> _Running | None:
+    def _get(self, pid: int) -> _Running | None:
         with self._lock:
-            return self._running.get(key)
+            return self._running.get(pid)
 
-    def _wait(self, key: TaskKey, running: _Running, on_exit: ExitCallback) -> None:
-        code = running.process.wait()
-        pgid = running.process.pid
+    def _follow(
+        self, key: TaskKey, pid: int, wait: Callable[[], int], on_exit: ExitCallback
+    ) -> None:
+        running = _Running(pid)
+        with self._lock:
+            self._running[pid] = running
+        threading.Thread(target=self._wait, args=(key, running, wait, on_exit), daemon=True).start()
+
+    def _wait(
+        self, key: TaskKey, running: _Running, wait: Callable[[], int], on_exit: ExitCallback
+    ) -> None:
+        code = wait()
         if running.terminating.is_set():
             # Being stopped: the rest of the group has its grace period, until kill().
-            while live_members(pgid) and not running.killed.wait(GROUP_POLL_SECONDS):
+            while live_members(running.pid) and not running.killed.wait(GROUP_POLL_SECONDS):
                 pass
-        kill_group(pgid)
+        kill_group(running.pid)
         with self._lock:
-            del self._running[key]
+            del self._running[running.pid]
         on_exit(key, code)
+
+
+def _is_shim_of(pid: int, record: Path) -> bool:
+    """Whether ``pid`` is still the shim that wrote ``record`` (pids get reused)."""
+    import psutil
+
+    try:
+        command = psutil.Process(pid).cmdline()
+    except psutil.Error:
+        return False
+    return str(SHIM) in command and str(record) in command
+
+
+def _wait_foreign(pid: int, record: Path) -> int:
+    """Wait for a process that is not our child, then read how its task ended."""
+    try:
+        descriptor = os.pidfd_open(pid)
+    except ProcessLookupError:
+        return _recorded_exit(record)
+    try:
+        select.select([descriptor], [], [])  # readable once the process has ended
+    finally:
+        os.close(descriptor)
+    return _recorded_exit(record)
+
+
+def _recorded_exit(record: Path) -> int:
+    # No record means the shim itself was killed (SIGKILL), and its task with it.
+    status = records.exit_status(record)
+    return -signal.SIGKILL if status is None else status

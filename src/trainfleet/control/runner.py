@@ -1,0 +1,79 @@
+"""Runs stored jobs in the background, one controller thread each (the server's engine)."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from trainfleet.control.controller import JobController
+
+
+@dataclass
+class _Running:
+    controller: JobController
+    thread: threading.Thread
+    done: threading.Event
+
+
+class Runner:
+    """Starts jobs' controllers on threads and lets any thread cancel or await them."""
+
+    def __init__(self, controller: Callable[[str], JobController]) -> None:
+        self._controller = controller
+        self._running: dict[str, _Running] = {}
+        self._lock = threading.Lock()
+
+    def start(self, job_id: str, resume: bool = False) -> None:
+        """Run (or, with ``resume``, pick up) a stored job until it ends; returns at once."""
+        controller = self._controller(job_id)
+        done = threading.Event()
+        thread = threading.Thread(
+            target=self._run,
+            args=(job_id, controller, done, resume),
+            name=f"job-{job_id}",
+            daemon=True,
+        )
+        with self._lock:
+            self._running[job_id] = _Running(controller, thread, done)
+        thread.start()
+
+    def _run(
+        self, job_id: str, controller: JobController, done: threading.Event, resume: bool
+    ) -> None:
+        try:
+            controller.run(resume)
+        finally:
+            done.set()
+            with self._lock:
+                self._running.pop(job_id, None)
+
+    def cancel(self, job_id: str, reason: str = "cancelled by user") -> bool:
+        """Stop a running job; False when it is not running here."""
+        with self._lock:
+            running = self._running.get(job_id)
+        if running is None:
+            return False
+        running.controller.cancel(reason)
+        return True
+
+    def wait(self, job_id: str, timeout: float | None = None) -> bool:
+        """Wait for a job to end; True when it is not running (any more).
+
+        Waits on an Event, never Thread.join: a Ctrl-C inside join() can make a thread
+        look finished when it is not.
+        """
+        with self._lock:
+            running = self._running.get(job_id)
+        return running is None or running.done.wait(timeout)
+
+    def running(self) -> list[str]:
+        with self._lock:
+            return list(self._running)
+
+    def shutdown(self, timeout: float | None = None) -> None:
+        """Cancel every running job and wait for them to end."""
+        for job_id in self.running():
+            self.cancel(job_id, "the server is shutting down")
+        for job_id in self.running():
+            self.wait(job_id, timeout)

@@ -1,0 +1,94 @@
+"""The engine's service functions with real processes: start, wait, cancel, delete."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+from conftest import process_group_alive, wait_for
+
+from trainfleet.control.engine import Engine, JobActive, JobNotFound
+from trainfleet.spec.models import JobSpec
+from trainfleet.store.records import State
+
+
+def _spec(text: str) -> JobSpec:
+    return JobSpec.model_validate(yaml.safe_load(text))
+
+
+SLEEPERS = _spec(
+    "name: sleepers\ngrace_period: 1\nroles:\n  worker: {replicas: 2, command: sleep 600}\n"
+)
+
+
+def test_start_and_wait_runs_a_job_in_the_background(engine: Engine, tmp_path: Path) -> None:
+    job = engine.submit(
+        _spec("name: quick\nroles:\n  worker: {command: echo done}\n"), tmp_path, user="ada"
+    )
+    assert job.user == "ada" and job.state == State.QUEUED
+    engine.start(job.id)
+    ended = engine.wait(job.id, timeout=30)
+    assert ended.state == State.SUCCEEDED
+    assert engine.log_path(job.id, "worker", 0).read_text() == "done\n"
+
+
+def test_cancel_stops_a_running_job_and_every_process(engine: Engine, tmp_path: Path) -> None:
+    job = engine.submit(SLEEPERS, tmp_path)
+    engine.start(job.id)
+    wait_for(
+        lambda: all(t.state == State.RUNNING for t in engine.tasks(job.id)), what="tasks running"
+    )
+    engine.cancel(job.id, "no longer needed")
+    ended = engine.wait(job.id, timeout=30)
+    assert ended.state == State.CANCELLED and ended.reason == "no longer needed"
+    for task in engine.tasks(job.id):
+        assert task.state == State.CANCELLED
+        assert task.pid is not None and not process_group_alive(task.pid)
+
+
+def test_cancel_of_a_queued_job_means_it_never_starts(engine: Engine, tmp_path: Path) -> None:
+    job = engine.submit(SLEEPERS, tmp_path)
+    cancelled = engine.cancel(job.id)
+    assert cancelled.state == State.CANCELLED and cancelled.finished_at is not None
+    assert all(t.state == State.CANCELLED and t.pid is None for t in engine.tasks(job.id))
+    assert engine.cancel(job.id).state == State.CANCELLED, "cancelling an ended job changes nothing"
+
+
+def test_a_job_another_process_runs_cannot_be_cancelled_here(
+    engine: Engine, tmp_path: Path
+) -> None:
+    job = engine.submit(SLEEPERS, tmp_path)
+    engine.store.update_job(job.id, state=State.RUNNING)  # as another `trainfleet run` would
+    with pytest.raises(JobActive, match="another trainfleet process"):
+        engine.cancel(job.id)
+    with pytest.raises(JobNotFound):
+        engine.cancel("no-such-job")
+
+
+def test_delete_forgets_an_ended_job_and_its_logs(engine: Engine, tmp_path: Path) -> None:
+    job = engine.submit(_spec("name: gone\nroles:\n  worker: {command: echo bye}\n"), tmp_path)
+    engine.start(job.id)
+    engine.wait(job.id, timeout=30)
+    assert engine.data_dir.job_dir(job.id).exists()
+    engine.delete(job.id)
+    assert not engine.data_dir.job_dir(job.id).exists()
+    with pytest.raises(JobNotFound):
+        engine.get(job.id)
+    assert engine.store.list_tasks(job.id) == [] and engine.store.list_events(job.id) == []
+
+
+def test_delete_refuses_a_running_job_unless_forced(engine: Engine, tmp_path: Path) -> None:
+    job = engine.submit(SLEEPERS, tmp_path)
+    engine.start(job.id)
+    wait_for(
+        lambda: all(t.state == State.RUNNING for t in engine.tasks(job.id)), what="tasks running"
+    )
+    pids = [t.pid for t in engine.tasks(job.id)]
+    with pytest.raises(JobActive, match="stop it first"):
+        engine.delete(job.id)
+    assert engine.get(job.id).state == State.RUNNING, "a refused delete changes nothing"
+    engine.delete(job.id, force=True)
+    with pytest.raises(JobNotFound):
+        engine.get(job.id)
+    assert all(pid is not None and not process_group_alive(pid) for pid in pids)
