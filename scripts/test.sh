@@ -1,9 +1,15 @@
 #!/usr/bin/env bash
 # Create the environment (if needed) and run every check: lint, format, types, tests.
+# The store's tests also run against a real PostgreSQL, started here (scripts/postgres.sh)
+# unless TRAINFLEET_TEST_POSTGRES_URL already names one.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 [ -x .venv/bin/python ] || python3 -m venv .venv
 .venv/bin/pip install -q --disable-pip-version-check -e '.[dev,tensorflow,pytorch]'
+if [ -z "${TRAINFLEET_TEST_POSTGRES_URL:-}" ]; then
+    TRAINFLEET_TEST_POSTGRES_URL="$(bash scripts/postgres.sh start | tail -n 1)"
+    export TRAINFLEET_TEST_POSTGRES_URL
+fi
 .venv/bin/ruff check src tests benchmarks examples
 .venv/bin/ruff format --check src tests benchmarks examples
 .venv/bin/mypy

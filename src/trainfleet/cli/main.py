@@ -78,6 +78,58 @@ def logs(
 
 
 @cli.command()
+@click.argument("job_id")
+@click.option("--follow", "-f", is_flag=True, help="Keep printing until the job ends.")
+@click.option("--output", "-o", type=click.Choice(["table", "json", "yaml"]), default="table")
+@click.pass_obj
+def events(data_dir: str | None, job_id: str, follow: bool, output: str) -> None:
+    """Print a job's events (state changes of the job and its tasks)."""
+    from trainfleet.cli import commands
+
+    sys.exit(commands.events(data_dir, job_id, follow, output))
+
+
+@cli.command()
+@click.argument("job_id")
+@click.pass_obj
+def stop(data_dir: str | None, job_id: str) -> None:
+    """Cancel a job that has not ended."""
+    from trainfleet.cli import commands
+
+    sys.exit(commands.stop(data_dir, job_id))
+
+
+@cli.command()
+@click.argument("job_id")
+@click.option("--force", is_flag=True, help="Stop the job first if it is still running.")
+@click.pass_obj
+def delete(data_dir: str | None, job_id: str, force: bool) -> None:
+    """Forget an ended job and delete its logs."""
+    from trainfleet.cli import commands
+
+    sys.exit(commands.delete(data_dir, job_id, force))
+
+
+@cli.command()
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
+@click.option("--port", default=8080, show_default=True, type=click.IntRange(0, 65535))
+@click.pass_obj
+def server(data_dir: str | None, host: str, port: int) -> None:
+    """Serve the REST API and run submitted jobs (stop with Ctrl-C).
+
+    On the first start it prints an admin token once, or takes TRAINFLEET_ADMIN_TOKEN.
+    """
+    from trainfleet.server.serve import serve
+    from trainfleet.store.errors import StoreError
+
+    try:
+        serve(data_dir, host, port)
+    except (StoreError, ValueError) as error:
+        click.echo(f"error: {error}", err=True)
+        sys.exit(2)
+
+
+@cli.command()
 def schema() -> None:
     """Print the JSON Schema of job files (for editors)."""
     import json

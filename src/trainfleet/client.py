@@ -1,0 +1,341 @@
+"""The Python SDK: a trainfleet server's REST API as typed methods.
+
+>>> with Client("http://127.0.0.1:8080", token) as client:   # doctest: +SKIP
+...     job = client.submit(open("job.yaml").read(), workdir="/srv/train")
+...     for line in client.follow_log(job.id, "worker", 0):
+...         print(line, end="")
+...     client.get(job.id).state
+'succeeded'
+
+Failures raise ClientError subclasses whose message is what the CLI prints after
+``error:``: BadRequest (with the spec's ``problems``), Unauthorized, NotFound, Conflict.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import Callable, Iterator, Mapping
+from types import TracebackType
+from typing import Any, TypeVar
+from urllib.parse import quote
+
+import httpx
+from httpx_sse import ServerSentEvent, connect_sse
+from pydantic import BaseModel, TypeAdapter, ValidationError
+
+from trainfleet.server.models import (
+    ErrorBody,
+    JobDetails,
+    LogChunk,
+    Problem,
+    Submitted,
+)
+from trainfleet.server.settings import API_PREFIX
+from trainfleet.spec.models import JobSpec
+from trainfleet.store.records import EventRecord, JobPage, JobRecord, State
+
+__all__ = [
+    "BadRequest",
+    "Client",
+    "ClientError",
+    "Conflict",
+    "NotFound",
+    "ServerError",
+    "Unauthorized",
+    "Unreachable",
+]
+
+log = logging.getLogger("trainfleet.client")
+
+_Model = TypeVar("_Model", bound=BaseModel)
+_EVENTS = TypeAdapter(list[EventRecord])
+RECONNECTS = 3
+"""How often a follow resumes (from its last offset or event) after the connection drops."""
+
+
+class ClientError(Exception):
+    """The server refused or failed a request; ``str()`` is its message."""
+
+    def __init__(
+        self, message: str, status: int = 0, problems: list[Problem] | None = None
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.status = status
+        self.problems = problems or []
+
+
+class BadRequest(ClientError):
+    """Bad input (400, 413, 415, 416, 422): a job that cannot be read, a bad parameter."""
+
+
+class Unauthorized(ClientError):
+    """No token, or one the server does not know or has revoked (401, 403)."""
+
+
+class NotFound(ClientError):
+    """No such job or task (404)."""
+
+
+class Conflict(ClientError):
+    """The job's state forbids it, such as deleting a running job without force (409)."""
+
+
+class ServerError(ClientError):
+    """The server failed (5xx)."""
+
+
+class Unreachable(ClientError):
+    """No answer from the server: it is down, or the URL is wrong."""
+
+
+_BY_STATUS: dict[int, type[ClientError]] = {
+    400: BadRequest,
+    401: Unauthorized,
+    403: Unauthorized,
+    404: NotFound,
+    409: Conflict,
+    413: BadRequest,
+    415: BadRequest,
+    416: BadRequest,
+    422: BadRequest,
+}
+
+
+class Client:
+    """A connection to one server, authenticated by one token; close it, or use ``with``."""
+
+    def __init__(
+        self,
+        url: str,
+        token: str | None = None,
+        *,
+        timeout: float = 30.0,
+        on_warning: Callable[[str], None] | None = None,
+        transport: httpx.BaseTransport | None = None,
+    ) -> None:
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        self.url = url.rstrip("/")
+        self.timeout = timeout
+        self.on_warning = on_warning or log.warning
+        self._http = httpx.Client(
+            base_url=self.url, headers=headers, timeout=timeout, transport=transport
+        )
+
+    def close(self) -> None:
+        self._http.close()
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    # -- jobs -----------------------------------------------------------------
+
+    def health(self) -> bool:
+        """Whether the server answers (needs no token)."""
+        return self._request("GET", "/healthz").status_code == 200
+
+    def submit(
+        self,
+        job: str | bytes | JobSpec,
+        *,
+        workdir: str | os.PathLike[str] | None = None,
+        filename: str | None = None,
+    ) -> JobRecord:
+        """Submit a job (YAML or JSON text, a Kubeflow manifest, or a JobSpec); it starts at once.
+
+        ``workdir`` is a directory on the server; ``filename`` names the text in errors.
+        Warnings about how the job was read go to ``on_warning``.
+        """
+        if isinstance(job, JobSpec):
+            content, media_type = job.model_dump_json().encode(), "application/json"
+        else:
+            content = job.encode() if isinstance(job, str) else job
+            media_type = "application/yaml"
+        params = {"workdir": os.fspath(workdir) if workdir is not None else None}
+        params["filename"] = filename
+        response = self._request(
+            "POST",
+            f"{API_PREFIX}/jobs",
+            content=content,
+            headers={"Content-Type": media_type},
+            params={key: value for key, value in params.items() if value is not None},
+        )
+        submitted = _parse(Submitted, response)
+        for warning in submitted.warnings:
+            self.on_warning(warning)
+        return submitted.job
+
+    def find(
+        self,
+        *,
+        state: State | str | None = None,
+        name: str | None = None,
+        user: str | None = None,
+        labels: Mapping[str, str] | None = None,
+        limit: int = 50,
+        cursor: str | None = None,
+    ) -> JobPage:
+        """One page of jobs, newest first; pass its ``next_cursor`` for the next."""
+        params: dict[str, Any] = {"limit": limit}
+        for key, value in (("state", state), ("name", name), ("user", user), ("cursor", cursor)):
+            if value is not None:
+                params[key] = str(value)
+        if labels:
+            params["label"] = [f"{key}={value}" for key, value in labels.items()]
+        return _parse(JobPage, self._request("GET", f"{API_PREFIX}/jobs", params=params))
+
+    def list_jobs(
+        self,
+        *,
+        state: State | str | None = None,
+        name: str | None = None,
+        user: str | None = None,
+        labels: Mapping[str, str] | None = None,
+        page_size: int = 100,
+    ) -> Iterator[JobRecord]:
+        """Every job that matches, newest first, fetched a page at a time."""
+        cursor: str | None = None
+        while True:
+            page = self.find(
+                state=state, name=name, user=user, labels=labels, limit=page_size, cursor=cursor
+            )
+            yield from page.jobs
+            if page.next_cursor is None:
+                return
+            cursor = page.next_cursor
+
+    def get(self, job_id: str) -> JobRecord:
+        return self.describe(job_id).job
+
+    def describe(self, job_id: str) -> JobDetails:
+        """A job with its tasks and events."""
+        return _parse(JobDetails, self._request("GET", self._job(job_id)))
+
+    def cancel(self, job_id: str) -> JobRecord:
+        """Stop a job; returns it as it is right after the request (it ends shortly)."""
+        return _parse(JobRecord, self._request("POST", f"{self._job(job_id)}/cancel"))
+
+    def delete(self, job_id: str, *, force: bool = False) -> None:
+        """Forget an ended job and its logs; ``force`` stops a running job first."""
+        params = {"force": "true"} if force else {}
+        self._request("DELETE", self._job(job_id), params=params)
+
+    def events(self, job_id: str, after: int = 0) -> list[EventRecord]:
+        """A job's events with an id above ``after``, oldest first."""
+        response = self._request("GET", f"{self._job(job_id)}/events", params={"after": after})
+        return _EVENTS.validate_json(response.content)
+
+    # -- logs and following ---------------------------------------------------
+
+    def read_log(
+        self, job_id: str, role: str, index: int, start: int = 0, end: int | None = None
+    ) -> bytes:
+        """Bytes ``start``..``end`` of a task's log (to its current end if ``end`` is None)."""
+        path = self._log(job_id, role, index)
+        data = bytearray()
+        while True:
+            params = {"start": start + len(data)} | ({} if end is None else {"end": end})
+            response = self._request("GET", path, params=params)
+            data += response.content
+            reached = int(response.headers.get("X-Log-End", start + len(data)))
+            limit = int(response.headers.get("X-Log-Size", 0)) if end is None else end
+            if not response.content or reached >= limit:
+                return bytes(data)
+
+    def follow_log(self, job_id: str, role: str, index: int, start: int = 0) -> Iterator[str]:
+        """A task's log from byte ``start``, piece by piece (complete lines), until the job ends."""
+        for event in self._follow(f"{self._log(job_id, role, index)}/follow", {"start": start}):
+            if event.event == "log":
+                yield LogChunk.model_validate_json(event.data).text
+
+    def follow_events(self, job_id: str, after: int = 0) -> Iterator[EventRecord]:
+        """A job's events with an id above ``after``, as they happen, until the job ends."""
+        for event in self._follow(f"{self._job(job_id)}/events/follow", {"after": after}):
+            if event.event == "event":
+                yield EventRecord.model_validate_json(event.data)
+
+    def wait(self, job_id: str) -> JobRecord:
+        """Block until the job has ended; returns it."""
+        for _ in self.follow_events(job_id, after=2**62):
+            pass
+        return self.get(job_id)
+
+    def _follow(self, path: str, params: dict[str, int]) -> Iterator[ServerSentEvent]:
+        """The stream's events up to its ``end``, resuming where it stopped if it drops."""
+        last_id: str | None = None
+        tries = 0
+        while True:
+            headers = {"Last-Event-ID": last_id} if last_id else {}
+            timeout = httpx.Timeout(self.timeout, read=max(self.timeout, 60.0))
+            try:
+                with connect_sse(
+                    self._http, "GET", path, params=params, headers=headers, timeout=timeout
+                ) as source:
+                    _raise_for_status(source.response)
+                    for event in source.iter_sse():
+                        if event.event == "end":
+                            return
+                        if event.event == "error":
+                            raise _error(404, event.data)
+                        last_id = event.id or last_id
+                        tries = 0
+                        yield event
+                problem = "the stream ended before the job did"
+            except httpx.TransportError as error:
+                problem = str(error) or type(error).__name__
+            tries += 1
+            if tries > RECONNECTS:
+                raise Unreachable(f"lost the server at {self.url}: {problem}")
+            time.sleep(0.2 * tries)
+
+    # -- plumbing -------------------------------------------------------------
+
+    def _job(self, job_id: str) -> str:
+        return f"{API_PREFIX}/jobs/{_segment(job_id)}"
+
+    def _log(self, job_id: str, role: str, index: int) -> str:
+        return f"{self._job(job_id)}/tasks/{_segment(role)}/{int(index)}/log"
+
+    def _request(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+        try:
+            response = self._http.request(method, path, **kwargs)
+        except httpx.TransportError as error:
+            raise Unreachable(f"cannot reach the server at {self.url}: {error}") from None
+        _raise_for_status(response)
+        return response
+
+
+def _segment(value: str) -> str:
+    """``value`` as one path segment: ``../x`` stays one segment, which the server refuses."""
+    return quote(value, safe="")
+
+
+def _raise_for_status(response: httpx.Response) -> None:
+    if response.status_code < 400:
+        return
+    response.read()
+    raise _error(response.status_code, response.text)
+
+
+def _error(status: int, text: str) -> ClientError:
+    try:
+        body = ErrorBody.model_validate_json(text)
+        message, problems = body.detail, body.problems
+    except ValidationError:
+        message, problems = text.strip() or f"HTTP {status}", []
+    kind = _BY_STATUS.get(status, ServerError if status >= 500 else ClientError)
+    return kind(message, status, problems)
+
+
+def _parse(model: type[_Model], response: httpx.Response) -> _Model:
+    return model.model_validate_json(response.content)

@@ -1,0 +1,70 @@
+"""The ASGI application: the API's routers, its error handlers, its OpenAPI document."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from importlib.metadata import version
+
+from fastapi import Depends, FastAPI, Response
+from fastapi.concurrency import run_in_threadpool
+
+from trainfleet.control.engine import Engine
+from trainfleet.server import errors, openapi, routes_jobs, routes_logs
+from trainfleet.server.auth import authenticator
+from trainfleet.server.metrics import CONTENT_TYPE, LatencyMiddleware, Metrics
+from trainfleet.server.models import Health
+from trainfleet.server.params import known_query_only
+from trainfleet.server.settings import API_PREFIX, Settings
+
+
+def create_app(engine: Engine, settings: Settings) -> FastAPI:
+    """The API over ``engine``; when the server stops, the jobs it runs are stopped."""
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        yield
+        await run_in_threadpool(engine.shutdown)
+
+    app = FastAPI(
+        title="trainfleet",
+        version=version("trainfleet"),
+        summary="Run distributed training jobs: submit, follow, stop.",
+        openapi_url=f"{API_PREFIX}/openapi.json",
+        docs_url=f"{API_PREFIX}/docs",
+        redoc_url=None,
+        lifespan=lifespan,
+    )
+    errors.install(app)
+    metrics = Metrics(engine.store)
+    app.add_middleware(LatencyMiddleware, metrics=metrics)
+    auth = authenticator(engine.store)
+    app.include_router(routes_jobs.router(engine, settings, auth, metrics), prefix=API_PREFIX)
+    app.include_router(routes_logs.router(engine, settings, auth), prefix=API_PREFIX)
+
+    @app.get(
+        "/healthz",
+        tags=["health"],
+        dependencies=[Depends(known_query_only)],
+        responses={"400": errors.ERROR_RESPONSES["400"]},
+    )
+    async def healthz() -> Health:
+        """Whether the server answers; needs no token."""
+        return Health()
+
+    @app.get(
+        "/metrics",
+        tags=["health"],
+        dependencies=[Depends(auth), Depends(known_query_only)],
+        response_class=Response,
+        responses={
+            200: {"content": {CONTENT_TYPE: {"schema": {"type": "string"}}}},
+            **errors.responses(),
+        },
+    )
+    def metrics_text() -> Response:
+        """Prometheus metrics (scrape with the token as a bearer credential)."""
+        return Response(metrics.render(), media_type=CONTENT_TYPE)
+
+    app.openapi = lambda: openapi.document(app)  # type: ignore[method-assign]
+    return app

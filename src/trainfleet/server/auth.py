@@ -1,0 +1,99 @@
+"""Bearer tokens: making them, storing only their digest, and checking every request.
+
+A token is 32 random bytes (``secrets.token_urlsafe``). The store keeps only its SHA-256:
+for a secret of that entropy a plain hash cannot be reversed or guessed, so the slow,
+salted hashes that passwords need (bcrypt, scrypt) would add cost and no safety.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import secrets
+import time
+from collections.abc import Awaitable, Callable
+from typing import Annotated
+
+from fastapi import Security
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+
+from trainfleet.server.errors import ApiError
+from trainfleet.store.database import Store
+from trainfleet.store.records import TokenRecord
+
+log = logging.getLogger("trainfleet.server")
+
+ADMIN = "admin"
+"""The name of the token the server makes on its first start; jobs it submits show it."""
+
+MIN_GIVEN_LENGTH = 16
+"""Shortest TRAINFLEET_ADMIN_TOKEN accepted: only a long random secret is safe to hash plainly."""
+
+bearer = HTTPBearer(
+    auto_error=False,
+    description="A token from the server's first start, or from `trainfleet token create`.",
+)
+
+
+def new_token() -> str:
+    """A fresh random token: 43 URL-safe characters."""
+    return secrets.token_urlsafe(32)
+
+
+def digest(token: str) -> str:
+    """What the store keeps of a token (see the module docstring for why SHA-256 suffices)."""
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+def bootstrap(store: Store, given: str | None = None) -> str | None:
+    """Make sure some token exists; returns a new one that the caller must show once.
+
+    With no token stored yet, ``given`` (``TRAINFLEET_ADMIN_TOKEN``) becomes the admin
+    token, or a random one is made and returned. With tokens stored, nothing changes.
+    """
+    if store.list_tokens():
+        if given and store.token_by_digest(digest(given)) is None:
+            log.warning("TRAINFLEET_ADMIN_TOKEN is ignored: the server already has tokens")
+        return None
+    if given is not None and len(given) < MIN_GIVEN_LENGTH:
+        raise ValueError(
+            f"TRAINFLEET_ADMIN_TOKEN is too short to be safe: use {MIN_GIVEN_LENGTH} characters "
+            "or more (or leave it unset, and the server makes a random token)"
+        )
+    token = given or new_token()
+    store.add_token(new_record(ADMIN, token, admin=True))
+    return None if given else token
+
+
+def new_record(name: str, token: str, admin: bool = False) -> TokenRecord:
+    """The record of a new token, to store: its id is public, its digest is all that is kept."""
+    return TokenRecord(
+        id=secrets.token_hex(4),
+        name=name,
+        digest=digest(token),
+        admin=admin,
+        created_at=time.time(),
+    )
+
+
+def authenticator(store: Store) -> Callable[..., Awaitable[TokenRecord]]:
+    """The dependency that answers 401 unless the request has a valid, unrevoked token."""
+
+    async def authenticate(
+        credentials: Annotated[HTTPAuthorizationCredentials | None, Security(bearer)],
+    ) -> TokenRecord:
+        if credentials is None:
+            raise ApiError(
+                401, "this server needs a token: Authorization: Bearer <token>", _challenge()
+            )
+        token = store.token_by_digest(digest(credentials.credentials))
+        if token is None or token.revoked_at is not None:
+            raise ApiError(401, "the token is unknown or revoked", _challenge("invalid_token"))
+        return token
+
+    return authenticate
+
+
+def _challenge(error: str = "") -> dict[str, str]:
+    value = 'Bearer realm="trainfleet"' + (f', error="{error}"' if error else "")
+    return {"WWW-Authenticate": value}

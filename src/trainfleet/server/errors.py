@@ -1,0 +1,127 @@
+"""How every failure becomes an HTTP answer: a status and ``{"detail": ...}``, never a traceback.
+
+``detail`` is the message the CLI prints after ``error:`` for the same failure.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException
+
+from trainfleet.backends.local.gpus import GpuConfigError
+from trainfleet.control.engine import JobActive, JobNotFound
+from trainfleet.scheduling.placement import Unschedulable
+from trainfleet.server.models import ErrorBody, Problem
+from trainfleet.spec.errors import SpecError
+
+log = logging.getLogger("trainfleet.server")
+
+
+class ApiError(Exception):
+    """A request that cannot be served, with the status and message to answer it with."""
+
+    def __init__(self, status: int, detail: str, headers: Mapping[str, str] | None = None) -> None:
+        super().__init__(detail)
+        self.status = status
+        self.detail = detail
+        self.headers = dict(headers or {})
+
+
+def answer(description: str, *, malformed: bool = False) -> dict[str, Any]:
+    """An error answer in the OpenAPI document: an ErrorBody, or with ``malformed`` also the
+    plain text with which the HTTP server itself refuses a request it cannot parse."""
+    content: dict[str, Any] = {"application/json": {"schema": {"$ref": ERROR_BODY_REF}}}
+    if malformed:
+        content["text/plain"] = {"schema": {"type": "string"}}
+    return {"description": description, "content": content}
+
+
+ERROR_BODY_REF = "#/components/schemas/ErrorBody"
+
+ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
+    "400": answer("The request is malformed (a bad cursor, a bad header).", malformed=True),
+    "401": answer("No token, or one that is unknown or revoked."),
+    "404": answer("No such job or task."),
+    "422": answer("A parameter is out of range or malformed."),
+}
+"""The errors any authenticated endpoint may answer, for the OpenAPI document."""
+
+
+def responses(**extra: str) -> dict[int | str, dict[str, Any]]:
+    """ERROR_RESPONSES and more, given as ``_409="why"``."""
+    more: dict[int | str, dict[str, Any]] = {
+        code.lstrip("_"): answer(why) for code, why in extra.items()
+    }
+    return {**ERROR_RESPONSES, **more}
+
+
+def error_response(
+    status: int,
+    detail: str,
+    problems: Sequence[Problem] = (),
+    headers: Mapping[str, str] | None = None,
+) -> JSONResponse:
+    body = ErrorBody(detail=detail, problems=list(problems))
+    return JSONResponse(body.model_dump(mode="json"), status_code=status, headers=headers)
+
+
+def install(app: FastAPI) -> None:
+    """Register the handlers that turn exceptions into answers."""
+
+    @app.exception_handler(ApiError)
+    async def api_error(_: Request, error: ApiError) -> JSONResponse:
+        return error_response(error.status, error.detail, headers=error.headers)
+
+    @app.exception_handler(SpecError)
+    async def spec_error(_: Request, error: SpecError) -> JSONResponse:
+        problems = [
+            Problem(file=p.file, line=p.line, field=p.field, message=p.message)
+            for p in error.problems
+        ]
+        return error_response(422, str(error), problems)
+
+    @app.exception_handler(JobNotFound)
+    async def not_found(_: Request, error: JobNotFound) -> JSONResponse:
+        return error_response(404, str(error))
+
+    @app.exception_handler(JobActive)
+    async def active(_: Request, error: JobActive) -> JSONResponse:
+        return error_response(409, str(error))
+
+    @app.exception_handler(Unschedulable)
+    async def unschedulable(_: Request, error: Unschedulable) -> JSONResponse:
+        return error_response(422, str(error))
+
+    @app.exception_handler(GpuConfigError)
+    async def gpu_config(_: Request, error: GpuConfigError) -> JSONResponse:
+        # The server's own environment is wrong, not the request: say so, and how.
+        return error_response(503, f"the server cannot place GPU jobs: {error}")
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid(_: Request, error: RequestValidationError) -> JSONResponse:
+        return error_response(422, validation_message(error.errors()))
+
+    @app.exception_handler(HTTPException)
+    async def http_error(_: Request, error: HTTPException) -> JSONResponse:
+        return error_response(error.status_code, str(error.detail), headers=error.headers)
+
+    @app.exception_handler(Exception)
+    async def unexpected(request: Request, error: Exception) -> JSONResponse:
+        # The server logs the traceback (Starlette raises the error on after this answer).
+        log.error("unexpected error in %s %s: %r", request.method, request.url.path, error)
+        return error_response(500, "internal server error (the server's log has the details)")
+
+
+def validation_message(errors: Sequence[Any]) -> str:
+    """``query.limit: Input should be less than or equal to 1000; ...``, one per problem."""
+    parts = []
+    for error in errors:
+        where = ".".join(str(item) for item in error.get("loc", ()))
+        parts.append(f"{where}: {error.get('msg', 'invalid')}" if where else error.get("msg"))
+    return "; ".join(str(part) for part in parts) or "invalid request"

@@ -1,0 +1,97 @@
+"""What the follow endpoints stream: a task's new log lines, a job's new events."""
+
+from __future__ import annotations
+
+import codecs
+from pathlib import Path
+
+from fastapi.sse import ServerSentEvent
+
+from trainfleet.control.engine import Engine, JobNotFound
+from trainfleet.server.models import ErrorBody, JobEnd, LogChunk
+from trainfleet.store.logs import LogTail
+from trainfleet.store.records import JobRecord, State
+
+MAX_CHUNKS = 8
+"""Most log chunks (1 MiB each) read in one poll, so a slow client holds little memory."""
+
+
+class _JobFeed:
+    """The part both feeds share: the job's state, and the message that ends the stream."""
+
+    def __init__(self, engine: Engine, job_id: str) -> None:
+        self.engine = engine
+        self.job_id = job_id
+
+    def job(self) -> JobRecord | None:
+        try:
+            return self.engine.get(self.job_id)
+        except JobNotFound:
+            return None
+
+    def close(self) -> None:
+        """Release what the feed holds open."""
+
+    def end(self, job: JobRecord | None) -> ServerSentEvent:
+        if job is None:  # deleted while followed
+            return ServerSentEvent(event="error", data=ErrorBody(detail=f"no job {self.job_id!r}"))
+        end = JobEnd(job_id=job.id, state=State(job.state), reason=job.reason)
+        return ServerSentEvent(event="end", data=end)
+
+
+class LogFeed(_JobFeed):
+    """New complete lines of one task's log; the rest of it once the job has ended.
+
+    Each message's ``id`` is the byte offset after it, for Last-Event-ID to resume from.
+    """
+
+    def __init__(self, engine: Engine, job_id: str, path: Path, offset: int) -> None:
+        super().__init__(engine, job_id)
+        self.tail = LogTail(path, offset)
+        self.offset = offset
+        self.decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+
+    def poll(self) -> tuple[list[ServerSentEvent], bool]:
+        job = self.job()  # read before the log: a final state means the log is complete
+        final = job is None or State(job.state).is_final
+        messages = []
+        for _ in range(MAX_CHUNKS):
+            data = self.tail.read(final=final)
+            if not data:
+                break
+            self.offset += len(data)
+            text = self.decoder.decode(data)
+            messages.append(self._chunk(text))
+        else:
+            return messages, False  # more to read: come back before ending
+        if not final:
+            return messages, False
+        rest = self.decoder.decode(b"", final=True)
+        if rest:
+            messages.append(self._chunk(rest))
+        return [*messages, self.end(job)], True
+
+    def _chunk(self, text: str) -> ServerSentEvent:
+        chunk = LogChunk(text=text, offset=self.offset)
+        return ServerSentEvent(event="log", data=chunk, id=str(self.offset))
+
+    def close(self) -> None:
+        self.tail.close()
+
+
+class EventFeed(_JobFeed):
+    """A job's events after a given id, until the job has ended and all were sent."""
+
+    def __init__(self, engine: Engine, job_id: str, after: int) -> None:
+        super().__init__(engine, job_id)
+        self.after = after
+
+    def poll(self) -> tuple[list[ServerSentEvent], bool]:
+        job = self.job()  # read before the events: a final state's event is then among them
+        events = self.engine.store.list_events(self.job_id, after=self.after)
+        if events:
+            self.after = events[-1].id
+        messages = [ServerSentEvent(event="event", data=e, id=str(e.id)) for e in events]
+        if job is None or State(job.state).is_final:
+            return [*messages, self.end(job)], True
+        return messages, False

@@ -1,0 +1,66 @@
+"""What the REST API sends and receives, shared by the server and the Python SDK.
+
+Jobs, tasks and events are the store's own records; these models only wrap them.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from trainfleet.store.records import EventRecord, JobRecord, State, TaskRecord
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+
+class Problem(_Model):
+    """One thing wrong with a submitted job: where (file, line, field) and what."""
+
+    file: str | None = None
+    line: int | None = None
+    field: str = ""
+    message: str
+
+
+class ErrorBody(_Model):
+    """Every 4xx and 5xx answer: ``detail`` is the message the CLI prints after ``error:``."""
+
+    detail: str
+    problems: list[Problem] = Field(
+        default_factory=list, description="For a job that cannot be read: each problem found."
+    )
+
+
+class Submitted(_Model):
+    """A stored job and what the user should be told about how it was read."""
+
+    job: JobRecord
+    warnings: list[str] = Field(default_factory=list)
+
+
+class JobDetails(_Model):
+    """A job with its tasks (in spec order) and its events (oldest first)."""
+
+    job: JobRecord
+    tasks: list[TaskRecord]
+    events: list[EventRecord]
+
+
+class LogChunk(_Model):
+    """A piece of a followed log: complete lines, decoded as UTF-8 (bad bytes replaced)."""
+
+    text: str
+    offset: int = Field(description="The byte offset just after this piece.")
+
+
+class JobEnd(_Model):
+    """The last message of a followed stream: the job has ended."""
+
+    job_id: str
+    state: State
+    reason: str = ""
+
+
+class Health(_Model):
+    status: str = "ok"

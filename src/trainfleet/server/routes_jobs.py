@@ -1,0 +1,185 @@
+"""``/api/v1/jobs``: submit, find, describe, cancel, delete a job; read and follow its events."""
+
+import re
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Header, Query, Request, Response
+from fastapi.concurrency import run_in_threadpool
+from fastapi.sse import EventSourceResponse, ServerSentEvent
+from pydantic import Field
+
+from trainfleet.control.engine import Engine
+from trainfleet.server import body, sse
+from trainfleet.server.errors import (
+    ERROR_RESPONSES,
+    ApiError,
+    responses,
+)
+from trainfleet.server.feeds import EventFeed
+from trainfleet.server.metrics import Metrics
+from trainfleet.server.models import JobDetails, Submitted
+from trainfleet.server.params import JobId, known_query_only
+from trainfleet.server.settings import API_PREFIX, Settings
+from trainfleet.spec.loading import load_job_text
+from trainfleet.store.records import EventRecord, JobPage, JobRecord, State, TokenRecord
+
+MAX_PAGE = 1000
+LABEL = re.compile(r"^[^=]+=.*$", re.DOTALL)
+
+SUBMIT_BODY: dict[str, Any] = {
+    "requestBody": {
+        "required": True,
+        "description": "A job file as it is: trainfleet YAML or JSON, or a Kubeflow "
+        "TFJob/PyTorchJob manifest.",
+        "content": {
+            "application/yaml": {"schema": {"type": "string"}},
+            "application/json": {"schema": {"$ref": "#/components/schemas/JobSpec"}},
+            "text/plain": {"schema": {"type": "string"}},
+        },
+    }
+}
+
+
+def router(
+    engine: Engine,
+    settings: Settings,
+    auth: Callable[..., Awaitable[TokenRecord]],
+    metrics: Metrics,
+) -> APIRouter:
+    """The job endpoints, each behind ``auth``."""
+    api = APIRouter(
+        prefix="/jobs",
+        tags=["jobs"],
+        dependencies=[Depends(auth), Depends(known_query_only)],
+        responses=ERROR_RESPONSES,
+    )
+
+    async def existing_job(job_id: JobId) -> JobRecord:
+        """The job; 404 before a stream starts, not inside it."""
+        return engine.get(job_id)
+
+    @api.post(
+        "",
+        status_code=201,
+        openapi_extra=SUBMIT_BODY,
+        responses=responses(
+            _413="The job text is larger than the server accepts.",
+            _415="The body is not YAML, JSON or plain text.",
+            _422="The job cannot be read or placed: `detail` and `problems` say where and why.",
+        ),
+    )
+    async def submit_job(
+        request: Request,
+        response: Response,
+        token: Annotated[TokenRecord, Depends(auth)],
+        workdir: Annotated[
+            str | None,
+            Query(max_length=4096, description="Directory on the server the job runs in."),
+        ] = None,
+        filename: Annotated[
+            str, Query(max_length=255, description="The job file's name, for error messages.")
+        ] = "<request>",
+    ) -> Submitted:
+        """Store a job and start it; answers at once with the queued job."""
+        body.check_media_type(request)
+        text = body.decode(await body.read_limited(request, settings.max_body), filename)
+        directory = _workdir(workdir, settings.workdir)
+
+        def load_store_and_start() -> Submitted:
+            loaded = load_job_text(text, filename)
+            job = engine.submit(loaded.spec, directory, loaded.source, user=token.name)
+            engine.start(job.id)
+            return Submitted(job=job, warnings=loaded.warnings)
+
+        submitted = await run_in_threadpool(load_store_and_start)
+        metrics.submissions.labels(submitted.job.source).inc()
+        response.headers["Location"] = f"{API_PREFIX}/jobs/{submitted.job.id}"
+        return submitted
+
+    # Quick reads run on the event loop: a trip to a worker thread costs more than they do.
+    @api.get("")
+    async def find_jobs(
+        state: State | None = None,
+        name: Annotated[str | None, Query(max_length=100)] = None,
+        user: Annotated[str | None, Query(max_length=200)] = None,
+        label: Annotated[
+            list[Annotated[str, Field(pattern=LABEL.pattern)]],
+            Query(description="`key=value`; repeat to require several."),
+        ] = [],  # noqa: B006 (FastAPI copies defaults)
+        limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 50,
+        cursor: Annotated[str | None, Query(max_length=500)] = None,
+    ) -> JobPage:
+        """Jobs, newest first, one page at a time."""
+        try:
+            return engine.find(
+                state=state,
+                name=name,
+                user=user,
+                labels=_labels(label),
+                limit=limit,
+                cursor=cursor,
+            )
+        except ValueError as error:
+            raise ApiError(400, str(error)) from None
+
+    @api.get("/{job_id}")
+    async def describe_job(job_id: JobId) -> JobDetails:
+        """A job with its tasks and events."""
+        details = engine.describe(job_id)
+        return JobDetails(job=details.job, tasks=details.tasks, events=details.events)
+
+    @api.post("/{job_id}/cancel", responses=responses(_409="Another process runs the job."))
+    def cancel_job(job_id: JobId, token: Annotated[TokenRecord, Depends(auth)]) -> JobRecord:
+        """Stop a job (its tasks get SIGTERM, then SIGKILL); an ended job stays as it is."""
+        engine.cancel(job_id, f"cancelled by {token.name}")
+        return engine.get(job_id)
+
+    @api.delete(
+        "/{job_id}",
+        status_code=204,
+        response_class=Response,
+        responses=responses(_409="The job has not ended and `force` was not given."),
+    )
+    def delete_job(job_id: JobId, force: bool = False) -> None:
+        """Forget an ended job and its logs; ``force`` stops a running job first."""
+        engine.delete(job_id, force=force)
+
+    @api.get("/{job_id}/events")
+    async def list_events(
+        job_id: JobId, after: Annotated[int, Query(ge=0, le=2**62)] = 0
+    ) -> list[EventRecord]:
+        """A job's events with an id above ``after``, oldest first."""
+        engine.get(job_id)
+        return engine.store.list_events(job_id, after=after)
+
+    @api.get(
+        "/{job_id}/events/follow",
+        response_class=EventSourceResponse,
+        dependencies=[Depends(existing_job)],
+    )
+    async def follow_events(
+        job_id: JobId,
+        after: Annotated[int, Query(ge=0, le=2**62)] = 0,
+        last_event_id: Annotated[int | None, Header(ge=0, le=2**62)] = None,
+    ) -> AsyncIterator[ServerSentEvent]:
+        """Server-Sent Events: `event` for each event (id: its id), then `end`."""
+        feed = EventFeed(engine, job_id, after if last_event_id is None else last_event_id)
+        async for item in sse.follow(feed, settings.poll_interval):
+            yield item
+
+    return api
+
+
+def _workdir(given: str | None, default: Path) -> Path:
+    if given is None:
+        return default
+    path = Path(given)
+    if "\0" in given or not path.is_absolute() or not path.is_dir():
+        raise ApiError(422, f"workdir {given!r} is not an absolute path to a directory")
+    return path
+
+
+def _labels(pairs: list[str]) -> dict[str, str]:
+    return dict(pair.split("=", 1) for pair in pairs)

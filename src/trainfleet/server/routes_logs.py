@@ -1,0 +1,94 @@
+"""``/api/v1/jobs/{id}/tasks/{role}/{index}/log``: a task's log by byte range, or followed live."""
+
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, Header, Query, Response
+from fastapi.sse import EventSourceResponse, ServerSentEvent
+
+from trainfleet.control.engine import Engine
+from trainfleet.server import sse
+from trainfleet.server.errors import (
+    ERROR_RESPONSES,
+    ApiError,
+    responses,
+)
+from trainfleet.server.feeds import LogFeed
+from trainfleet.server.params import Index, JobId, Role, known_query_only
+from trainfleet.server.settings import Settings
+from trainfleet.store.logs import read_range
+from trainfleet.store.records import TokenRecord
+
+MAX_RANGE = 8 << 20
+"""Most bytes one read returns; ``X-Log-End`` tells where to go on from."""
+
+Offset = Annotated[int, Query(ge=0, le=2**62)]
+
+RANGE_RESPONSES = {
+    200: {
+        "description": "The bytes; `X-Log-End` is the offset after them, `X-Log-Size` the "
+        "log's size now.",
+        "content": {"application/octet-stream": {"schema": {"type": "string"}}},
+    },
+    **responses(_416="`end` is before `start`."),
+}
+
+
+def router(
+    engine: Engine, settings: Settings, auth: Callable[..., Awaitable[TokenRecord]]
+) -> APIRouter:
+    """The log endpoints, each behind ``auth``."""
+    api = APIRouter(
+        prefix="/jobs/{job_id}/tasks/{role}/{index}/log",
+        tags=["logs"],
+        dependencies=[Depends(auth), Depends(known_query_only)],
+        responses=ERROR_RESPONSES,
+    )
+
+    async def log_path(job_id: JobId, role: Role, index: Index) -> Path:
+        """The task's log file; 404 for an unknown job or task, before any stream starts."""
+        tasks = engine.tasks(job_id)
+        if not any(task.role == role and task.index == index for task in tasks):
+            names = ", ".join(task.name for task in tasks)
+            raise ApiError(404, f"job {job_id} has no task {role}/{index} (tasks: {names})")
+        return engine.log_path(job_id, role, index)
+
+    LogPath = Annotated[Path, Depends(log_path)]
+
+    @api.get("", response_class=Response, responses=RANGE_RESPONSES)
+    def read_log(path: LogPath, start: Offset = 0, end: Offset | None = None) -> Response:
+        """Bytes ``start`` up to ``end`` (exclusive; the end of the log when left out)."""
+        if end is not None and end < start:
+            raise ApiError(416, f"the range {start}-{end} ends before it starts")
+        stop = start + MAX_RANGE if end is None else min(end, start + MAX_RANGE)
+        data = read_range(path, start, stop)
+        headers = {
+            "X-Log-Start": str(start),
+            "X-Log-End": str(start + len(data)),
+            "X-Log-Size": str(_size(path)),
+        }
+        return Response(data, media_type="application/octet-stream", headers=headers)
+
+    @api.get("/follow", response_class=EventSourceResponse)
+    async def follow_log(
+        job_id: JobId,
+        path: LogPath,
+        start: Offset = 0,
+        last_event_id: Annotated[int | None, Header(ge=0, le=2**62)] = None,
+    ) -> AsyncIterator[ServerSentEvent]:
+        """Server-Sent Events: `log` with new complete lines (id: the byte offset after
+        them), then `end` once the job has ended and its log is read to the end."""
+        offset = start if last_event_id is None else last_event_id
+        feed = LogFeed(engine, job_id, path, offset)
+        async for item in sse.follow(feed, settings.poll_interval):
+            yield item
+
+    return api
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except FileNotFoundError:
+        return 0

@@ -1,0 +1,42 @@
+"""``trainfleet server``: open the data directory, make sure a token exists, serve."""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+
+import uvicorn
+
+from trainfleet.control.engine import Engine
+from trainfleet.server.app import create_app
+from trainfleet.server.auth import bootstrap
+from trainfleet.server.settings import Settings
+from trainfleet.store.layout import DataDir
+
+GRACEFUL_SHUTDOWN = 3
+"""Seconds a stopping server waits for open requests before it cuts them."""
+
+
+def serve(data_dir: str | None, host: str, port: int) -> None:
+    """Run the server in this process until SIGINT or SIGTERM; running jobs are stopped."""
+    # Supervised tasks outlive this process; a restarted server adopts them (resume).
+    engine = Engine(DataDir.resolve(data_dir), supervised=True)
+    token = bootstrap(engine.store, os.environ.get("TRAINFLEET_ADMIN_TOKEN") or None)
+    if token is not None:
+        print(f"trainfleet | admin token (shown only this once): {token}", flush=True)
+    resumed = engine.resume()
+    if resumed:
+        print(f"trainfleet | resumed {len(resumed)} unfinished job(s)", flush=True)
+    app = create_app(engine, Settings(workdir=Path.cwd()))
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    uvicorn.run(
+        app,
+        host=host,
+        port=port,
+        log_level="info",
+        server_header=False,
+        # Followed streams last as long as their jobs: on stop, give them this long, then
+        # cut them, so that the jobs can be stopped (clients resume elsewhere or give up).
+        timeout_graceful_shutdown=GRACEFUL_SHUTDOWN,
+    )

@@ -1,0 +1,24 @@
+"""A live server shared by the API tests, and an SDK client of it."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from trainfleet.client import Client
+
+from .harness import LiveServer
+
+
+@pytest.fixture(scope="session")
+def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
+    server = LiveServer(tmp_path_factory.mktemp("server") / "data").start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def client(live: LiveServer) -> Iterator[Client]:
+    with Client(live.url, live.token, timeout=30) as client:
+        yield client

@@ -1,0 +1,108 @@
+"""A real uvicorn server on a free loopback port, in a thread of the test process."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import uvicorn
+
+from trainfleet.control.engine import Engine
+from trainfleet.server.app import create_app
+from trainfleet.server.auth import bootstrap
+from trainfleet.server.serve import GRACEFUL_SHUTDOWN
+from trainfleet.server.settings import Settings
+from trainfleet.store.layout import DataDir
+
+
+class LiveServer:
+    """An engine on ``data_dir`` served over HTTP; ``stop()`` stops it and its jobs."""
+
+    def __init__(self, data_dir: Path, engine: Engine | None = None, max_body: int = 64 << 10):
+        self.engine = engine or Engine(DataDir(data_dir))
+        token = bootstrap(self.engine.store)
+        assert token is not None
+        self.token = token
+        settings = Settings(workdir=data_dir.parent, max_body=max_body, poll_interval=0.05)
+        self.app = create_app(self.engine, settings)
+        config = uvicorn.Config(
+            self.app,
+            host="127.0.0.1",
+            port=0,
+            log_level="warning",
+            timeout_graceful_shutdown=GRACEFUL_SHUTDOWN,
+        )
+        self.server = uvicorn.Server(config)
+        self.thread = threading.Thread(target=self.server.run, name="uvicorn", daemon=True)
+
+    def start(self) -> LiveServer:
+        self.thread.start()
+        deadline = time.monotonic() + 30
+        while not self.server.started:
+            assert self.thread.is_alive(), "the server did not start"
+            assert time.monotonic() < deadline, "the server did not start in 30 s"
+            time.sleep(0.01)
+        return self
+
+    @property
+    def url(self) -> str:
+        port = self.server.servers[0].sockets[0].getsockname()[1]
+        return f"http://127.0.0.1:{port}"
+
+    def stop(self) -> None:
+        self.server.should_exit = True
+        self.thread.join(timeout=60)
+        self.engine.store.close()
+
+
+class ServerProcess:
+    """``trainfleet server`` in a subprocess, on a free port; its output lines are kept."""
+
+    def __init__(self, data_dir: Path, env: dict[str, str] | None = None) -> None:
+        argv = [sys.executable, "-m", "trainfleet", "--data-dir", str(data_dir)]
+        self.process = subprocess.Popen(
+            [*argv, "server", "--port", "0"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            env={**os.environ, **(env or {})},
+        )
+        self.lines: list[str] = []
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+        line = self.wait_for_line("Uvicorn running on ")
+        self.url = re.sub(r".*Uvicorn running on (http://\S+).*", r"\1", line)
+
+    def _read(self) -> None:
+        assert self.process.stdout is not None
+        for line in self.process.stdout:
+            self.lines.append(line.rstrip("\n"))
+
+    def wait_for_line(self, text: str, timeout: float = 30) -> str:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            for line in list(self.lines):
+                if text in line:
+                    return line
+            if self.process.poll() is not None and not self._reader.is_alive():
+                break
+            time.sleep(0.02)
+        raise AssertionError(f"no line with {text!r} in:\n" + "\n".join(self.lines))
+
+    @property
+    def admin_token(self) -> str | None:
+        found = [line for line in self.lines if "admin token (shown only this once): " in line]
+        return found[0].rsplit(" ", 1)[1] if found else None
+
+    def stop(self, sig: int = signal.SIGTERM) -> int:
+        if self.process.poll() is None:
+            self.process.send_signal(sig)
+        code = self.process.wait(timeout=60)
+        self._reader.join(timeout=10)
+        return code
