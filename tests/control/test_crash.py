@@ -8,15 +8,14 @@ process is left over. (The HTTP server's own crash test builds on this engine.)
 
 from __future__ import annotations
 
-import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
 from pathlib import Path
 
 from conftest import process_group_alive, wait_for
+from crashjobs import EXPECTED_STARTS, starts, write_jobs
 
 from trainfleet.backends.local.shim import main as shim_main
 from trainfleet.control.engine import Engine
@@ -26,30 +25,6 @@ from trainfleet.store.records import State
 PROGRAMS = Path(__file__).parent.parent / "programs"
 
 
-def _write_jobs(folder: Path) -> list[Path]:
-    shutil.copy(PROGRAMS / "attempt.py", folder / "attempt.py")
-    shutil.copy(PROGRAMS / "serve.py", folder / "serve.py")
-    roles = {
-        "ends-ok": {"worker": "python attempt.py journal-1 go-1 0"},
-        "ends-bad": {"worker": "python attempt.py journal-2 go-2 3"},
-        "killed": {"worker": "python attempt.py journal-3 go-3 0"},
-        "adopted": {"worker": "python attempt.py journal-4 go-4 0"},
-        "with-ps": {"chief": "python attempt.py journal-5 go-5 0", "ps": "python serve.py"},
-    }
-    paths = []
-    for name, commands in roles.items():
-        path = folder / f"{name}.yaml"
-        job = {
-            "name": name,
-            "grace_period": 2,
-            "restart": {"policy": "on-failure", "max_restarts": 2, "backoff": {"initial": 0.1}},
-            "roles": {role: {"command": command} for role, command in commands.items()},
-        }
-        path.write_text(json.dumps(job))
-        paths.append(path)
-    return paths
-
-
 def test_jobs_survive_kill_9_of_the_process_running_them(tmp_path: Path) -> None:
     data = tmp_path / "data"
     host = subprocess.Popen(
@@ -57,7 +32,7 @@ def test_jobs_survive_kill_9_of_the_process_running_them(tmp_path: Path) -> None
             sys.executable,
             str(PROGRAMS / "engine_host.py"),
             str(data),
-            *map(str, _write_jobs(tmp_path)),
+            *map(str, write_jobs(tmp_path)),
         ],
         stdout=subprocess.PIPE,
         text=True,
@@ -107,9 +82,7 @@ def test_jobs_survive_kill_9_of_the_process_running_them(tmp_path: Path) -> None
     ps = next(t for t in engine.tasks(ids["with-ps"]) if t.role == "ps")
     assert ps.reason == "stopped: training finished"
 
-    journals = {n: (tmp_path / f"journal-{n}").read_text().split("\n") for n in range(1, 6)}
-    starts = {n: sum(line.startswith("start") for line in text) for n, text in journals.items()}
-    assert starts == {1: 1, 2: 3, 3: 2, 4: 1, 5: 1}, "every attempt ran once, none twice"
+    assert starts(tmp_path) == EXPECTED_STARTS, "every attempt ran once, none twice"
     for job_id, tasks in before.items():
         for task in [*tasks, *engine.tasks(job_id)]:
             assert task.pid is not None and not process_group_alive(task.pid)

@@ -18,10 +18,12 @@ GRACEFUL_SHUTDOWN = 3
 """Seconds a stopping server waits for open requests before it cuts them."""
 
 
-def serve(data_dir: str | None, host: str, port: int) -> None:
-    """Run the server in this process until SIGINT or SIGTERM; running jobs are stopped."""
-    # Supervised tasks outlive this process; a restarted server adopts them (resume).
-    engine = Engine(DataDir.resolve(data_dir), supervised=True)
+def serve(data_dir: str | None, host: str, port: int, database_url: str | None = None) -> None:
+    """Run the server in this process until SIGINT or SIGTERM.
+
+    Supervised tasks outlive this process; a restarted server adopts them (resume).
+    """
+    engine = Engine(DataDir.resolve(data_dir), supervised=True, database=database_url)
     token = bootstrap(engine.store, os.environ.get("TRAINFLEET_ADMIN_TOKEN") or None)
     if token is not None:
         print(f"trainfleet | admin token (shown only this once): {token}", flush=True)
