@@ -113,17 +113,23 @@ def delete(data_dir: str | None, job_id: str, force: bool) -> None:
 @cli.command()
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
 @click.option("--port", default=8080, show_default=True, type=click.IntRange(0, 65535))
+@click.option(
+    "--database-url",
+    envvar="TRAINFLEET_DATABASE_URL",
+    help="postgresql://user:password@host/db [default: SQLite in the data directory].",
+)
 @click.pass_obj
-def server(data_dir: str | None, host: str, port: int) -> None:
+def server(data_dir: str | None, host: str, port: int, database_url: str | None) -> None:
     """Serve the REST API and run submitted jobs (stop with Ctrl-C).
 
     On the first start it prints an admin token once, or takes TRAINFLEET_ADMIN_TOKEN.
+    Jobs keep running while the server is stopped or restarted; it adopts them again.
     """
     from trainfleet.server.serve import serve
     from trainfleet.store.errors import StoreError
 
     try:
-        serve(data_dir, host, port)
+        serve(data_dir, host, port, database_url)
     except (StoreError, ValueError) as error:
         click.echo(f"error: {error}", err=True)
         sys.exit(2)
