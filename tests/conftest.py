@@ -1,14 +1,18 @@
-"""Shared fixtures: a private data directory, job files, and the real `trainfleet` CLI."""
+"""Shared fixtures: a private data directory, job files, the real `trainfleet` CLI, and a
+clean PostgreSQL database (from TRAINFLEET_TEST_POSTGRES_URL; skipped without it, failed
+under CI, so CI never skips it)."""
 
 from __future__ import annotations
 
 import os
+import secrets
 import subprocess
 import sys
 import textwrap
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 
@@ -78,3 +82,39 @@ def wait_for(
 def process_group_alive(pgid: int) -> bool:
     """Whether any process of the group still runs (zombies awaiting init do not count)."""
     return bool(live_members(pgid))
+
+
+POSTGRES_URL = "TRAINFLEET_TEST_POSTGRES_URL"
+
+
+def in_ci() -> bool:
+    return os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")
+
+
+def postgres_admin_url() -> str:
+    """The server to test against; skips (fails under CI) when none is configured."""
+    url = os.environ.get(POSTGRES_URL)
+    if url:
+        return url
+    message = (
+        f"{POSTGRES_URL} is not set (run: export {POSTGRES_URL}=$(bash scripts/postgres.sh start))"
+    )
+    if in_ci():
+        pytest.fail(f"CI must test the store on PostgreSQL: {message}")
+    pytest.skip(message)
+
+
+@pytest.fixture
+def postgres_url() -> Iterator[str]:
+    """The URL of a new, empty PostgreSQL database of this test only."""
+    import psycopg
+
+    admin = postgres_admin_url()
+    name = f"trainfleet_test_{secrets.token_hex(6)}"
+    with psycopg.connect(admin, autocommit=True) as connection:
+        connection.execute(f"CREATE DATABASE {name}")
+    try:
+        yield urlunsplit(urlsplit(admin)._replace(path=f"/{name}"))
+    finally:
+        with psycopg.connect(admin, autocommit=True) as connection:
+            connection.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")

@@ -96,3 +96,26 @@ def test_a_short_admin_token_is_refused(tmp_path: Path) -> None:
     )
     assert result.returncode == 2
     assert result.stderr.startswith("error: TRAINFLEET_ADMIN_TOKEN is too short to be safe")
+
+
+def test_the_server_keeps_its_state_in_postgresql(tmp_path: Path, postgres_url: str) -> None:
+    from trainfleet.store.database import Store
+
+    env = {
+        "TRAINFLEET_ADMIN_TOKEN": "a-long-enough-secret",
+        "TRAINFLEET_DATABASE_URL": postgres_url,
+    }
+    server = ServerProcess(tmp_path / "data", env)
+    try:
+        with Client(server.url, "a-long-enough-secret") as client:
+            job = client.submit(
+                "name: on-pg\nroles:\n  worker: {command: echo hi}\n", workdir=tmp_path
+            )
+            assert client.wait(job.id).state == State.SUCCEEDED
+    finally:
+        server.stop()
+    assert not (tmp_path / "data" / "trainfleet.db").exists(), "no SQLite file beside PostgreSQL"
+    with Store.open(postgres_url) as store:
+        stored = store.get_job(job.id)
+        assert stored is not None and stored.state == State.SUCCEEDED
+        assert [t.state for t in store.list_tasks(job.id)] == [State.SUCCEEDED]

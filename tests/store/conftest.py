@@ -7,52 +7,14 @@ PostgreSQL cases skip, except under CI (``CI`` set), where they fail: CI never s
 
 from __future__ import annotations
 
-import os
-import secrets
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 
 from trainfleet.store.database import Store
 from trainfleet.store.records import JobRecord
-
-POSTGRES_URL = "TRAINFLEET_TEST_POSTGRES_URL"
-
-
-def in_ci() -> bool:
-    return os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")
-
-
-def postgres_admin_url() -> str:
-    """The server to test against; skips (fails under CI) when none is configured."""
-    url = os.environ.get(POSTGRES_URL)
-    if url:
-        return url
-    message = (
-        f"{POSTGRES_URL} is not set (run: export {POSTGRES_URL}=$(bash scripts/postgres.sh start))"
-    )
-    if in_ci():
-        pytest.fail(f"CI must test the store on PostgreSQL: {message}")
-    pytest.skip(message)
-
-
-@pytest.fixture
-def postgres_url() -> Iterator[str]:
-    """The URL of a new, empty PostgreSQL database of this test only."""
-    import psycopg
-
-    admin = postgres_admin_url()
-    name = f"trainfleet_test_{secrets.token_hex(6)}"
-    with psycopg.connect(admin, autocommit=True) as connection:
-        connection.execute(f"CREATE DATABASE {name}")
-    try:
-        yield urlunsplit(urlsplit(admin)._replace(path=f"/{name}"))
-    finally:
-        with psycopg.connect(admin, autocommit=True) as connection:
-            connection.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])

@@ -1,0 +1,641 @@
+"""API benchmarks of `trainfleet server` on loopback, each beside a peer in the same run.
+
+One server process (`trainfleet --data-dir TMP server --port 0`, started here as a
+subprocess with a temporary data directory; SQLite unless --database-url is given and the
+server accepts it). The load comes from this process: one asyncio (uvloop) loop with plain
+keep-alive HTTP/1.1 connections parsed by httptools, one connection per client, so that the
+figures are the server's rather than an HTTP client library's.
+
+(list)   GET /api/v1/jobs?limit=50, first page over 10,000 stored jobs, one client
+         (the store is filled through trainfleet.store before the server starts);
+         peer: GET /healthz from one client.
+(submit) POST /api/v1/jobs of a one-task job running `true`, from several clients;
+         the server stores AND starts every job (a controller thread, a supervisor
+         process and `true` each), so that work is part of the figure; the time until
+         all of them have ended is reported beside it.
+         peer: GET /healthz throughput from the same number of clients.
+(get)    GET /api/v1/jobs/{id} (job, tasks, events) latency with 100 clients, once the
+         submitted jobs have ended; peer: GET /healthz under the same load.
+
+usage: python benchmarks/api.py [--submit-count 2000] [--out FILE]
+Prints a table and writes the figures as JSON (default benchmarks/results/api.json).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import math
+import os
+import re
+import secrets
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections import Counter, deque
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import httptools
+import uvloop
+
+from trainfleet.spec.models import JobSpec
+from trainfleet.store.database import Store
+from trainfleet.store.layout import DataDir
+from trainfleet.store.records import JobRecord, State, TaskRecord
+
+HERE = Path(__file__).resolve().parent
+HOST = "127.0.0.1"
+API = "/api/v1"
+SUBMIT_BODY = json.dumps(
+    {"name": "bench-submit", "roles": {"worker": {"command": ["true"]}}}
+).encode()
+ACTIVE_STATES = (State.QUEUED, State.STARTING, State.RUNNING, State.RESTARTING)
+REQUEST_TIMEOUT = 30.0
+
+
+# -- figures ------------------------------------------------------------------
+
+
+def _latency(samples: list[float]) -> dict[str, float]:
+    """Nearest-rank percentiles, in milliseconds."""
+    ordered = sorted(samples)
+    n = len(ordered)
+
+    def rank(q: float) -> float:
+        return ordered[max(0, math.ceil(q * n) - 1)] * 1000
+
+    return {
+        "p50_ms": rank(0.50),
+        "p90_ms": rank(0.90),
+        "p99_ms": rank(0.99),
+        "max_ms": ordered[-1] * 1000,
+        "mean_ms": sum(ordered) / n * 1000,
+        "requests": n,
+    }
+
+
+# -- the server ---------------------------------------------------------------
+
+
+class Server:
+    """`trainfleet server` in a subprocess on a free loopback port; its output is drained."""
+
+    def __init__(self, data_dir: Path, token: str, database_url: str | None) -> None:
+        argv = [sys.executable, "-m", "trainfleet", "--data-dir", str(data_dir), "server"]
+        argv += ["--host", HOST, "--port", "0"]
+        if database_url:
+            argv += ["--database-url", database_url]
+        self.process = subprocess.Popen(
+            argv,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            env={
+                **{k: v for k, v in os.environ.items() if k != "TRAINFLEET_DATABASE_URL"},
+                "TRAINFLEET_ADMIN_TOKEN": token,
+            },
+            start_new_session=True,
+        )
+        self.lines = 0
+        self.tail: deque[str] = deque(maxlen=50)
+        self._url = threading.Event()
+        self.port = 0
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+        if not self._url.wait(60) or not self.port:
+            self.stop()
+            raise RuntimeError("the server did not start:\n" + "\n".join(self.tail))
+
+    def _read(self) -> None:
+        assert self.process.stdout is not None
+        for line in self.process.stdout:
+            self.lines += 1
+            self.tail.append(line.rstrip("\n"))
+            if not self.port and (found := re.search(r"Uvicorn running on http://\S+:(\d+)", line)):
+                self.port = int(found.group(1))
+                self._url.set()
+        self._url.set()
+
+    def stop(self) -> int | None:
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+        try:
+            code = self.process.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            code = self.process.wait(timeout=10)
+        self._reader.join(timeout=10)
+        return code
+
+
+def _server_accepts(option: str) -> bool:
+    result = subprocess.run(
+        [sys.executable, "-m", "trainfleet", "server", "--help"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    return option in result.stdout
+
+
+def fill_store(target: str | Path, count: int, tag: str) -> float:
+    """Store ``count`` ended one-task jobs, oldest first; returns the seconds it took."""
+    spec = JobSpec.model_validate(
+        {"name": "bench-stored", "roles": {"worker": {"command": ["python", "train.py"]}}}
+    ).model_dump_json()
+    started = time.perf_counter()
+    base = time.time() - count
+    with Store.open(target) as store:
+        for n in range(count):
+            created = base + n
+            job = JobRecord(
+                id=f"stored-{tag}-{n:05d}",
+                name="bench-stored",
+                framework="generic",
+                state=State.SUCCEEDED,
+                spec=spec,
+                workdir="/tmp",
+                user="bench",
+                labels={"bench": "list", "batch": str(n % 10)},
+                created_at=created,
+                started_at=created + 0.1,
+                finished_at=created + 0.5,
+            )
+            task = TaskRecord(
+                job_id=job.id,
+                role="worker",
+                index=0,
+                state=State.SUCCEEDED,
+                address=f"{HOST}:29500",
+                exit_code=0,
+                started_at=created + 0.1,
+                finished_at=created + 0.5,
+            )
+            store.add_job(job, [task])
+    return time.perf_counter() - started
+
+
+# -- the load -----------------------------------------------------------------
+
+
+class _Sink:
+    """httptools callbacks for one response."""
+
+    def __init__(self) -> None:
+        self.body: list[bytes] = []
+        self.complete = False
+
+    def on_body(self, body: bytes) -> None:
+        self.body.append(body)
+
+    def on_message_complete(self) -> None:
+        self.complete = True
+
+
+class Connection:
+    """One keep-alive HTTP/1.1 connection to the server, one request at a time."""
+
+    def __init__(self, port: int, token: str) -> None:
+        self.port = port
+        self.auth = f"Authorization: Bearer {token}\r\n"
+        self.reader: asyncio.StreamReader | None = None
+        self.writer: asyncio.StreamWriter | None = None
+
+    async def open(self) -> None:
+        if self.writer is None:
+            self.reader, self.writer = await asyncio.open_connection(HOST, self.port)
+
+    async def close(self) -> None:
+        if self.writer is not None:
+            self.writer.close()
+            with contextlib.suppress(OSError):
+                await self.writer.wait_closed()
+            self.writer = self.reader = None
+
+    async def request(
+        self, method: str, target: str, body: bytes = b"", auth: bool = True
+    ) -> tuple[int, bytes]:
+        await self.open()
+        assert self.reader is not None and self.writer is not None
+        head = f"{method} {target} HTTP/1.1\r\nHost: {HOST}:{self.port}\r\n"
+        if auth:
+            head += self.auth
+        if method in ("POST", "PUT"):
+            head += f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n"
+        self.writer.write((head + "\r\n").encode() + body)
+        sink = _Sink()
+        parser = httptools.HttpResponseParser(sink)
+        while not sink.complete:
+            data = await self.reader.read(1 << 16)
+            if not data:
+                await self.close()
+                raise ConnectionError("the server closed the connection")
+            parser.feed_data(data)
+        status = parser.get_status_code()
+        if not parser.should_keep_alive():
+            await self.close()
+        return status, b"".join(sink.body)
+
+
+class Load:
+    """Connections to one server; runs fixed-count request loops and times every request."""
+
+    def __init__(self, port: int, token: str) -> None:
+        self.port = port
+        self.token = token
+
+    async def one(self, method: str, target: str, body: bytes = b"") -> tuple[int, bytes]:
+        connection = Connection(self.port, self.token)
+        try:
+            return await asyncio.wait_for(connection.request(method, target, body), REQUEST_TIMEOUT)
+        finally:
+            await connection.close()
+
+    async def run(
+        self,
+        clients: int,
+        total: int,
+        request: Callable[[int], tuple[str, str, bytes]],
+        expect: int = 200,
+        warmup: int = 0,
+        auth: bool = True,
+        interval: float = 0.0,
+    ) -> dict[str, Any]:
+        """``total`` requests from ``clients`` connections (``request(n)`` makes the n-th),
+        after ``warmup`` untimed requests on each connection.
+
+        Without ``interval`` (closed loop) each client sends its next request as soon as it
+        has the answer to the last one. With it (open loop), each client sends ``total //
+        clients`` requests, one every ``interval`` seconds (clients staggered), and a
+        request's latency counts from when it was due, so that a server that falls behind
+        is charged for the wait.
+        """
+        connections = [Connection(self.port, self.token) for _ in range(clients)]
+        latencies: list[float] = []
+        statuses: Counter[str] = Counter()
+        bodies: list[bytes] = []
+        issued = 0
+        began = 0.0
+
+        async def send(connection: Connection, due: float | None = None) -> tuple[int, bytes]:
+            nonlocal issued
+            method, target, body = request(issued)
+            issued += 1
+            start = time.perf_counter() if due is None else due
+            try:
+                status, data = await asyncio.wait_for(
+                    connection.request(method, target, body, auth), REQUEST_TIMEOUT
+                )
+            except (OSError, TimeoutError) as error:
+                statuses[type(error).__name__] += 1
+                await connection.close()
+                return 0, b""
+            latencies.append(time.perf_counter() - start)
+            statuses[str(status)] += 1
+            if status == expect:
+                bodies.append(data)
+            return status, data
+
+        async def client(number: int, connection: Connection) -> None:
+            nonlocal issued
+            await connection.open()
+            for _ in range(warmup):
+                await asyncio.wait_for(connection.request(*request(0), auth=auth), REQUEST_TIMEOUT)
+            await ready.wait()
+            await go.wait()
+            if not interval:
+                while issued < total:
+                    await send(connection)
+                return
+            for k in range(total // clients):
+                due = began + (number / clients + k) * interval
+                await asyncio.sleep(max(0.0, due - time.perf_counter()))
+                await send(connection, due)
+
+        # Connections and warm-up requests first, then every client starts together.
+        ready, go = asyncio.Barrier(clients + 1), asyncio.Event()
+        tasks = [asyncio.create_task(client(n, c)) for n, c in enumerate(connections)]
+        try:
+            await ready.wait()
+            began = time.perf_counter()
+            go.set()
+            await asyncio.gather(*tasks)
+        finally:
+            for task in tasks:
+                task.cancel()
+            for connection in connections:
+                await connection.close()
+        wall = time.perf_counter() - began
+        errors = sum(count for status, count in statuses.items() if status != str(expect))
+        return {
+            "clients": clients,
+            "wall_s": wall,
+            "req_per_s": len(latencies) / wall,
+            "errors": errors,
+            "statuses": dict(statuses),
+            "latency": _latency(latencies) if latencies else {},
+            "bodies": bodies,
+        }
+
+
+def _strip(result: dict[str, Any]) -> dict[str, Any]:
+    return {key: value for key, value in result.items() if key != "bodies"}
+
+
+# -- the benchmarks -----------------------------------------------------------
+
+
+async def bench_list(load: Load, args: argparse.Namespace) -> dict[str, Any]:
+    """(list) first page of 10,000 stored jobs, one client, beside /healthz."""
+    target = f"{API}/jobs?limit=50"
+    page = await load.run(1, args.list_requests, lambda n: ("GET", target, b""), warmup=10)
+    health = await load.run(
+        1, args.list_requests, lambda n: ("GET", "/healthz", b""), warmup=10, auth=False
+    )
+    first = json.loads(page["bodies"][0]) if page["bodies"] else {"jobs": []}
+    return {
+        "stored_jobs": args.list_jobs,
+        "page_jobs": len(first["jobs"]),
+        "page_bytes": len(page["bodies"][0]) if page["bodies"] else 0,
+        "list": _strip(page),
+        "healthz": _strip(health),
+        "ratio_p50": page["latency"]["p50_ms"] / health["latency"]["p50_ms"],
+        "ratio_p99": page["latency"]["p99_ms"] / health["latency"]["p99_ms"],
+        "target_ms": 50.0,
+    }
+
+
+async def _count_active(load: Load) -> dict[str, int]:
+    counts = {}
+    for state in ACTIVE_STATES:
+        status, body = await load.one("GET", f"{API}/jobs?state={state}&name=bench-submit&limit=1")
+        if status != 200:
+            raise RuntimeError(f"listing {state} jobs: {status} {body[:200]!r}")
+        counts[str(state)] = len(json.loads(body)["jobs"])
+    return counts
+
+
+async def _count_states(load: Load) -> dict[str, int]:
+    """How many submitted jobs are in each final state (paged through, 1,000 a page)."""
+    counts: dict[str, int] = {}
+    for state in (State.SUCCEEDED, State.FAILED, State.CANCELLED):
+        cursor = None
+        while True:
+            target = f"{API}/jobs?state={state}&name=bench-submit&limit=1000"
+            if cursor:
+                target += f"&cursor={quote(cursor)}"
+            status, body = await load.one("GET", target)
+            if status != 200:
+                raise RuntimeError(f"listing {state} jobs: {status} {body[:200]!r}")
+            page = json.loads(body)
+            counts[str(state)] = counts.get(str(state), 0) + len(page["jobs"])
+            cursor = page["next_cursor"]
+            if not cursor:
+                break
+    return counts
+
+
+async def bench_submit(load: Load, args: argparse.Namespace) -> dict[str, Any]:
+    """(submit) job submissions/s (the server runs each `true` job), beside /healthz."""
+    target = f"{API}/jobs"
+    submitted = await load.run(
+        args.submit_clients,
+        args.submit_count,
+        lambda n: ("POST", target, SUBMIT_BODY),
+        expect=201,
+        warmup=0,
+    )
+    ids = [json.loads(body)["job"]["id"] for body in submitted["bodies"]]
+    # The jobs run now: wait until none is active, so that the next figures don't carry them.
+    began = time.perf_counter()
+    deadline = began + args.drain_timeout
+    while any((active := await _count_active(load)).values()):
+        if time.perf_counter() > deadline:
+            raise RuntimeError(f"jobs still active after {args.drain_timeout} s: {active}")
+        await asyncio.sleep(0.25)
+    drained = time.perf_counter() - began
+    health = await load.run(
+        args.submit_clients,
+        args.submit_count,
+        lambda n: ("GET", "/healthz", b""),
+        warmup=5,
+        auth=False,
+    )
+    return {
+        "jobs": args.submit_count,
+        "submit": _strip(submitted),
+        "all_ended_after_last_response_s": drained,
+        "submit_to_all_ended_s": submitted["wall_s"] + drained,
+        "final_states": await _count_states(load),
+        "healthz": _strip(health),
+        "ratio_req_per_s": submitted["req_per_s"] / health["req_per_s"],
+        "target_req_per_s": 500.0,
+        "ids": ids,
+    }
+
+
+async def bench_get(load: Load, args: argparse.Namespace, ids: list[str]) -> dict[str, Any]:
+    """(get) GET /api/v1/jobs/{id} latency with 100 clients, beside /healthz."""
+    if not ids:
+        raise RuntimeError("no submitted job to get")
+    clients, total = args.get_clients, args.get_clients * args.get_requests
+
+    def job(n: int) -> tuple[str, str, bytes]:
+        return "GET", f"{API}/jobs/{ids[n % len(ids)]}", b""
+
+    def health(n: int) -> tuple[str, str, bytes]:
+        return "GET", "/healthz", b""
+
+    figures: dict[str, Any] = {"target_p99_ms": 20.0}
+    paced = args.get_rate * clients
+    for loop, interval, count in (
+        ("closed_loop", 0.0, total),
+        ("open_loop", 1 / args.get_rate, clients * args.get_paced_requests),
+    ):
+        got = await load.run(clients, count, job, warmup=5, interval=interval)
+        peer = await load.run(clients, count, health, warmup=5, auth=False, interval=interval)
+        figures[loop] = {
+            "offered_req_per_s": paced if interval else None,
+            "get": _strip(got),
+            "healthz": _strip(peer),
+            "ratio_p50": got["latency"]["p50_ms"] / peer["latency"]["p50_ms"],
+            "ratio_p99": got["latency"]["p99_ms"] / peer["latency"]["p99_ms"],
+        }
+    return figures
+
+
+async def bench_all(port: int, token: str, args: argparse.Namespace) -> dict[str, Any]:
+    load = Load(port, token)
+    results: dict[str, Any] = {}
+    steps: list[tuple[str, Callable[[], Awaitable[dict[str, Any]]]]] = [
+        ("list", lambda: bench_list(load, args)),
+        ("submit", lambda: bench_submit(load, args)),
+        ("get", lambda: bench_get(load, args, results["submit"].pop("ids"))),
+    ]
+    for name, step in steps:
+        print(f"({name}) ...", flush=True)
+        results[name] = await step()
+    return results
+
+
+# -- output -------------------------------------------------------------------
+
+
+def table(results: dict[str, Any]) -> str:
+    listed, sub, got = results["list"], results["submit"], results["get"]
+    rows = [
+        ("measure", "figure", "peer (/healthz)", "ratio", "target", "met"),
+        (
+            f"list first page of {listed['stored_jobs']:,} jobs, p50",
+            f"{listed['list']['latency']['p50_ms']:.2f} ms",
+            f"{listed['healthz']['latency']['p50_ms']:.2f} ms",
+            f"{listed['ratio_p50']:.1f}x",
+            "",
+            "",
+        ),
+        (
+            "  p99 (1 client)",
+            f"{listed['list']['latency']['p99_ms']:.2f} ms",
+            f"{listed['healthz']['latency']['p99_ms']:.2f} ms",
+            f"{listed['ratio_p99']:.1f}x",
+            "< 50 ms",
+            _met(listed["list"]["latency"]["p99_ms"] < listed["target_ms"]),
+        ),
+        (
+            f"submit {sub['jobs']:,} jobs, {sub['submit']['clients']} clients",
+            f"{sub['submit']['req_per_s']:.0f} req/s",
+            f"{sub['healthz']['req_per_s']:.0f} req/s",
+            f"{sub['ratio_req_per_s']:.2f}x",
+            ">= 500/s",
+            _met(sub["submit"]["req_per_s"] >= sub["target_req_per_s"]),
+        ),
+        (
+            "  submit latency p50 / p99",
+            f"{sub['submit']['latency']['p50_ms']:.1f} / "
+            f"{sub['submit']['latency']['p99_ms']:.1f} ms",
+            f"{sub['healthz']['latency']['p50_ms']:.1f} / "
+            f"{sub['healthz']['latency']['p99_ms']:.1f} ms",
+            "",
+            "",
+            "",
+        ),
+        (
+            "  errors; all jobs ended after",
+            f"{sub['submit']['errors']}; +{sub['all_ended_after_last_response_s']:.1f} s",
+            f"{sub['healthz']['errors']}",
+            "",
+            "0",
+            _met(sub["submit"]["errors"] == 0),
+        ),
+        *_get_rows(got, "closed_loop", "back to back"),
+        *_get_rows(got, "open_loop", "paced"),
+    ]
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    lines = ["  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row)) for row in rows]
+    lines.insert(1, "  ".join("-" * width for width in widths))
+    return "\n".join(line.rstrip() for line in lines)
+
+
+def _get_rows(got: dict[str, Any], loop: str, how: str) -> list[tuple[str, ...]]:
+    figures, target = got[loop], got["target_p99_ms"]
+    mine, peer = figures["get"], figures["healthz"]
+    offered = figures["offered_req_per_s"]
+    load = f"{offered:.0f} req/s offered" if offered else "at capacity"
+    return [
+        (
+            f"get job, {mine['clients']} clients {how}, p50",
+            f"{mine['latency']['p50_ms']:.2f} ms",
+            f"{peer['latency']['p50_ms']:.2f} ms",
+            f"{figures['ratio_p50']:.2f}x",
+            "",
+            "",
+        ),
+        (
+            f"  p99 ({mine['latency']['requests']:,} requests, {load})",
+            f"{mine['latency']['p99_ms']:.2f} ms",
+            f"{peer['latency']['p99_ms']:.2f} ms",
+            f"{figures['ratio_p99']:.2f}x",
+            "< 20 ms",
+            _met(mine["latency"]["p99_ms"] < target),
+        ),
+        (
+            f"  throughput, errors {mine['errors']} / {peer['errors']}",
+            f"{mine['req_per_s']:.0f} req/s",
+            f"{peer['req_per_s']:.0f} req/s",
+            f"{mine['req_per_s'] / peer['req_per_s']:.2f}x",
+            "",
+            "",
+        ),
+    ]
+
+
+def _met(ok: bool) -> str:
+    return "yes" if ok else "NO"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--submit-count", type=int, default=2000)
+    parser.add_argument("--submit-clients", type=int, default=16)
+    parser.add_argument("--get-clients", type=int, default=100)
+    parser.add_argument("--get-requests", type=int, default=100, help="per client")
+    parser.add_argument(
+        "--get-rate", type=float, default=2.0, help="requests/s per client, open loop"
+    )
+    parser.add_argument("--get-paced-requests", type=int, default=20, help="per client")
+    parser.add_argument("--list-jobs", type=int, default=10_000)
+    parser.add_argument("--list-requests", type=int, default=200)
+    parser.add_argument(
+        "--drain-timeout", type=float, default=300, help="seconds for submitted jobs to end"
+    )
+    parser.add_argument("--timeout", type=float, default=1200, help="seconds for everything")
+    parser.add_argument(
+        "--database-url",
+        help="PostgreSQL URL for the server's store (only if `trainfleet server` accepts it)",
+    )
+    parser.add_argument("--out", type=Path, default=HERE / "results" / "api.json")
+    args = parser.parse_args()
+    if args.database_url and not _server_accepts("--database-url"):
+        parser.error("this `trainfleet server` has no --database-url option")
+    token = secrets.token_hex(16)
+    tag = secrets.token_hex(3)
+    results: dict[str, Any] = {
+        "cpus": os.cpu_count(),
+        "database": "postgresql" if args.database_url else "sqlite",
+        "client": "asyncio (uvloop) + httptools, keep-alive HTTP/1.1, one connection a client",
+    }
+    with tempfile.TemporaryDirectory(prefix="trainfleet-bench-api-") as tmp:
+        data_dir = DataDir(Path(tmp) / "data")
+        data_dir.root.mkdir()
+        print(f"filling the store with {args.list_jobs:,} ended jobs ...", flush=True)
+        results["fill_s"] = fill_store(args.database_url or data_dir.database, args.list_jobs, tag)
+        server = Server(data_dir.root, token, args.database_url)
+        try:
+            with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+                results.update(
+                    runner.run(asyncio.wait_for(bench_all(server.port, token, args), args.timeout))
+                )
+        except BaseException:
+            print("\n".join(server.tail), file=sys.stderr)
+            raise
+        finally:
+            results["server_exit_code"] = server.stop()
+            results["server_output_lines"] = server.lines
+    print(table(results))
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(results, indent=2))
+    print(f"written to {args.out}")
+
+
+if __name__ == "__main__":
+    main()
