@@ -10,7 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from conftest import run_cli, trainfleet, wait_for
+from conftest import process_group_alive, run_cli, trainfleet, wait_for
+from unconfigured import no_server_configured  # noqa: F401 (autouse)
 
 from trainfleet.control.engine import Engine
 from trainfleet.store.records import State
@@ -34,7 +35,7 @@ def test_run_prints_prefixed_logs_events_and_the_task_table(job_file) -> None:
     assert "trainfleet | chief/0 succeeded: exit code 0" in out
     assert re.search(r"trainfleet \| TASK +STATE +PID +RESTARTS +ADDRESS +EXIT", out)
     assert re.search(r"trainfleet \| worker/1 +succeeded +\d+ +0 +127\.0\.0\.1:\d+ +0", out)
-    assert re.search(r"job hello-[0-9a-f]{6} succeeded: chief/0 succeeded$", out.strip())
+    assert re.search(r"job hello-[0-9a-f]{8} succeeded: chief/0 succeeded$", out.strip())
 
 
 def test_run_on_a_terminal_draws_the_live_table(job_file, data_dir: Path) -> None:
@@ -71,7 +72,7 @@ def test_failed_job_exits_non_zero_naming_task_and_code(job_file) -> None:
     result = run_cli("run", job)
     assert result.returncode == 1
     assert re.search(
-        r"job broken-[0-9a-f]{6} failed: worker/[01] exited with exit code 3$",
+        r"job broken-[0-9a-f]{8} failed: worker/[01] exited with exit code 3$",
         result.stdout.strip(),
     )
 
@@ -237,19 +238,21 @@ def test_task_states_are_stored_for_other_terminals(job_file, engine: Engine) ->
 
 
 def test_live_logs_skip_a_burst_they_cannot_keep_up_with(engine: Engine, tmp_path: Path) -> None:
+    from trainfleet.cli.embedded import EngineService
     from trainfleet.cli.follow import LogFollower
 
+    service = EngineService(engine)
     log = engine.log_path("burst-1", "worker", 0)
     log.parent.mkdir(parents=True)
     log.write_bytes(b"".join(b"step %06d\n" % n for n in range(200_000)))  # 2.4 MB
-    live = LogFollower(engine, "burst-1", [("worker", 0)], behind=1 << 20, keep=1000)
+    live = LogFollower(service, "burst-1", [("worker", 0)], behind=1 << 20, keep=1000)
     shown = b"".join(live.read()).decode().splitlines()
     assert shown[0].startswith("worker/0 | [trainfleet: 2.3 MiB of output skipped to keep up")
     assert shown[0].endswith("trainfleet logs burst-1 --role worker --index 0]")
     assert shown[-1] == "worker/0 | step 199999"
     assert len(shown) < 100
     everything = b"".join(
-        LogFollower(engine, "burst-1", [("worker", 0)], behind=1 << 20).read(final=True)
+        LogFollower(service, "burst-1", [("worker", 0)], behind=1 << 20).read(final=True)
     )
     assert everything.count(b"\n") == 200_000
 
@@ -291,3 +294,44 @@ def test_events_follow_until_the_job_ends(job_file, engine: Engine, tmp_path: Pa
     assert follower.wait(timeout=30) == 0
     assert follower.stdout.read().splitlines()[-1].endswith("job succeeded: worker/0 succeeded")
     assert run.wait(timeout=30) == 0
+
+
+def test_embedded_submit_runs_in_the_background_and_stop_cancels(
+    job_file, engine: Engine, data_dir: Path, tmp_path: Path
+) -> None:
+    quick = job_file("name: quick\nroles:\n  worker: {command: 'echo done here'}\n")
+    submitted = run_cli("submit", quick)
+    assert submitted.returncode == 0, submitted.stderr
+    job_id = submitted.stdout.strip()
+    assert re.fullmatch(r"quick-[0-9a-f]{8}", job_id)
+    wait_for(lambda: engine.get(job_id).state == State.SUCCEEDED, what="the job to succeed")
+    assert run_cli("logs", job_id).stdout == "worker/0 | done here\n"
+    assert "job succeeded" in (data_dir / "jobs" / job_id / "runner.log").read_text()
+
+    sleeper = job_file("name: sleeper\nroles:\n  worker: {command: 'sleep 60'}\n", name="s.yaml")
+    job_id = run_cli("submit", sleeper, "--workdir", tmp_path).stdout.strip()
+    wait_for(lambda: engine.get(job_id).state == State.RUNNING, what="the job running")
+    pid = engine.tasks(job_id)[0].pid
+    assert pid is not None
+    stopped = run_cli("stop", job_id)
+    assert stopped.returncode == 0, stopped.stderr
+    assert stopped.stdout.startswith(f"job {job_id} cancelled")
+    wait_for(lambda: not process_group_alive(pid), 10, "the task to end")
+
+
+def test_embedded_run_loads_no_client_or_server(data_dir: Path) -> None:
+    """`run` without a server stays fast: neither httpx nor the SDK nor the server load."""
+    code = (
+        "import sys\n"
+        "from trainfleet.cli.main import cli\n"
+        "try:\n"
+        "    cli(['run', '--name', 'light', '--worker_launch_cmd', 'true'])\n"
+        "except SystemExit as e:\n"
+        "    assert e.code == 0, e.code\n"
+        "heavy = ('httpx', 'trainfleet.client', 'trainfleet.server', 'trainfleet.cli.remote')\n"
+        "print(sorted(m for m in heavy if m in sys.modules))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout
+    assert out.strip().splitlines()[-1] == "[]"

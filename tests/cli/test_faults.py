@@ -13,6 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from conftest import process_group_alive, trainfleet, wait_for
+from unconfigured import no_server_configured  # noqa: F401 (autouse)
 
 from trainfleet.control.engine import Engine
 from trainfleet.store.records import State, TaskRecord

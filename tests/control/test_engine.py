@@ -92,3 +92,12 @@ def test_delete_refuses_a_running_job_unless_forced(engine: Engine, tmp_path: Pa
     with pytest.raises(JobNotFound):
         engine.get(job.id)
     assert all(pid is not None and not process_group_alive(pid) for pid in pids)
+
+
+def test_a_taken_job_id_is_drawn_again(engine: Engine, tmp_path: Path, monkeypatch) -> None:
+    draws = iter(["aaaaaaaa", "aaaaaaaa", "bbbbbbbb"])
+    monkeypatch.setattr("trainfleet.control.engine.secrets.token_hex", lambda _: next(draws))
+    spec = _spec("name: twin\nroles:\n  worker: {command: 'true'}\n")
+    assert engine.submit(spec, tmp_path).id == "twin-aaaaaaaa"
+    assert engine.submit(spec, tmp_path).id == "twin-bbbbbbbb"
+    assert len(engine.list()) == 2

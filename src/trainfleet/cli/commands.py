@@ -1,31 +1,28 @@
-"""What each CLI command does, in terms of the engine's service functions."""
+"""What each CLI command does, written once against ``JobService`` (embedded or remote)."""
 
 from __future__ import annotations
 
 import json
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from pathlib import Path
 
 import click
 
 from trainfleet.backends.local.gpus import GpuConfigError
+from trainfleet.cli.errors import USAGE_ERROR, UserError
 from trainfleet.cli.follow import LogFollower
-from trainfleet.control.engine import Engine, JobActive, JobNotFound
+from trainfleet.cli.service import JobInput, JobService, Options, embedded, open_service
+from trainfleet.control.engine import JobActive, JobNotFound
 from trainfleet.scheduling.placement import Unschedulable
 from trainfleet.spec.errors import SpecError
-from trainfleet.spec.loading import LoadedJob, load_job_file
-from trainfleet.spec.submarine import SubmarineArgs, from_submarine_args
-from trainfleet.store.layout import DataDir
-from trainfleet.store.records import State
+from trainfleet.store.records import JobRecord, State
 
-USAGE_ERROR = 2
+__all__ = ["USAGE_ERROR", "UserError"]
 
-
-class UserError(Exception):
-    """Bad input: printed as one message, exit code 2."""
+FOLLOW_SECONDS = 0.2
+"""Seconds between two looks at a followed job's logs or events (at least)."""
 
 
 @contextmanager
@@ -33,58 +30,110 @@ def user_errors() -> Iterator[None]:
     """Turn every kind of bad input into ``error: ...`` on stderr and exit code 2."""
     try:
         yield
-    except (SpecError, Unschedulable, JobNotFound, JobActive, GpuConfigError, UserError) as error:
+    except UserError as error:
+        click.echo(f"error: {error}", err=True)
+        sys.exit(error.exit_code)
+    except (SpecError, Unschedulable, JobNotFound, JobActive, GpuConfigError) as error:
         click.echo(f"error: {error}", err=True)
         sys.exit(USAGE_ERROR)
 
 
-def _engine(data_dir: str | None) -> Engine:
-    return Engine(DataDir.resolve(data_dir))
-
-
-def _load(job_file: str | None, submarine: SubmarineArgs | None) -> tuple[LoadedJob, Path]:
-    if job_file and submarine:
-        raise UserError("give a job file or Submarine-style flags, not both")
-    if submarine:
-        return from_submarine_args(submarine), Path.cwd()
-    if not job_file:
-        raise UserError("missing JOB_FILE (or Submarine-style flags such as --num_workers)")
-    return load_job_file(job_file), Path(job_file).resolve().parent
-
-
-def run(
-    data_dir: str | None, job_file: str | None, submarine: SubmarineArgs | None, dry_run: bool
-) -> int:
-    """``trainfleet run``: the job's exit code (0 succeeded, 1 failed, 130 cancelled)."""
+@contextmanager
+def service_of(options: Options) -> Iterator[JobService]:
+    """The configured service, closed afterwards; its errors become messages."""
     with user_errors():
-        loaded, workdir = _load(job_file, submarine)
-        for warning in loaded.warnings:
-            click.echo(f"warning: {warning}", err=True)
-        engine = _engine(data_dir)
-        if dry_run:
-            from trainfleet.cli import tables
+        service = open_service(options)
+        try:
+            yield service
+        finally:
+            service.close()
 
-            tables.print_dry_run(loaded.spec, engine.dry_run(loaded.spec, workdir))
-            return 0
-        job = engine.submit(loaded.spec, workdir, loaded.source)
+
+def submit(options: Options, job: JobInput, output: str) -> int:
+    """``trainfleet submit``: store the job, start it in the background, print its id."""
+    with service_of(options) as service:
+        record = service.submit(job, detach=True)
+    _show_job(record, output, record.id)
+    return 0
+
+
+def run(options: Options, job: JobInput, dry_run: bool) -> int:
+    """``trainfleet run``: the job's exit code (0 succeeded, 1 failed, 130 cancelled)."""
+    if dry_run:
+        return _dry_run(options, job)
     from trainfleet.cli.run_view import RunView
 
-    return RunView(engine, job.id).run()
+    with service_of(options) as service:
+        record = service.submit(job, detach=False)
+        return RunView(service, record.id).run()
 
 
-def list_jobs(data_dir: str | None, limit: int, output: str) -> None:
-    jobs = _engine(data_dir).list(limit)
+def _dry_run(options: Options, job: JobInput) -> int:
+    """What would run on this machine (always the embedded engine: nothing is stored)."""
+    from trainfleet.cli import tables
+    from trainfleet.cli.embedded import EngineService, load
+
+    with user_errors():
+        loaded, folder = load(job)
+        service = EngineService.open(options.data_dir)
+        try:
+            launches = service.engine.dry_run(loaded.spec, folder)
+        finally:
+            service.close()
+    tables.print_dry_run(loaded.spec, launches)
+    return 0
+
+
+def run_stored(options: Options, job_id: str) -> int:
+    """The background runner of an embedded ``submit``: runs the stored job to its end."""
+    from trainfleet.cli.run_view import EXIT_CODES, RunView
+
+    with user_errors():
+        service = embedded(options)
+        try:
+            job = service.get(job_id)
+            if State(job.state) != State.QUEUED:  # stopped before it could start
+                return EXIT_CODES.get(State(job.state), 1)
+            return RunView(service, job_id, show_logs=False).run()
+        finally:
+            service.close()
+
+
+def list_jobs(
+    options: Options,
+    output: str,
+    limit: int,
+    state: str | None = None,
+    name: str | None = None,
+    user: str | None = None,
+    labels: tuple[str, ...] = (),
+) -> int:
+    """``trainfleet list``: matching jobs, newest first."""
+    with service_of(options) as service:
+        wanted = _labels(labels)
+        jobs = service.find(state=state, name=name, user=user, labels=wanted, limit=limit)
     if output == "table":
         from trainfleet.cli import tables
 
         tables.print_jobs(jobs)
     else:
-        _dump([job.model_dump(exclude={"spec"}) for job in jobs], output)
+        _dump([job.model_dump(mode="json", exclude={"spec"}) for job in jobs], output)
+    return 0
 
 
-def describe(data_dir: str | None, job_id: str, output: str) -> int:
-    with user_errors():
-        details = _engine(data_dir).describe(job_id)
+def _labels(pairs: tuple[str, ...]) -> Mapping[str, str]:
+    labels = {}
+    for pair in pairs:
+        key, equals, value = pair.partition("=")
+        if not equals or not key:
+            raise UserError(f"--label {pair!r}: expected KEY=VALUE")
+        labels[key] = value
+    return labels
+
+
+def describe(options: Options, job_id: str, output: str) -> int:
+    with service_of(options) as service:
+        details = service.describe(job_id)
     if output == "table":
         from trainfleet.cli import tables
 
@@ -92,78 +141,85 @@ def describe(data_dir: str | None, job_id: str, output: str) -> int:
     else:
         _dump(
             {
-                "job": details.job.model_dump() | {"spec": json.loads(details.job.spec)},
-                "tasks": [task.model_dump() for task in details.tasks],
-                "events": [event.model_dump() for event in details.events],
+                "job": details.job.model_dump(mode="json") | {"spec": json.loads(details.job.spec)},
+                "tasks": [task.model_dump(mode="json") for task in details.tasks],
+                "events": [event.model_dump(mode="json") for event in details.events],
             },
             output,
         )
     return 0
 
 
-def logs(
-    data_dir: str | None, job_id: str, role: str | None, index: int | None, follow: bool
-) -> int:
-    with user_errors():
-        engine = _engine(data_dir)
-        tasks = engine.tasks(job_id)
+def logs(options: Options, job_id: str, role: str | None, index: int | None, follow: bool) -> int:
+    with service_of(options) as service:
         if index is not None and role is None:
             raise UserError("--index needs --role")
+        tasks = service.tasks(job_id)
         chosen = [t for t in tasks if role in (None, t.role) and index in (None, t.index)]
         if not chosen:
             names = ", ".join(dict.fromkeys(t.role for t in tasks))
             which = f"{role}/{index}" if index is not None else str(role)
             raise UserError(f"job {job_id} has no task {which} (roles: {names})")
-    follower = LogFollower(engine, job_id, [(t.role, t.index) for t in chosen])
-    out = sys.stdout.buffer
-    while follow and not State(engine.get(job_id).state).is_final:
-        out.writelines(follower.read())
+        follower = LogFollower(service, job_id, [(t.role, t.index) for t in chosen])
+        out = sys.stdout.buffer
+        while follow and not _ended(service, job_id):
+            out.writelines(follower.read())
+            out.flush()
+            time.sleep(max(FOLLOW_SECONDS, service.poll_interval))
+        out.writelines(follower.read(final=True))
         out.flush()
-        time.sleep(0.2)
-    out.writelines(follower.read(final=True))
-    out.flush()
     return 0
 
 
-def events(data_dir: str | None, job_id: str, follow: bool, output: str) -> int:
+def events(options: Options, job_id: str, follow: bool, output: str) -> int:
     """``trainfleet events``: one line (or JSON/YAML object) per event, oldest first."""
     from trainfleet.cli.follow import EventFollower, describe_event
 
-    with user_errors():
-        engine = _engine(data_dir)
-        engine.get(job_id)
-    follower = EventFollower(engine, job_id)
-    while True:
-        # Look at the state before reading, so the events of a job's end are all printed.
-        ended = not follow or State(engine.get(job_id).state).is_final
-        for event in follower.read():
-            if output == "json":
-                click.echo(event.model_dump_json())  # one object a line, for streaming
-            elif output == "yaml":
-                _dump(event.model_dump(), "yaml")
-                click.echo("---")
-            else:
-                stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(event.time))
-                click.echo(f"{stamp}  {describe_event(event)}")
-        if ended:
-            return 0
-        time.sleep(0.2)
+    with service_of(options) as service:
+        service.get(job_id)
+        follower = EventFollower(service, job_id)
+        while True:
+            # Look at the state before reading, so the events of a job's end are all printed.
+            ended = not follow or _ended(service, job_id)
+            for event in follower.read():
+                if output == "json":
+                    click.echo(event.model_dump_json())  # one object a line, for streaming
+                elif output == "yaml":
+                    _dump(event.model_dump(mode="json"), "yaml")
+                    click.echo("---")
+                else:
+                    stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(event.time))
+                    click.echo(f"{stamp}  {describe_event(event)}")
+            if ended:
+                return 0
+            time.sleep(max(FOLLOW_SECONDS, service.poll_interval))
 
 
-def stop(data_dir: str | None, job_id: str) -> int:
-    """``trainfleet stop``: cancel a job that has not ended."""
-    with user_errors():
-        job = _engine(data_dir).cancel(job_id)
-    click.echo(f"job {job.id} {job.state}" + (f": {job.reason}" if job.reason else ""))
+def stop(options: Options, job_id: str, output: str) -> int:
+    """``trainfleet stop``: cancel a job that has not ended, and wait for its end."""
+    with service_of(options) as service:
+        job = service.cancel(job_id)
+    _show_job(job, output, f"job {job.id} {job.state}" + (f": {job.reason}" if job.reason else ""))
     return 0
 
 
-def delete(data_dir: str | None, job_id: str, force: bool) -> int:
+def delete(options: Options, job_id: str, force: bool) -> int:
     """``trainfleet delete``: forget a job and its logs."""
-    with user_errors():
-        _engine(data_dir).delete(job_id, force=force)
+    with service_of(options) as service:
+        service.delete(job_id, force=force)
     click.echo(f"job {job_id} deleted")
     return 0
+
+
+def _ended(service: JobService, job_id: str) -> bool:
+    return State(service.get(job_id).state).is_final
+
+
+def _show_job(job: JobRecord, output: str, line: str) -> None:
+    if output == "table":
+        click.echo(line)
+    else:
+        _dump(job.model_dump(mode="json") | {"spec": json.loads(job.spec)}, output)
 
 
 def _dump(data: object, output: str) -> None:

@@ -1,11 +1,11 @@
-"""Following a job from the store: its events and its tasks' logs, prefixed ``role/index |``."""
+"""Following a job in any JobService: its events and its tasks' logs, prefixed ``role/index |``."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
-from trainfleet.control.engine import Engine
+from trainfleet.cli.service import JobService
 from trainfleet.store.logs import LogTail
 from trainfleet.store.records import EventRecord
 
@@ -14,7 +14,7 @@ from trainfleet.store.records import EventRecord
 class LogFollower:
     """Tails the logs of chosen tasks; ``read`` returns prefixed complete lines."""
 
-    engine: Engine
+    service: JobService
     job_id: str
     tasks: Iterable[tuple[str, int]]
     width: int = 0
@@ -27,7 +27,7 @@ class LogFollower:
         width = self.width or max((len(f"{role}/{index}") for role, index in keys), default=0)
         for role, index in keys:
             prefix = f"{role}/{index}".ljust(width).encode() + b" | "
-            self._tails.append((prefix, LogTail(self.engine.log_path(self.job_id, role, index))))
+            self._tails.append((prefix, self.service.log_tail(self.job_id, role, index)))
 
     def read(self, final: bool = False) -> Iterator[bytes]:
         """New output of every task, in pieces.
@@ -69,12 +69,12 @@ def _prefixed(prefix: bytes, data: bytes) -> tuple[bytes, bytes, bytes]:
 class EventFollower:
     """Returns a job's events not seen yet."""
 
-    engine: Engine
+    service: JobService
     job_id: str
     last: int = 0
 
     def read(self) -> list[EventRecord]:
-        events = self.engine.store.list_events(self.job_id, after=self.last)
+        events = self.service.events(self.job_id, self.last)
         if events:
             self.last = events[-1].id
         return events

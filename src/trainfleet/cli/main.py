@@ -7,7 +7,13 @@ from typing import Any
 
 import click
 
+from trainfleet.cli.service import JobInput, Options
 from trainfleet.cli.submarine_options import submarine_args_from, submarine_options
+
+OUTPUT = click.option(
+    "--output", "-o", type=click.Choice(["table", "json", "yaml"]), default="table"
+)
+STATES = ("queued", "starting", "running", "restarting", "succeeded", "failed", "cancelled")
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -17,49 +23,118 @@ from trainfleet.cli.submarine_options import submarine_args_from, submarine_opti
     type=click.Path(file_okay=False),
     help="Where jobs and logs are kept [default: ~/.local/share/trainfleet].",
 )
+@click.option(
+    "--server",
+    metavar="URL",
+    help="A trainfleet server to send commands to [default: TRAINFLEET_SERVER, then "
+    "'server' in ~/.config/trainfleet/config.yaml; none: run jobs here].",
+)
 @click.version_option(package_name="trainfleet")
 @click.pass_context
-def cli(ctx: click.Context, data_dir: str | None) -> None:
-    """Run distributed deep-learning training jobs with one command."""
-    ctx.obj = data_dir
+def cli(ctx: click.Context, data_dir: str | None, server: str | None) -> None:
+    """Run distributed deep-learning training jobs with one command.
+
+    Without a server, jobs run on this machine (the engine is embedded); with one, every
+    job command goes to the server, authenticated by TRAINFLEET_TOKEN (or 'token' in the
+    config file).
+    """
+    ctx.obj = Options(data_dir, server)
+
+
+def _job_input(job_file: str | None, workdir: str | None, flags: dict[str, Any]) -> JobInput:
+    return JobInput(job_file, submarine_args_from(flags), workdir)
+
+
+WORKDIR = click.option(
+    "--workdir",
+    type=click.Path(file_okay=False),
+    help="Directory the job runs in [default: the job file's folder; with a server, the "
+    "server's own directory, and a given one must exist there].",
+)
 
 
 @cli.command()
 @click.argument("job_file", required=False)
 @submarine_options
+@WORKDIR
 @click.option("--dry-run", is_flag=True, help="Print the resolved job and each task's environment.")
 @click.pass_obj
-def run(data_dir: str | None, /, job_file: str | None, dry_run: bool, **flags: Any) -> None:
-    """Run JOB_FILE (a trainfleet job, or a Kubeflow manifest) here and now.
+def run(
+    options: Options, /, job_file: str | None, workdir: str | None, dry_run: bool, **flags: Any
+) -> None:
+    """Run JOB_FILE (a trainfleet job, or a Kubeflow manifest) and show it until it ends.
 
-    Instead of a file, Submarine-style flags describe the job
-    (--num_workers 2 --worker_launch_cmd 'python train.py' ...).
+    Without a server it runs here and now; with one, on the server, and Ctrl-C cancels it
+    there. Instead of a file, Submarine-style flags describe the job
+    (--num_workers 2 --worker_launch_cmd 'python train.py' ...). --dry-run always shows
+    what would run on this machine.
     """
     from trainfleet.cli import commands
 
-    sys.exit(commands.run(data_dir, job_file, submarine_args_from(flags), dry_run))
+    sys.exit(commands.run(options, _job_input(job_file, workdir, flags), dry_run))
+
+
+@cli.command()
+@click.argument("job_file", required=False)
+@submarine_options
+@WORKDIR
+@OUTPUT
+@click.pass_obj
+def submit(
+    options: Options, /, job_file: str | None, workdir: str | None, output: str, **flags: Any
+) -> None:
+    """Start JOB_FILE in the background and print its job id.
+
+    With a server, the server runs it; without one, a background trainfleet process on
+    this machine does (its own output: runner.log in the job's folder).
+    """
+    from trainfleet.cli import commands
+
+    sys.exit(commands.submit(options, _job_input(job_file, workdir, flags), output))
+
+
+@cli.command(name="_runner", hidden=True)
+@click.argument("job_id")
+@click.pass_obj
+def runner(options: Options, job_id: str) -> None:
+    """Run a stored job to its end (the background process of an embedded submit)."""
+    from trainfleet.cli import commands
+
+    sys.exit(commands.run_stored(options, job_id))
 
 
 @cli.command(name="list")
+@click.option("--state", type=click.Choice(STATES), help="Only jobs in this state.")
+@click.option("--name", help="Only jobs of this name.")
+@click.option("--label", "labels", multiple=True, metavar="K=V", help="Only jobs with this label.")
+@click.option("--user", help="Only jobs this user submitted.")
 @click.option("--limit", default=50, show_default=True, type=click.IntRange(1, 10_000))
-@click.option("--output", "-o", type=click.Choice(["table", "json", "yaml"]), default="table")
+@OUTPUT
 @click.pass_obj
-def list_jobs(data_dir: str | None, limit: int, output: str) -> None:
+def list_jobs(
+    options: Options,
+    state: str | None,
+    name: str | None,
+    labels: tuple[str, ...],
+    user: str | None,
+    limit: int,
+    output: str,
+) -> None:
     """List jobs, newest first."""
     from trainfleet.cli import commands
 
-    commands.list_jobs(data_dir, limit, output)
+    sys.exit(commands.list_jobs(options, output, limit, state, name, user, labels))
 
 
 @cli.command()
 @click.argument("job_id")
-@click.option("--output", "-o", type=click.Choice(["table", "json", "yaml"]), default="table")
+@OUTPUT
 @click.pass_obj
-def describe(data_dir: str | None, job_id: str, output: str) -> None:
+def describe(options: Options, job_id: str, output: str) -> None:
     """Show a job with its tasks and events."""
     from trainfleet.cli import commands
 
-    sys.exit(commands.describe(data_dir, job_id, output))
+    sys.exit(commands.describe(options, job_id, output))
 
 
 @cli.command()
@@ -68,46 +143,45 @@ def describe(data_dir: str | None, job_id: str, output: str) -> None:
 @click.option("--index", type=click.IntRange(0), help="Only this replica of --role.")
 @click.option("--follow", "-f", is_flag=True, help="Keep printing until the job ends.")
 @click.pass_obj
-def logs(
-    data_dir: str | None, job_id: str, role: str | None, index: int | None, follow: bool
-) -> None:
+def logs(options: Options, job_id: str, role: str | None, index: int | None, follow: bool) -> None:
     """Print the logs of a job's tasks, prefixed role/index."""
     from trainfleet.cli import commands
 
-    sys.exit(commands.logs(data_dir, job_id, role, index, follow))
+    sys.exit(commands.logs(options, job_id, role, index, follow))
 
 
 @cli.command()
 @click.argument("job_id")
 @click.option("--follow", "-f", is_flag=True, help="Keep printing until the job ends.")
-@click.option("--output", "-o", type=click.Choice(["table", "json", "yaml"]), default="table")
+@OUTPUT
 @click.pass_obj
-def events(data_dir: str | None, job_id: str, follow: bool, output: str) -> None:
+def events(options: Options, job_id: str, follow: bool, output: str) -> None:
     """Print a job's events (state changes of the job and its tasks)."""
     from trainfleet.cli import commands
 
-    sys.exit(commands.events(data_dir, job_id, follow, output))
+    sys.exit(commands.events(options, job_id, follow, output))
 
 
 @cli.command()
 @click.argument("job_id")
+@OUTPUT
 @click.pass_obj
-def stop(data_dir: str | None, job_id: str) -> None:
-    """Cancel a job that has not ended."""
+def stop(options: Options, job_id: str, output: str) -> None:
+    """Cancel a job that has not ended, and wait until it has."""
     from trainfleet.cli import commands
 
-    sys.exit(commands.stop(data_dir, job_id))
+    sys.exit(commands.stop(options, job_id, output))
 
 
 @cli.command()
 @click.argument("job_id")
 @click.option("--force", is_flag=True, help="Stop the job first if it is still running.")
 @click.pass_obj
-def delete(data_dir: str | None, job_id: str, force: bool) -> None:
+def delete(options: Options, job_id: str, force: bool) -> None:
     """Forget an ended job and delete its logs."""
     from trainfleet.cli import commands
 
-    sys.exit(commands.delete(data_dir, job_id, force))
+    sys.exit(commands.delete(options, job_id, force))
 
 
 @cli.command()
@@ -119,7 +193,7 @@ def delete(data_dir: str | None, job_id: str, force: bool) -> None:
     help="postgresql://user:password@host/db [default: SQLite in the data directory].",
 )
 @click.pass_obj
-def server(data_dir: str | None, host: str, port: int, database_url: str | None) -> None:
+def server(options: Options, host: str, port: int, database_url: str | None) -> None:
     """Serve the REST API and run submitted jobs (stop with Ctrl-C).
 
     On the first start it prints an admin token once, or takes TRAINFLEET_ADMIN_TOKEN.
@@ -129,10 +203,62 @@ def server(data_dir: str | None, host: str, port: int, database_url: str | None)
     from trainfleet.store.errors import StoreError
 
     try:
-        serve(data_dir, host, port, database_url)
+        serve(options.data_dir, host, port, database_url)
     except (StoreError, ValueError) as error:
         click.echo(f"error: {error}", err=True)
         sys.exit(2)
+
+
+@cli.group()
+@click.option(
+    "--database-url",
+    envvar="TRAINFLEET_DATABASE_URL",
+    help="The server's database, when it is not SQLite in the data directory.",
+)
+@click.pass_context
+def token(ctx: click.Context, database_url: str | None) -> None:
+    """Make, list and revoke the server's API tokens (run where the server's data is)."""
+    ctx.obj = (ctx.find_object(Options) or Options(), database_url)
+
+
+@token.command(name="create")
+@click.argument("name")
+@click.option("--admin", is_flag=True, help="An administrator's token.")
+@click.pass_obj
+def token_create(where: tuple[Options, str | None], name: str, admin: bool) -> None:
+    """Make a token for NAME and print it, this once only."""
+    from trainfleet.cli import tokens
+    from trainfleet.cli.commands import user_errors
+
+    with user_errors(), tokens.store_of(where[0].data_dir, where[1]) as store:
+        record, secret = tokens.create(store, name, admin)
+    click.echo(f"token {record.id} for {name} (shown only this once):", err=True)
+    click.echo(secret)
+
+
+@token.command(name="list")
+@OUTPUT
+@click.pass_obj
+def token_list(where: tuple[Options, str | None], output: str) -> None:
+    """List every token, revoked ones too (never the secrets)."""
+    from trainfleet.cli import tokens
+    from trainfleet.cli.commands import user_errors
+
+    with user_errors(), tokens.store_of(where[0].data_dir, where[1]) as store:
+        tokens.show(store.list_tokens(), output)
+
+
+@token.command(name="revoke")
+@click.argument("token_id")
+@click.pass_obj
+def token_revoke(where: tuple[Options, str | None], token_id: str) -> None:
+    """Revoke the token with id TOKEN_ID: the server refuses it from now on."""
+    from trainfleet.cli import tokens
+    from trainfleet.cli.commands import user_errors
+
+    with user_errors(), tokens.store_of(where[0].data_dir, where[1]) as store:
+        tokens.revoke(store, token_id)
+    click.echo(f"token {token_id} revoked")
 
 
 @cli.command()
@@ -159,7 +285,10 @@ def tf_server(args: tuple[str, ...]) -> None:
 
 
 def main() -> None:
-    cli(prog_name="trainfleet")
+    try:
+        cli(prog_name="trainfleet")
+    except KeyboardInterrupt:
+        sys.exit(130)  # Ctrl-C in a command that does not handle it: no traceback
 
 
 if __name__ == "__main__":

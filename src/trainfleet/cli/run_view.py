@@ -2,6 +2,7 @@
 
 On a terminal the table is redrawn in place (Rich Live); otherwise state changes are
 printed as ``trainfleet | ...`` lines, so the output reads well in CI logs and files.
+The same view shows a job run by the embedded engine and one run by a server.
 """
 
 from __future__ import annotations
@@ -12,28 +13,30 @@ from collections.abc import Callable, Sequence
 from types import FrameType
 
 from trainfleet.cli.follow import EventFollower, LogFollower, describe_event
-from trainfleet.control.engine import Engine
+from trainfleet.cli.service import JobService
 from trainfleet.store.records import State, TaskRecord
 
 EXIT_CODES = {State.SUCCEEDED: 0, State.FAILED: 1, State.CANCELLED: 130}
-POLL_SECONDS = 0.05
 
 
 class RunView:
-    """Runs a stored job with the embedded controller and shows it until it ends."""
+    """Makes sure a stored job runs (``JobService.attach``) and shows it until it ends.
 
-    def __init__(self, engine: Engine, job_id: str) -> None:
-        self.engine = engine
+    ``show_logs=False`` leaves the tasks' output out (the background runner of an
+    embedded ``submit``, whose logs are in the job's folder anyway).
+    """
+
+    def __init__(self, service: JobService, job_id: str, show_logs: bool = True) -> None:
+        self.service = service
         self.job_id = job_id
-        tasks = [(task.role, task.index) for task in engine.tasks(job_id)]
-        self.logs = LogFollower(engine, job_id, tasks)
-        self.events = EventFollower(engine, job_id)
+        tasks = [(task.role, task.index) for task in service.tasks(job_id)] if show_logs else []
+        self.logs = LogFollower(service, job_id, tasks)
+        self.events = EventFollower(service, job_id)
         self.tty = sys.stdout.isatty()
 
     def run(self) -> int:
         previous = signal.signal(signal.SIGTERM, _interrupt)
-        self.engine.start(self.job_id)
-        self._say(f"job {self.job_id}: logs in {self.engine.data_dir.job_dir(self.job_id)}")
+        self._say(f"job {self.job_id}: {self.service.attach(self.job_id)}")
         try:
             if self.tty:
                 self._watch_live()
@@ -41,23 +44,24 @@ class RunView:
                 self._watch(self._show)
         finally:
             signal.signal(signal.SIGTERM, previous)
-        job = self.engine.get(self.job_id)
+        job = self.service.get(self.job_id)
         if not self.tty:
-            for line in plain_task_table(self.engine.tasks(self.job_id)):
+            for line in plain_task_table(self.service.tasks(self.job_id)):
                 self._say(line)
         self._say(f"job {job.id} {job.state}: {job.reason}")
         return EXIT_CODES.get(State(job.state), 1)
 
     def _watch(self, show: Callable[..., object]) -> None:
         """Show output until the job ends; Ctrl-C stops the job, twice kills it."""
-        runner = self.engine.runner
-        while not runner.wait(self.job_id, 0):
-            try:
-                while not runner.wait(self.job_id, POLL_SECONDS):
+        service, poll = self.service, self.service.poll_interval
+        while True:
+            try:  # every wait inside: a remote one is a request, where Ctrl-C may land
+                while not service.wait(self.job_id, poll):
                     show()
+                break
             except KeyboardInterrupt:
                 self._say("stopping the job (Ctrl-C again to kill it)")
-                runner.cancel(self.job_id, "interrupted")
+                service.interrupt(self.job_id)
         show(final=True)
 
     def _show(self, final: bool = False) -> None:
@@ -83,10 +87,10 @@ class RunView:
             data = b"".join(self.logs.read(final=final))
             if data:
                 console.print(Text(data.decode(errors="replace").rstrip("\n")), soft_wrap=True)
-            live.update(task_table(self.engine.tasks(self.job_id)))
+            live.update(task_table(self.service.tasks(self.job_id)))
 
         with Live(
-            task_table(self.engine.tasks(self.job_id)), console=console, auto_refresh=False
+            task_table(self.service.tasks(self.job_id)), console=console, auto_refresh=False
         ) as live:
 
             def show_and_refresh(final: bool = False) -> None:

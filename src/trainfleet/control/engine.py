@@ -27,8 +27,11 @@ from trainfleet.scheduling.placement import (
 )
 from trainfleet.spec.models import JobSpec
 from trainfleet.store.database import Store
+from trainfleet.store.errors import StoreConflict
 from trainfleet.store.layout import DataDir
 from trainfleet.store.records import EventRecord, JobPage, JobRecord, State, TaskRecord
+
+ID_TRIES = 5
 
 
 class JobNotFound(LookupError):
@@ -85,8 +88,18 @@ class Engine:
     ) -> JobRecord:
         """Validate placement and store the job, queued. Raises Unschedulable."""
         placement = self.plan(spec)
+        for _ in range(ID_TRIES):
+            try:
+                return self._store_new(spec, placement, workdir, source, user)
+            except StoreConflict:  # the random part of the id was taken: draw again
+                continue
+        raise StoreConflict(f"no free job id for {spec.name!r} after {ID_TRIES} tries")
+
+    def _store_new(
+        self, spec: JobSpec, placement: Placement, workdir: Path, source: str, user: str | None
+    ) -> JobRecord:
         job = JobRecord(
-            id=f"{spec.name}-{secrets.token_hex(3)}",
+            id=f"{spec.name}-{secrets.token_hex(4)}",
             name=spec.name,
             framework=spec.framework.value,
             spec=spec.model_dump_json(),

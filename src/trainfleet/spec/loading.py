@@ -53,6 +53,11 @@ class LoadedJob:
 
 def load_job_file(path: str | os.PathLike[str]) -> LoadedJob:
     """Read and validate the job file at ``path``; raises SpecError, nothing else."""
+    return load_job_text(read_job_text(path), os.fspath(path))
+
+
+def read_job_text(path: str | os.PathLike[str]) -> str:
+    """The text of the job file at ``path`` (UTF-8); raises SpecError naming the file."""
     name = os.fspath(path)
     try:
         with open(name, "rb") as handle:
@@ -66,11 +71,10 @@ def load_job_file(path: str | os.PathLike[str]) -> LoadedJob:
     except OSError as error:
         raise SpecError.one(f"cannot read: {error.strerror or error}", file=name) from None
     try:
-        text = raw.decode("utf-8-sig")
+        return raw.decode("utf-8-sig")
     except UnicodeDecodeError as error:
         line = raw[: error.start].count(b"\n") + 1
         raise SpecError.one("is not UTF-8 text", file=name, line=line) from None
-    return load_job_text(text, name)
 
 
 def load_job_text(text: str, filename: str = "<input>") -> LoadedJob:

@@ -1,0 +1,163 @@
+"""``JobService`` on the engine embedded in this process (no server).
+
+A job submitted with ``detach`` runs in a background ``trainfleet _runner JOB_ID``
+process (its own session, output in the job's folder: ``runner.log``); every process
+that runs a job leaves its pid in ``runner.pid``, so ``trainfleet stop`` from another
+terminal can ask it to stop the job.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Mapping
+from pathlib import Path
+
+import click
+
+from trainfleet.cli.errors import UserError
+from trainfleet.cli.service import JobInput
+from trainfleet.control.engine import Engine, JobActive, JobDetails
+from trainfleet.spec.loading import LoadedJob, load_job_file
+from trainfleet.store.layout import DataDir
+from trainfleet.store.logs import LogTail
+from trainfleet.store.records import EventRecord, JobRecord, State, TaskRecord
+
+STOP_TIMEOUT = 60.0
+"""Seconds ``cancel`` waits for another process to stop a job it runs."""
+
+
+def load(job: JobInput) -> tuple[LoadedJob, Path]:
+    """The validated job and its default directory; its warnings are printed."""
+    if job.file and job.submarine:
+        raise UserError("give a job file or Submarine-style flags, not both")
+    if job.submarine:
+        from trainfleet.spec.submarine import from_submarine_args
+
+        loaded, folder = from_submarine_args(job.submarine), Path.cwd()
+    elif job.file:
+        loaded, folder = load_job_file(job.file), Path(job.file).resolve().parent
+    else:
+        raise UserError("missing JOB_FILE (or Submarine-style flags such as --num_workers)")
+    for warning in loaded.warnings:
+        click.echo(f"warning: {warning}", err=True)
+    return loaded, folder
+
+
+class EngineService:
+    """Jobs in a data directory on this machine, run by this or another local process."""
+
+    poll_interval = 0.05
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+
+    @classmethod
+    def open(cls, data_dir: str | None) -> EngineService:
+        return cls(Engine(DataDir.resolve(data_dir)))
+
+    def submit(self, job: JobInput, *, detach: bool) -> JobRecord:
+        loaded, folder = load(job)
+        workdir = Path(job.workdir).resolve() if job.workdir else folder
+        if not workdir.is_dir():
+            raise UserError(f"workdir {str(workdir)!r} is not a directory")
+        record = self.engine.submit(loaded.spec, workdir, loaded.source)
+        if detach:
+            self._spawn_runner(record.id)
+        return record
+
+    def _spawn_runner(self, job_id: str) -> None:
+        folder = self.engine.data_dir.job_dir(job_id)
+        folder.mkdir(parents=True, exist_ok=True)
+        argv = [sys.executable, "-m", "trainfleet", "--data-dir", str(self.engine.data_dir.root)]
+        with (folder / "runner.log").open("ab") as log:
+            process = subprocess.Popen(
+                [*argv, "_runner", job_id],
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,  # Ctrl-C in this terminal must not reach it
+            )
+        self._pid_file(job_id).write_text(str(process.pid))
+
+    def attach(self, job_id: str) -> str:
+        self._pid_file(job_id).parent.mkdir(parents=True, exist_ok=True)
+        self._pid_file(job_id).write_text(str(os.getpid()))
+        self.engine.start(job_id)
+        return f"logs in {self.engine.data_dir.job_dir(job_id)}"
+
+    def wait(self, job_id: str, timeout: float) -> bool:
+        return self.engine.runner.wait(job_id, timeout)
+
+    def get(self, job_id: str) -> JobRecord:
+        return self.engine.get(job_id)
+
+    def describe(self, job_id: str) -> JobDetails:
+        return self.engine.describe(job_id)
+
+    def tasks(self, job_id: str) -> list[TaskRecord]:
+        return self.engine.tasks(job_id)
+
+    def find(
+        self,
+        *,
+        state: str | None,
+        name: str | None,
+        user: str | None,
+        labels: Mapping[str, str],
+        limit: int,
+    ) -> list[JobRecord]:
+        page = self.engine.find(state=state, name=name, user=user, labels=labels, limit=limit)
+        return page.jobs
+
+    def cancel(self, job_id: str, reason: str = "cancelled by user") -> JobRecord:
+        """Stop the job here, or ask the local process that runs it to stop it (SIGTERM)."""
+        try:
+            return self.engine.cancel(job_id, reason)
+        except JobActive:
+            pid = self._runner_pid(job_id)
+            if pid is None:
+                raise
+        os.kill(pid, signal.SIGTERM)
+        deadline = time.monotonic() + STOP_TIMEOUT
+        while time.monotonic() < deadline:
+            job = self.engine.get(job_id)
+            if State(job.state).is_final:
+                return job
+            time.sleep(0.1)
+        raise UserError(f"job {job_id} did not stop within {STOP_TIMEOUT:.0f}s", exit_code=1)
+
+    def interrupt(self, job_id: str) -> None:
+        self.engine.runner.cancel(job_id, "interrupted")
+
+    def delete(self, job_id: str, force: bool) -> None:
+        if force and not State(self.engine.get(job_id).state).is_final:
+            self.cancel(job_id, "deleted")
+        self.engine.delete(job_id, force=force)
+
+    def events(self, job_id: str, after: int) -> list[EventRecord]:
+        return self.engine.store.list_events(job_id, after=after)
+
+    def log_tail(self, job_id: str, role: str, index: int) -> LogTail:
+        return LogTail(self.engine.log_path(job_id, role, index))
+
+    def close(self) -> None:
+        self.engine.store.close()
+
+    def _pid_file(self, job_id: str) -> Path:
+        return self.engine.data_dir.job_dir(job_id) / "runner.pid"
+
+    def _runner_pid(self, job_id: str) -> int | None:
+        """The pid of the live trainfleet process that runs the job, if any."""
+        try:
+            pid = int(self._pid_file(job_id).read_text())
+            os.kill(pid, 0)
+        except (OSError, ValueError):
+            return None
+        cmdline = Path(f"/proc/{pid}/cmdline")
+        if cmdline.exists() and b"trainfleet" not in cmdline.read_bytes():
+            return None  # the pid was reused by another program
+        return pid

@@ -1,0 +1,165 @@
+"""``JobService`` on a trainfleet server, through the SDK (``trainfleet.client``).
+
+The server's refusals become ``UserError`` with the server's own message, so a job file
+with mistakes reads the same (file, line, field) as with the embedded engine.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TypeVar
+
+import click
+
+from trainfleet.cli.errors import UserError
+from trainfleet.cli.service import JobInput
+from trainfleet.client import (
+    Client,
+    ClientError,
+    ServerError,
+    Unauthorized,
+)
+from trainfleet.control.engine import JobDetails
+from trainfleet.spec.loading import read_job_text
+from trainfleet.store.logs import CHUNK, LogTail
+from trainfleet.store.records import EventRecord, JobRecord, State, TaskRecord
+
+T = TypeVar("T")
+
+STOP_TIMEOUT = 60.0
+"""Seconds ``cancel`` waits for the server to stop a job."""
+
+MAX_PAGE = 1000
+"""The largest page the server sends."""
+
+
+def _warn(message: str) -> None:
+    click.echo(f"warning: {message}", err=True)
+
+
+class RemoteService:
+    """Jobs stored and run by a server; this process only asks and shows."""
+
+    poll_interval = 0.25
+
+    def __init__(self, url: str, token: str | None) -> None:
+        self.token = token
+        self.client = Client(url, token, on_warning=_warn)
+
+    @contextmanager
+    def _errors(self) -> Iterator[None]:
+        """The server's refusals as UserError: exit 2, or 1 when the server failed."""
+        try:
+            yield
+        except Unauthorized:
+            problem = "refused the token" if self.token else "needs a token"
+            raise UserError(f"the server {problem} (set TRAINFLEET_TOKEN)") from None
+        except ServerError as error:
+            raise UserError(f"the server failed: {error}", exit_code=1) from None
+        except ClientError as error:
+            raise UserError(str(error)) from None
+
+    def _call(self, action: Callable[[], T]) -> T:
+        with self._errors():
+            return action()
+
+    def submit(self, job: JobInput, *, detach: bool) -> JobRecord:
+        """Send the job; the server starts it at once (``detach`` makes no difference)."""
+        if job.file and job.submarine:
+            raise UserError("give a job file or Submarine-style flags, not both")
+        if job.submarine:
+            from trainfleet.spec.submarine import from_submarine_args
+
+            loaded = from_submarine_args(job.submarine)
+            for warning in loaded.warnings:
+                _warn(warning)
+            return self._call(lambda: self.client.submit(loaded.spec, workdir=job.workdir))
+        if not job.file:
+            raise UserError("missing JOB_FILE (or Submarine-style flags such as --num_workers)")
+        text, name = read_job_text(job.file), job.file
+        return self._call(lambda: self.client.submit(text, workdir=job.workdir, filename=name))
+
+    def attach(self, job_id: str) -> str:
+        return f"runs on {self.client.url}"
+
+    def wait(self, job_id: str, timeout: float) -> bool:
+        time.sleep(timeout)
+        return State(self.get(job_id).state).is_final
+
+    def get(self, job_id: str) -> JobRecord:
+        return self._call(lambda: self.client.get(job_id))
+
+    def describe(self, job_id: str) -> JobDetails:
+        details = self._call(lambda: self.client.describe(job_id))
+        return JobDetails(details.job, details.tasks, details.events)
+
+    def tasks(self, job_id: str) -> list[TaskRecord]:
+        return self.describe(job_id).tasks
+
+    def find(
+        self,
+        *,
+        state: str | None,
+        name: str | None,
+        user: str | None,
+        labels: Mapping[str, str],
+        limit: int,
+    ) -> list[JobRecord]:
+        jobs = self.client.list_jobs(
+            state=state, name=name, user=user, labels=labels, page_size=min(limit, MAX_PAGE)
+        )
+        return self._call(lambda: list(itertools.islice(jobs, limit)))
+
+    def cancel(self, job_id: str, reason: str = "cancelled by user") -> JobRecord:
+        """Ask the server to stop the job (it records who did), then wait for its end."""
+        job = self._call(lambda: self.client.cancel(job_id))
+        deadline = time.monotonic() + STOP_TIMEOUT
+        while not State(job.state).is_final:
+            if time.monotonic() > deadline:
+                raise UserError(f"job {job_id} did not stop within {STOP_TIMEOUT:.0f}s", 1)
+            time.sleep(self.poll_interval)
+            job = self.get(job_id)
+        return job
+
+    def interrupt(self, job_id: str) -> None:
+        self._call(lambda: self.client.cancel(job_id))
+
+    def delete(self, job_id: str, force: bool) -> None:
+        self._call(lambda: self.client.delete(job_id, force=force))
+
+    def events(self, job_id: str, after: int) -> list[EventRecord]:
+        return self._call(lambda: self.client.events(job_id, after))
+
+    def log_tail(self, job_id: str, role: str, index: int) -> LogTail:
+        return RemoteTail(self, job_id, role, index)
+
+    def close(self) -> None:
+        self.client.close()
+
+
+class RemoteTail(LogTail):
+    """A ``LogTail`` that reads the log from the server by byte range.
+
+    The server does not say how far ahead a log is without a request, so ``pending``
+    counts only what is held back here, and a remote view never skips output.
+    """
+
+    def __init__(self, service: RemoteService, job_id: str, role: str, index: int) -> None:
+        super().__init__(Path(f"{job_id}/{role}-{index}.log"))
+        self.service, self.job_id, self.role, self.index = service, job_id, role, index
+
+    def _read(self, limit: int = CHUNK) -> bytes:
+        client, start = self.service.client, self.offset
+        return self.service._call(
+            lambda: client.read_log(self.job_id, self.role, self.index, start, start + limit)
+        )
+
+    def pending(self) -> int:
+        return len(self._partial)
+
+    def skip(self, keep: int) -> int:
+        return 0

@@ -1,0 +1,116 @@
+"""The job service every command talks to: the embedded engine, or a server.
+
+Each command has one implementation, written against ``JobService``; ``open_service``
+picks ``EngineService`` (no server configured) or ``RemoteService`` (``--server``,
+``TRAINFLEET_SERVER`` or the config file). The remote one is imported only when used,
+so ``trainfleet run`` without a server never loads httpx.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from trainfleet.control.engine import JobDetails
+    from trainfleet.spec.submarine import SubmarineArgs
+    from trainfleet.store.logs import LogTail
+    from trainfleet.store.records import EventRecord, JobRecord, TaskRecord
+
+
+@dataclass(frozen=True)
+class Options:
+    """The global options: ``--data-dir`` (embedded engine) and ``--server``."""
+
+    data_dir: str | None = None
+    server: str | None = None
+
+
+@dataclass(frozen=True)
+class JobInput:
+    """A job as the user gave it: a file or Submarine-style flags, and where it runs."""
+
+    file: str | None = None
+    submarine: SubmarineArgs | None = None
+    workdir: str | None = None
+    """The job's directory: on this machine (embedded; default: the job file's folder), or
+    on the server (remote; default: the server's own)."""
+
+
+class JobService(Protocol):
+    """What the commands need of a place that stores and runs jobs."""
+
+    poll_interval: float
+    """Seconds between two looks at a followed job."""
+
+    def submit(self, job: JobInput, *, detach: bool) -> JobRecord:
+        """Store a job. ``detach``: it runs without this process; otherwise call ``attach``."""
+        ...
+
+    def attach(self, job_id: str) -> str:
+        """Make sure the job runs (here, for an embedded ``run``); says where its logs are."""
+        ...
+
+    def wait(self, job_id: str, timeout: float) -> bool:
+        """Wait up to ``timeout`` seconds; True once the job has ended."""
+        ...
+
+    def get(self, job_id: str) -> JobRecord: ...
+
+    def describe(self, job_id: str) -> JobDetails: ...
+
+    def tasks(self, job_id: str) -> list[TaskRecord]:
+        """The job's tasks, in the spec's order."""
+        ...
+
+    def find(
+        self,
+        *,
+        state: str | None,
+        name: str | None,
+        user: str | None,
+        labels: Mapping[str, str],
+        limit: int,
+    ) -> list[JobRecord]:
+        """Matching jobs, newest first."""
+        ...
+
+    def cancel(self, job_id: str, reason: str = "cancelled by user") -> JobRecord:
+        """Stop a job; returns it once it has ended (an ended job is returned as it is)."""
+        ...
+
+    def interrupt(self, job_id: str) -> None:
+        """Ask a job to stop (Ctrl-C in ``run``), without waiting; again to kill it."""
+        ...
+
+    def delete(self, job_id: str, force: bool) -> None: ...
+
+    def events(self, job_id: str, after: int) -> list[EventRecord]:
+        """The job's events with an id above ``after``, oldest first."""
+        ...
+
+    def log_tail(self, job_id: str, role: str, index: int) -> LogTail:
+        """A reader of one task's log, from its start."""
+        ...
+
+    def close(self) -> None: ...
+
+
+def open_service(options: Options) -> JobService:
+    """The service the configuration names (see ``trainfleet.cli.config``)."""
+    from trainfleet.cli.config import resolve
+
+    target = resolve(options.server)
+    if target.server is None:
+        return embedded(options)
+    from trainfleet.cli.remote import RemoteService
+
+    return RemoteService(target.server, target.token)
+
+
+def embedded(options: Options) -> JobService:
+    """The engine on this machine's data directory, whatever the configuration says."""
+    from trainfleet.cli.embedded import EngineService
+
+    return EngineService.open(options.data_dir)

@@ -1,0 +1,81 @@
+"""``trainfleet token``: API tokens, made and revoked in the server's store directly.
+
+There is no token API: like a database admin command, these run on the server's machine
+with the server's ``--data-dir`` (or ``--database-url``). A new token is printed once; the
+store keeps only its digest.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import click
+
+from trainfleet.cli.errors import UserError
+from trainfleet.server.auth import new_record, new_token
+from trainfleet.store.database import Store
+from trainfleet.store.errors import StoreError
+from trainfleet.store.layout import DataDir
+from trainfleet.store.records import TokenRecord
+
+
+@contextmanager
+def store_of(data_dir: str | None, database: str | None) -> Iterator[Store]:
+    """The server's store: ``database`` (a URL) or the data directory's SQLite file."""
+    root = DataDir.resolve(data_dir)
+    if database is None and not root.database.exists():
+        raise UserError(f"no trainfleet data in {root.root} (give the server's --data-dir)")
+    try:
+        store = Store.open(database or root.database)
+    except StoreError as error:
+        raise UserError(str(error)) from None
+    try:
+        yield store
+    finally:
+        store.close()
+
+
+def create(store: Store, name: str, admin: bool) -> tuple[TokenRecord, str]:
+    """A new token named ``name``: its stored record and the secret, to show once."""
+    if not name.strip():
+        raise UserError("a token needs a name")
+    token = new_token()
+    record = new_record(name, token, admin=admin)
+    store.add_token(record)
+    return record, token
+
+
+def revoke(store: Store, token_id: str) -> None:
+    if not store.revoke_token(token_id):
+        known = {token.id: token for token in store.list_tokens()}
+        if token_id in known:
+            raise UserError(f"token {token_id} ({known[token_id].name}) is revoked already")
+        raise UserError(f"no token {token_id!r} (see trainfleet token list)")
+
+
+def show(tokens: list[TokenRecord], output: str) -> None:
+    """The tokens as a table, or as JSON/YAML (never their digests)."""
+    rows = [token.model_dump(exclude={"digest"}) for token in tokens]
+    if output == "json":
+        click.echo(json.dumps(rows, indent=2))
+    elif output == "yaml":
+        import yaml
+
+        click.echo(yaml.safe_dump(rows, sort_keys=False), nl=False)
+    else:
+        lines = [("ID", "NAME", "ADMIN", "CREATED", "REVOKED")] + [
+            (t.id, t.name, "yes" if t.admin else "no", _when(t.created_at), _when(t.revoked_at))
+            for t in tokens
+        ]
+        widths = [max(len(line[column]) for line in lines) for column in range(5)]
+        for line in lines:
+            click.echo("  ".join(c.ljust(w) for c, w in zip(line, widths, strict=True)).rstrip())
+
+
+def _when(stamp: float | None) -> str:
+    if stamp is None:
+        return "-"
+    return datetime.datetime.fromtimestamp(stamp).strftime("%Y-%m-%d %H:%M:%S")
