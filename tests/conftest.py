@@ -1,4 +1,4 @@
-"""Shared fixtures: a private data directory, job files, the real `trainfleet` CLI, and a
+"""Shared fixtures: a private data directory, job files, an engine, and a
 clean PostgreSQL database (from TRAINFLEET_TEST_POSTGRES_URL; skipped without it, failed
 under CI, so CI never skips it)."""
 
@@ -6,17 +6,13 @@ from __future__ import annotations
 
 import os
 import secrets
-import subprocess
-import sys
 import textwrap
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 
-from trainfleet.backends.local.groups import live_members
 from trainfleet.control.engine import Engine
 from trainfleet.store.layout import DataDir
 
@@ -46,42 +42,6 @@ def job_file(tmp_path: Path) -> Callable[[str], Path]:
         return path
 
     return write
-
-
-def trainfleet(*args: str | Path) -> list[str]:
-    """The argv of the real CLI, run with this interpreter."""
-    return [sys.executable, "-m", "trainfleet", *map(str, args)]
-
-
-def run_cli(
-    *args: str | Path, timeout: float = 120, cwd: Path | None = None
-) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        trainfleet(*args),
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        cwd=cwd,
-        env=os.environ.copy(),
-    )
-
-
-def wait_for(
-    predicate: Callable[[], object], timeout: float = 60, what: str = "condition"
-) -> object:
-    """Poll until ``predicate()`` is truthy; fail the test after ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-
-
-def process_group_alive(pgid: int) -> bool:
-    """Whether any process of the group still runs (zombies awaiting init do not count)."""
-    return bool(live_members(pgid))
 
 
 POSTGRES_URL = "TRAINFLEET_TEST_POSTGRES_URL"

@@ -10,8 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from conftest import process_group_alive, run_cli, trainfleet, wait_for
-from unconfigured import no_server_configured  # noqa: F401 (autouse)
+from helpers import process_group_alive, run_cli, trainfleet, wait_for
 
 from trainfleet.control.engine import Engine
 from trainfleet.store.records import State

@@ -12,8 +12,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from conftest import process_group_alive, trainfleet, wait_for
-from unconfigured import no_server_configured  # noqa: F401 (autouse)
+from helpers import process_group_alive, trainfleet, wait_for
 
 from trainfleet.control.engine import Engine
 from trainfleet.store.records import State, TaskRecord

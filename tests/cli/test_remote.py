@@ -17,9 +17,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import trainfleet, wait_for
+from helpers import trainfleet, wait_for
 from server.harness import ServerProcess
-from unconfigured import no_server_configured  # noqa: F401 (autouse)
 
 from trainfleet.client import Client
 from trainfleet.store.records import State
@@ -238,7 +237,7 @@ def _config(home: Path, text: str) -> Path:
 
 def test_config_precedence_flag_then_environment_then_file(
     server: ServerProcess,
-    no_server_configured: Path,  # noqa: F811
+    no_server_configured: Path,
 ) -> None:
     home = no_server_configured
     _config(home, f"server: {server.url}\ntoken: {TOKEN}\n")
@@ -269,7 +268,7 @@ def test_config_precedence_flag_then_environment_then_file(
     ],
 )
 def test_a_malformed_config_file_is_named(
-    no_server_configured: Path,  # noqa: F811
+    no_server_configured: Path,
     text: str,
     message: str,
 ) -> None:

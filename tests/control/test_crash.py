@@ -14,8 +14,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from conftest import process_group_alive, wait_for
 from crashjobs import EXPECTED_STARTS, starts, write_jobs
+from helpers import process_group_alive, wait_for
 
 from trainfleet.backends.local.shim import main as shim_main
 from trainfleet.control.engine import Engine

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import process_group_alive, wait_for
+from helpers import process_group_alive, wait_for
 
 from trainfleet.control.engine import Engine, JobActive, JobNotFound
 from trainfleet.spec.models import JobSpec

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from conftest import process_group_alive, trainfleet, wait_for
+from helpers import process_group_alive, trainfleet, wait_for
 
 from trainfleet.client import Client, NotFound, Unauthorized, Unreachable
 from trainfleet.server.serve import GRACEFUL_SHUTDOWN

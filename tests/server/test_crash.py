@@ -11,8 +11,8 @@ import os
 import signal
 from pathlib import Path
 
-from conftest import process_group_alive, wait_for
 from crashjobs import EXPECTED_STARTS, starts, write_jobs
+from helpers import process_group_alive, wait_for
 
 from trainfleet.client import Client
 from trainfleet.store.records import State

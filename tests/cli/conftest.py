@@ -1,4 +1,4 @@
-"""A fixture for CLI tests: no server configured by the environment or a config file."""
+"""CLI tests run with no server configured by the environment or a config file."""
 
 from __future__ import annotations
 
