@@ -12,6 +12,7 @@ from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
 import pytest
+from helpers import kill_processes_under
 
 from trainfleet.control.engine import Engine
 from trainfleet.store.layout import DataDir
@@ -23,6 +24,13 @@ def data_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     path = tmp_path / "data"
     monkeypatch.setenv("TRAINFLEET_DATA_DIR", str(path))
     return path
+
+
+@pytest.fixture
+def reap(tmp_path: Path) -> Iterator[Path]:
+    """Supervised tasks outlive whoever started them: kill what a failed test leaves behind."""
+    yield tmp_path
+    kill_processes_under(tmp_path)
 
 
 @pytest.fixture

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -46,3 +48,21 @@ def wait_for(
 def process_group_alive(pgid: int) -> bool:
     """Whether any process of the group still runs (zombies awaiting init do not count)."""
     return bool(live_members(pgid))
+
+
+def kill_processes_under(folder: Path) -> None:
+    """SIGKILL every process that runs in ``folder`` or names it (a failed test's leftovers).
+
+    A process leading its own group (a task's shim) is killed with its whole group.
+    """
+    import psutil
+
+    for process in psutil.process_iter(["cmdline", "cwd"]):
+        names = [*(process.info["cmdline"] or []), process.info["cwd"] or ""]
+        if process.pid == os.getpid() or not any(str(folder) in name for name in names):
+            continue
+        with contextlib.suppress(psutil.Error, OSError):
+            if os.getpgid(process.pid) == process.pid:
+                os.killpg(process.pid, signal.SIGKILL)
+            else:
+                process.kill()

@@ -25,7 +25,8 @@ from trainfleet.store.records import State
 PROGRAMS = Path(__file__).parent.parent / "programs"
 
 
-def test_jobs_survive_kill_9_of_the_process_running_them(tmp_path: Path) -> None:
+def test_jobs_survive_kill_9_of_the_process_running_them(reap: Path) -> None:
+    tmp_path = reap
     data = tmp_path / "data"
     host = subprocess.Popen(
         [

@@ -22,7 +22,8 @@ from .harness import ServerProcess
 TOKEN = "crash-test-admin-token"
 
 
-def test_kill_9_of_the_server_loses_no_job(tmp_path: Path) -> None:
+def test_kill_9_of_the_server_loses_no_job(reap: Path) -> None:
+    tmp_path = reap
     data = tmp_path / "data"
     env = {"TRAINFLEET_ADMIN_TOKEN": TOKEN}
     server = ServerProcess(data, env)
