@@ -19,8 +19,6 @@ from trainfleet.scheduling.placement import Unschedulable
 from trainfleet.spec.errors import SpecError
 from trainfleet.store.records import JobRecord, State
 
-__all__ = ["USAGE_ERROR", "UserError"]
-
 FOLLOW_SECONDS = 0.2
 """Seconds between two looks at a followed job's logs or events (at least)."""
 
