@@ -6,6 +6,7 @@ prefixed log lines (``client/0 | w=2.00 b=10.01``) and checks that no task was l
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import subprocess
@@ -31,13 +32,22 @@ def run_example(job_file: Path, tmp_path: Path) -> str:
         "TRAINFLEET_DATA_DIR": str(tmp_path / "data"),
         "TRAINFLEET_TEST_MARKER": marker,  # inherited by every task: finds leftovers
     }
-    result = subprocess.run(
-        [sys.executable, "-m", "trainfleet", "run", str(job_file)],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=TIMEOUT,
-    )
+    try:
+        result = subprocess.run(
+            [sys.executable, "-m", "trainfleet", "run", str(job_file)],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=TIMEOUT,
+        )
+    except subprocess.TimeoutExpired as timeout:
+        # Only `run` itself was killed: stop its tasks, and show what it had printed.
+        for process in psutil.process_iter():
+            with contextlib.suppress(psutil.Error):
+                if process.environ().get("TRAINFLEET_TEST_MARKER") == marker:
+                    process.kill()
+        printed = timeout.stdout.decode(errors="replace") if timeout.stdout else ""
+        pytest.fail(f"`trainfleet run` took over {TIMEOUT}s; it printed:\n{printed}")
     assert result.returncode == 0, (
         f"exit code {result.returncode}\n--- stdout\n{result.stdout}\n--- stderr\n{result.stderr}"
     )
