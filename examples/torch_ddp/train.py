@@ -45,4 +45,5 @@ for epoch in range(1, 6):
 
 if rank == 0:
     print(f"done: {world_size} ranks, final loss={total.item() / (batches * world_size):.4f}")
+dist.barrier()  # nobody tears down the group while a peer still talks to it
 dist.destroy_process_group()

@@ -12,12 +12,14 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
 from helpers import process_group_alive, trainfleet, wait_for
 
 from trainfleet.control.engine import Engine
 from trainfleet.store.records import State, TaskRecord
 
-SERVE = Path(__file__).parent.parent / "programs" / "serve.py"
+PROGRAMS = Path(__file__).parent.parent / "programs"
+SERVE = PROGRAMS / "serve.py"
 
 
 def _start(job: Path) -> subprocess.Popen[str]:
@@ -97,6 +99,78 @@ def test_killed_worker_restarts_on_same_port_and_job_succeeds(
         for e in details.events
     )
     assert output.count("listening on " + before.address) == 2
+
+
+def test_job_scope_restarts_every_task_together(engine: Engine, job_file, tmp_path: Path) -> None:
+    """scope: job (the default of static torchrun groups): one failure restarts all tasks."""
+    job = job_file(
+        """
+        name: gang
+        grace_period: 1
+        restart: {policy: on-failure, scope: job, max_restarts: 2, backoff: {initial: 0.1}}
+        roles:
+          chief: {command: python serve.py DONE}
+          worker: {replicas: 2, command: python serve.py DONE}
+          ps: {command: python serve.py --ignore-term}
+        """
+    )
+    run = _start(job)
+    job_id = _job_id(engine)
+    wait_for(_all_running(engine, job_id), what="every task running")
+    before = {t.name: t for t in engine.tasks(job_id)}
+    victim = before["worker/1"].pid
+    assert victim is not None
+    os.kill(victim, signal.SIGKILL)
+
+    wait_for(
+        lambda: all(t.restarts == 1 and t.state == State.RUNNING for t in engine.tasks(job_id)),
+        what="every task restarted once",
+    )
+    for name, old in before.items():
+        assert old.pid is not None and not process_group_alive(old.pid), f"old {name} survived"
+    after = {t.name: t for t in engine.tasks(job_id)}
+    assert all(after[name].address == old.address for name, old in before.items())
+
+    (tmp_path / "DONE").touch()
+    output, _ = run.communicate(timeout=60)
+    assert run.returncode == 0, output
+    events = engine.describe(job_id).events
+    assert any(
+        e.task == "worker/1" and "exit code 137 (SIGKILL); restarting the job" in e.message
+        for e in events
+    )
+    # ps ignores SIGTERM: the restart waits for its SIGKILL, so no two attempts overlap.
+    assert any(
+        e.task == "ps/0" and e.message == "exit code 137 (SIGKILL); restarting with worker/1"
+        for e in events
+    )
+    assert engine.get(job_id).state == State.SUCCEEDED
+
+
+def test_a_torchrun_group_recovers_from_a_crashed_node(engine: Engine, job_file) -> None:
+    """Real torchrun nodes: one crashes midway, the whole group restarts and finishes."""
+    pytest.importorskip("torch")
+    job = job_file(
+        """
+        name: torch-crash
+        framework: pytorch
+        grace_period: 5
+        restart: {policy: on-failure, max_restarts: 1, backoff: {initial: 0}}
+        roles:
+          master: {command: torchrun torch_crash_once.py}
+          worker: {replicas: 2, command: torchrun torch_crash_once.py}
+        """
+    )
+    shutil.copy(PROGRAMS / "torch_crash_once.py", job.parent)
+    result = subprocess.run(
+        trainfleet("run", job), capture_output=True, text=True, cwd=job.parent, timeout=240
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert re.search(r"^worker/0 +\| rank 1 crashes$", result.stdout, re.MULTILINE)
+    assert re.search(r"^master/0 +\| done: 3 ranks, sum=30$", result.stdout, re.MULTILINE)
+    tasks = engine.tasks(_job_id(engine))
+    assert [t.restarts for t in tasks] == [1, 1, 1]
+    assert all(t.state == State.SUCCEEDED for t in tasks)
 
 
 def test_killed_worker_fails_job_under_never(engine: Engine, job_file) -> None:

@@ -136,6 +136,9 @@ def test_torch_ddp_trains(tmp_path: Path, job_file: str) -> None:
     stdout = run_example(EXAMPLES / "torch_ddp" / job_file, tmp_path)
 
     master = task_output(stdout, "master/0")
-    losses = [loss for (_, loss) in numbers(master, r"epoch (\d+): loss=([\d.]+)")]
-    assert len(losses) == 5 and losses[-1] < losses[0] / 10, master
+    epochs = numbers(master, r"epoch (\d+): loss=([\d.]+)")
+    # If a node failed, the whole group restarted (scope job): judge the last attempt.
+    assert [epoch for (epoch, _) in epochs[-5:]] == [1, 2, 3, 4, 5], master
+    losses = [loss for (_, loss) in epochs[-5:]]
+    assert losses[-1] < losses[0] / 10, master
     assert any(line.startswith("done: 3 ranks") for line in master), master

@@ -58,6 +58,24 @@ def test_loads_every_example(path: Path) -> None:
     assert job.spec.name == path.parent.name.replace("_", "-")
 
 
+@pytest.mark.parametrize(
+    ("extra", "scope"),
+    [
+        ("framework: pytorch", "job"),
+        ("framework: jax", "job"),
+        ("framework: tensorflow", "task"),
+        ("framework: pytorch\npytorch: {elastic: {min_replicas: 1, max_replicas: 2}}", "task"),
+        ("framework: tensorflow\nrestart: {scope: job}", "job"),
+        ("framework: pytorch\nrestart: {scope: task}", "task"),
+    ],
+)
+def test_restart_scope_defaults_to_job_for_groups_that_cannot_take_a_node_back(
+    extra: str, scope: str
+) -> None:
+    text = f"name: scoped\n{extra}\nroles:\n  worker: {{replicas: 2, command: train}}\n"
+    assert load_job_text(text).spec.restart_scope() == scope
+
+
 def test_json_is_read_too_even_indented_with_tabs(tmp_path: Path) -> None:
     document = {"name": "demo", "roles": {"worker": {"replicas": 3, "command": ["python", "t.py"]}}}
     path = tmp_path / "job.json"

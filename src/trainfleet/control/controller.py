@@ -105,6 +105,8 @@ class JobController:
         self._timers: list[tuple[float, int, Callable[[], None]]] = []
         self._sequence = itertools.count()
         self._outcome: tuple[State, str] | None = None
+        self._job_restart_at: float | None = None
+        """While the whole job restarts (scope 'job'): when its tasks may start again."""
 
     # -- public ---------------------------------------------------------------
 
@@ -212,6 +214,7 @@ class JobController:
     # -- tasks ----------------------------------------------------------------
 
     def _start(self, key: TaskKey) -> None:
+        """Launch one attempt of a task (a failure to launch fails the task)."""
         task = self._tasks[key]
         launch = task_launch(
             self.job_id, self.spec, self.placement, key, self.workdir, self.data_dir, task.restarts
@@ -249,6 +252,10 @@ class JobController:
             state, reason = self._stopped_state(key, code)
             self._set_task(task, state, reason, **done)
             return
+        if self._job_restart_at is not None:  # stopped (or died) for the job's restart
+            self._set_task(task, State.RESTARTING, f"{exit_text}; {task.reason}", **done)
+            self._restart_job_when_stopped()
+            return
         restart = self.spec.restart
         if code == 0:
             wants_restart = restart.policy is RestartPolicy.ALWAYS and not self._succeeds_job(key)
@@ -256,9 +263,13 @@ class JobController:
             wants_restart = policies.retries_failure(restart.policy, code)
         if wants_restart and task.restarts < restart.max_restarts:
             delay = restart.backoff.delay(task.restarts)
-            message = f"{exit_text}; restarting in {delay:g}s"
-            self._set_task(task, State.RESTARTING, message, **done)
-            self._after(delay, lambda: self._restart(key))
+            if self.spec.restart_scope() == "job":
+                self._set_task(task, State.RESTARTING, f"{exit_text}; restarting the job", **done)
+                self._restart_job(key, delay)
+            else:
+                message = f"{exit_text}; restarting in {delay:g}s"
+                self._set_task(task, State.RESTARTING, message, **done)
+                self._after(delay, lambda: self._restart(key))
             return
         if code == 0:
             self._set_task(task, State.SUCCEEDED, exit_text, **done)
@@ -266,6 +277,31 @@ class JobController:
             tries = f" after {task.restarts} restart(s)" if task.restarts else ""
             self._set_task(task, State.FAILED, f"exited with {exit_text}{tries}", **done)
         self._evaluate()
+
+    def _restart_job(self, failed: TaskKey, delay: float) -> None:
+        """Stop every other task, then start them all again once all are gone.
+
+        A static torchrun or JAX group cannot take one restarted node back: it would wait
+        for peers that have moved on. So the whole job starts over, as torchrun itself
+        restarts all its local workers.
+        """
+        self._job_restart_at = time.monotonic() + delay
+        because = f"restarting with {policies.task_name(failed)}"
+        for key, task in self._tasks.items():
+            if key != failed:
+                self._set_task(task, State.RESTARTING, because)
+        self._terminate(lambda key: True)
+        self._restart_job_when_stopped()
+
+    def _restart_job_when_stopped(self) -> None:
+        if self._job_restart_at is None or any(task.alive for task in self._tasks.values()):
+            return
+        self._after(max(0.0, self._job_restart_at - time.monotonic()), self._restart_all)
+
+    def _restart_all(self) -> None:
+        self._job_restart_at = None
+        for key in self._tasks:
+            self._restart(key)
 
     def _stopped_state(self, key: TaskKey, code: int) -> tuple[State, str]:
         """The end of a task that exited while the job was being stopped."""
@@ -322,18 +358,22 @@ class JobController:
 
     def _terminate(self, which: Callable[[TaskKey], bool]) -> None:
         """SIGTERM the chosen running tasks; SIGKILL them when the grace period ends."""
-        keys = [key for key, task in self._tasks.items() if task.alive and which(key)]
-        for key in keys:
-            if (pid := self._tasks[key].pid) is not None:
-                self.backend.terminate(pid)
-        if keys:
-            self._after(self.spec.grace_period, lambda: self._kill(keys))
+        targets = {
+            key: task.pid
+            for key, task in self._tasks.items()
+            if task.alive and task.pid is not None and which(key)
+        }
+        for pid in targets.values():
+            self.backend.terminate(pid)
+        if targets:
+            self._after(self.spec.grace_period, lambda: self._kill(targets))
 
-    def _kill(self, keys: list[TaskKey]) -> None:
-        for key in keys:
+    def _kill(self, targets: dict[TaskKey, int]) -> None:
+        """SIGKILL these attempts of tasks if they still run (not a later attempt)."""
+        for key, pid in targets.items():
             task = self._tasks[key]
-            if task.alive and task.pid is not None:
-                self.backend.kill(task.pid)
+            if task.alive and task.pid == pid:
+                self.backend.kill(pid)
 
     def _kill_remaining(self) -> None:
-        self._kill(list(self._tasks))
+        self._kill({key: task.pid for key, task in self._tasks.items() if task.pid is not None})

@@ -67,10 +67,10 @@ def job_outcome(
     """
     for key, state in states.items():
         if state is State.FAILED:
-            return State.FAILED, f"{_name(key)} {reasons.get(key, 'failed')}"
+            return State.FAILED, f"{task_name(key)} {reasons.get(key, 'failed')}"
     wanted = success_tasks(spec)
     if wanted and all(states[key] is State.SUCCEEDED for key in wanted):
-        names = ", ".join(_name(key) for key in wanted)
+        names = ", ".join(task_name(key) for key in wanted)
         return State.SUCCEEDED, f"{names} succeeded"
     tracked = set(spec.tracked_roles())
     if all(state.is_final for key, state in states.items() if key[0] in tracked):
@@ -78,5 +78,6 @@ def job_outcome(
     return None
 
 
-def _name(key: TaskKey) -> str:
+def task_name(key: TaskKey) -> str:
+    """``worker/1``."""
     return f"{key[0]}/{key[1]}"

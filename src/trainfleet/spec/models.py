@@ -232,6 +232,13 @@ class RestartSpec(_Model):
     policy: RestartPolicy = RestartPolicy.NEVER
     max_restarts: Annotated[int, Field(ge=0)] = 3
     backoff: Backoff = Field(default_factory=Backoff)
+    scope: Literal["task", "job"] | None = Field(
+        default=None,
+        description="'task': restart only the task that failed (it rejoins, as TensorFlow "
+        "PS workers do); 'job': stop every task and start them all again (collective groups "
+        "that cannot take a node back). Default: 'job' for PyTorch without elastic and for "
+        "JAX, 'task' otherwise.",
+    )
 
 
 class ElasticPolicy(_Model):
@@ -327,6 +334,15 @@ class JobSpec(_Model):
 
     def tracked_roles(self) -> list[str]:
         return [name for name, role in self.roles.items() if role.is_tracked(name)]
+
+    def restart_scope(self) -> Literal["task", "job"]:
+        """Whether one failed task restarts alone or with the whole job (see ``RestartSpec``)."""
+        if self.restart.scope is not None:
+            return self.restart.scope
+        static_torch = self.framework is Framework.PYTORCH and not (
+            self.pytorch and self.pytorch.elastic
+        )
+        return "job" if static_torch or self.framework is Framework.JAX else "task"
 
     def master_role(self) -> str | None:
         """The chief or master role, if the job has one."""
