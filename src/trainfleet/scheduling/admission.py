@@ -1,0 +1,331 @@
+"""Gang admission: a job gets every task's resources at once, or none of them.
+
+The scheduler is pure (no I/O, no clock): jobs come in with ``submit``, ``schedule``
+returns what to start and what to preempt, ``finished`` gives resources back.
+
+- Order: priority (higher first), then submission order, across all queues.
+- A job is admitted when its queue's quota allows it (borrowing from the cohort if it
+  must) and every one of its tasks fits on the nodes. Nothing is held by a job that
+  is not admitted, so two jobs can never deadlock each other holding halves.
+- The first job that waits for capacity reserves what is free now and it could use;
+  later jobs start ahead of it (backfill) only with what is left, so they never delay
+  it. Only ``backfill_depth`` waiting jobs are looked at per pass, as Slurm does.
+- Preemption: a waiting job may stop lower-priority jobs of its own queue, and jobs of
+  its cohort that borrow while its own queue is within its nominal quota. The fewest
+  such victims are chosen, least valuable first; they keep their resources until they
+  have stopped (``finished``), then go back to the queue in their old place.
+"""
+
+from __future__ import annotations
+
+import bisect
+import itertools
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from functools import cached_property
+
+from trainfleet.scheduling.cluster import Cluster, Node, TaskAllocation, TaskDemand
+from trainfleet.scheduling.queues import QueueSpec, QuotaBook
+from trainfleet.scheduling.resources import Resources, describe
+
+RESERVED = "\0reserved"
+"""The holder name of the blocked head's reservation during one pass."""
+
+
+class Unschedulable(Exception):
+    """The job can never be admitted: it asks for more than the nodes or its quota hold."""
+
+
+@dataclass(frozen=True)
+class GangJob:
+    """A job as the scheduler sees it: its tasks' demands, queue, priority and order."""
+
+    id: str
+    tasks: tuple[TaskDemand, ...]
+    queue: str = "default"
+    priority: int = 0
+    order: float = 0.0
+    """Submission time (or any increasing number): earlier goes first at equal priority."""
+
+    @cached_property
+    def total(self) -> Resources:
+        return sum((task.resources for task in self.tasks), Resources())
+
+
+@dataclass(frozen=True)
+class Admission:
+    """A job to start now, with each task's place (in the order of ``GangJob.tasks``)."""
+
+    job: str
+    allocations: tuple[TaskAllocation, ...]
+
+
+@dataclass(frozen=True)
+class Preemption:
+    """A running job to stop (SIGTERM, grace period) so that ``by`` can start."""
+
+    job: str
+    by: str
+    reason: str
+
+
+@dataclass
+class Decisions:
+    """What one ``schedule`` pass decided; ``considered`` counts the jobs it examined."""
+
+    admitted: list[Admission] = field(default_factory=list)
+    preempted: list[Preemption] = field(default_factory=list)
+    considered: int = 0
+
+
+@dataclass
+class _Admitted:
+    job: GangJob
+    borrows: bool
+    sequence: int
+    stopping_for: str | None = None
+
+
+class Scheduler:
+    """Admits whole jobs onto nodes, within their queues' quotas. See the module doc."""
+
+    def __init__(
+        self, nodes: Sequence[Node], queues: Iterable[QueueSpec] = (), backfill_depth: int = 64
+    ) -> None:
+        self.cluster = Cluster(nodes)
+        self.quotas = QuotaBook(queues)
+        self.backfill_depth = backfill_depth
+        self._pending: list[tuple[tuple[int, float, int], GangJob]] = []
+        self._keys: dict[str, tuple[int, float, int]] = {}
+        self._admitted: dict[str, _Admitted] = {}
+        self._why: dict[str, str] = {}
+        self._sequence = itertools.count()
+
+    # -- jobs in and out ------------------------------------------------------
+
+    def set_queue(self, queue: QueueSpec) -> None:
+        self.quotas.set_queue(queue)
+
+    def submit(self, job: GangJob) -> None:
+        """Queue a job. Raises Unschedulable when it could never be admitted."""
+        if job.id in self._keys or job.id in self._admitted:
+            raise ValueError(f"job {job.id} is already known")
+        self._check_possible(job)
+        key = (-job.priority, job.order, next(self._sequence))
+        bisect.insort(self._pending, (key, job))
+        self._keys[job.id] = key
+
+    def withdraw(self, job_id: str) -> bool:
+        """Forget a waiting job (cancelled before it started); False if it is not waiting."""
+        key = self._keys.pop(job_id, None)
+        if key is None:
+            return False
+        del self._pending[bisect.bisect_left(self._pending, (key,))]
+        self._why.pop(job_id, None)
+        return True
+
+    def finished(self, job_id: str) -> None:
+        """An admitted job has ended (or stopped): give its resources back.
+
+        A job stopped by preemption goes back to the queue, in its old place.
+        """
+        admitted = self._admitted.pop(job_id, None)
+        if admitted is None:
+            self.withdraw(job_id)
+            return
+        self.cluster.release(job_id)
+        self.quotas.give_back(admitted.job.queue, admitted.job.total)
+        if admitted.stopping_for is not None:
+            self.submit(admitted.job)
+
+    # -- what is where --------------------------------------------------------
+
+    def pending(self) -> list[str]:
+        """Waiting jobs, in the order they will be considered."""
+        return [job.id for _, job in self._pending]
+
+    def admitted(self) -> list[str]:
+        return list(self._admitted)
+
+    def waiting_reason(self, job_id: str) -> str | None:
+        """Why a waiting job has not started (None when it is not waiting)."""
+        if job_id not in self._keys:
+            return None
+        if job_id in self._why:
+            return self._why[job_id]
+        ahead = bisect.bisect_left(self._pending, (self._keys[job_id],))
+        return f"waiting for its turn: {ahead} job(s) ahead of it"
+
+    # -- the pass -------------------------------------------------------------
+
+    def schedule(self) -> Decisions:
+        """Admit what can start now; preempt what must make room. One pass."""
+        decisions = Decisions()
+        head: GangJob | None = None  # the first job waiting for capacity: it reserves
+        reserved = Resources()
+        queues_blocked: set[str] = set()
+        for _, job in list(self._pending):
+            if decisions.considered - len(decisions.admitted) >= self.backfill_depth:
+                break  # that many waiting jobs looked at: enough for one pass
+            decisions.considered += 1
+            check = self.quotas.check(job.queue, job.total)
+            allocations = self.cluster.place(job.id, job.tasks) if check.fits else None
+            if allocations is not None:
+                self._admit(job, check.borrows, allocations, decisions)
+                continue
+            if check.fits:
+                self._why[job.id] = self._capacity_reason(job, head, reserved)
+            else:
+                self._why[job.id] = f"waiting for quota: {check.reason}"
+            if job.queue not in queues_blocked:  # its queue's first: it may preempt
+                queues_blocked.add(job.queue)
+                if not self._awaits_victims(job):
+                    decisions.preempted += self._preempt_for(job)
+            if head is None and check.fits:
+                head = job
+                self.cluster.reserve(RESERVED, job.tasks)
+                reserved = sum(
+                    (task.resources for task, _ in self.cluster.holding(RESERVED)), Resources()
+                )
+        self.cluster.release(RESERVED)
+        return decisions
+
+    def _admit(
+        self,
+        job: GangJob,
+        borrows: bool,
+        allocations: list[TaskAllocation],
+        decisions: Decisions,
+    ) -> None:
+        self.withdraw(job.id)
+        self.quotas.use(job.queue, job.total)
+        self._admitted[job.id] = _Admitted(job, borrows, next(self._sequence))
+        decisions.admitted.append(Admission(job.id, tuple(allocations)))
+
+    def _capacity_reason(self, job: GangJob, head: GangJob | None, reserved: Resources) -> str:
+        short = job.total.shortfall(self.cluster.free)
+        if head is not None and not job.total.shortfall(self.cluster.free + reserved):
+            return f"waiting for resources held for {head.id}, which is ahead of it"
+        if short:
+            wants = ", ".join(describe(name, job.total.get(name)) for name in short)
+            free = ", ".join(describe(name, self.cluster.free.get(name)) for name in short)
+            return f"waiting for resources: needs {wants}; free now {free}"
+        return "waiting for resources: enough is free in all, but not on nodes that fit its tasks"
+
+    # -- preemption -----------------------------------------------------------
+
+    def _awaits_victims(self, job: GangJob) -> bool:
+        return any(admitted.stopping_for == job.id for admitted in self._admitted.values())
+
+    def _preempt_for(self, job: GangJob) -> list[Preemption]:
+        """Stop the fewest jobs that let ``job`` in, least valuable first; none if nothing does."""
+        candidates = self._candidates(job)
+        if not candidates:
+            return []
+        taken: list[tuple[_Admitted, list[tuple[TaskDemand, TaskAllocation]]]] = []
+        for victim in candidates:
+            taken.append((victim, self._take_away(victim)))
+            if self._would_fit(job):
+                break
+        else:
+            for victim, held in reversed(taken):
+                self._put_back(victim, held)
+            return []
+        # Spare every victim that turns out not to be needed, most valuable first.
+        needed = []
+        for victim, held in reversed(taken):
+            self._put_back(victim, held)
+            if not self._would_fit(job):
+                needed.append((victim, self._take_away(victim)))
+        victims = [victim for victim, _ in needed]
+        for victim, held in needed:  # they keep their resources until they have stopped
+            self._put_back(victim, held)
+        preemptions = []
+        for victim in victims:
+            victim.stopping_for = job.id
+            reason = f"preempted by {job.id} (priority {job.priority})"
+            if victim.job.queue != job.queue:
+                reason = (
+                    f"preempted: queue {job.queue!r} reclaims the quota it lent "
+                    f"to {victim.job.queue!r}"
+                )
+            preemptions.append(Preemption(victim.job.id, job.id, reason))
+        return preemptions
+
+    def _candidates(self, job: GangJob) -> list[_Admitted]:
+        """Running jobs ``job`` may preempt, least valuable first."""
+        queue = self.quotas.queues[job.queue]
+        within_nominal = not self.quotas.check(job.queue, job.total).borrows
+        found = []
+        for admitted in self._admitted.values():
+            if admitted.stopping_for is not None:
+                continue
+            other = admitted.job
+            same_queue = other.queue == job.queue and other.priority < job.priority
+            reclaim = (
+                within_nominal
+                and queue.cohort is not None
+                and other.queue != job.queue
+                and self.quotas.queues[other.queue].cohort == queue.cohort
+                and admitted.borrows
+            )
+            if same_queue or reclaim:
+                found.append(admitted)
+        return sorted(found, key=lambda a: (not a.borrows, a.job.priority, -a.sequence))
+
+    def _would_fit(self, job: GangJob) -> bool:
+        if not self.quotas.check(job.queue, job.total).fits:
+            return False
+        if self.cluster.place(job.id, job.tasks) is None:
+            return False
+        self.cluster.release(job.id)
+        return True
+
+    def _take_away(self, victim: _Admitted) -> list[tuple[TaskDemand, TaskAllocation]]:
+        held = self.cluster.holding(victim.job.id)
+        self.cluster.release(victim.job.id)
+        self.quotas.give_back(victim.job.queue, victim.job.total)
+        return held
+
+    def _put_back(self, victim: _Admitted, held: list[tuple[TaskDemand, TaskAllocation]]) -> None:
+        self.cluster.restore(victim.job.id, held)
+        self.quotas.use(victim.job.queue, victim.job.total)
+
+    # -- submission checks ----------------------------------------------------
+
+    def _check_possible(self, job: GangJob) -> None:
+        if job.queue not in self.quotas.queues:
+            known = ", ".join(sorted(self.quotas.queues))
+            raise Unschedulable(f"no queue {job.queue!r} (queues: {known})")
+        for task in job.tasks:
+            if not self.cluster.fits_somewhere(task):
+                raise Unschedulable(
+                    "a task asks for "
+                    + ", ".join(describe(n, a) for n, a in task.resources.items())
+                    + " and no node has that much"
+                )
+        short = job.total.shortfall(self.cluster.capacity)
+        if short:
+            wants = ", ".join(describe(n, job.total.get(n)) for n in short)
+            has = ", ".join(describe(n, self.cluster.capacity.get(n)) for n in short)
+            raise Unschedulable(f"the job needs {wants} in all but the nodes have {has}")
+        queue = self.quotas.queues[job.queue]
+        for name, nominal in queue.nominal.items():
+            limit = nominal
+            if queue.cohort is not None:
+                borrow = None if queue.borrowing_limit is None else queue.borrowing_limit.get(name)
+                limit = (
+                    self._cohort_nominal(queue.cohort, name) if borrow is None else nominal + borrow
+                )
+            if job.total.get(name) > limit:
+                raise Unschedulable(
+                    f"the job needs {describe(name, job.total.get(name))} but queue "
+                    f"{job.queue!r} can never have more than {describe(name, limit)}"
+                )
+
+    def _cohort_nominal(self, cohort: str, name: str) -> int:
+        return sum(
+            queue.nominal.get(name, 0)
+            for queue in self.quotas.queues.values()
+            if queue.cohort == cohort
+        )
