@@ -188,7 +188,7 @@ def test_gpus_are_exclusive_and_remapped(job_file, engine: Engine, monkeypatch) 
     )
     result = run_cli("run", too_many)
     assert result.returncode == 2
-    assert "asks for 6 GPU(s)" in result.stderr and "has 4" in result.stderr
+    assert "needs gpu 6 in all but the nodes have gpu 4" in result.stderr
     assert [job.name for job in engine.list()] == ["gpus"]
 
 

@@ -118,6 +118,8 @@ def test_job_scope_restarts_every_task_together(engine: Engine, job_file, tmp_pa
     job_id = _job_id(engine)
     wait_for(_all_running(engine, job_id), what="every task running")
     before = {t.name: t for t in engine.tasks(job_id)}
+    for task in before.values():  # listening: ps has set its SIGTERM handler
+        wait_for(lambda task=task: _listening(task.address), what=f"{task.name} listening")
     victim = before["worker/1"].pid
     assert victim is not None
     os.kill(victim, signal.SIGKILL)

@@ -394,7 +394,7 @@ def test_fractional_gpu(tmp_path: Path) -> None:
     message = error_of(tmp_path, TFJOB, ("nvidia.com/gpu: 1", "nvidia.com/gpu: 0.5"))
     assert (
         "job.yaml:51: spec.tfReplicaSpecs.Worker.template.spec.containers[1]"
-        ".resources.limits['nvidia.com/gpu']: fractional GPUs are not supported"
+        ".resources.limits['nvidia.com/gpu']: Kubernetes counts nvidia.com/gpu in whole GPUs"
     ) in message
 
 

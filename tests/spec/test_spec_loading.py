@@ -11,7 +11,7 @@ import pytest
 
 from trainfleet.spec.errors import SpecError
 from trainfleet.spec.loading import MAX_VALUES, LoadedJob, load_job_file, load_job_text
-from trainfleet.spec.models import Framework, RestartPolicy
+from trainfleet.spec.models import Framework, JobSpec, RestartPolicy
 
 TAGS = ("int", "float", "bool", "timestamp")
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -74,6 +74,12 @@ def test_restart_scope_defaults_to_job_for_groups_that_cannot_take_a_node_back(
 ) -> None:
     text = f"name: scoped\n{extra}\nroles:\n  worker: {{replicas: 2, command: train}}\n"
     assert load_job_text(text).spec.restart_scope() == scope
+
+
+def test_a_stored_spec_reads_back_the_same() -> None:
+    """Jobs are stored as JSON and read back: quantities must not be converted twice."""
+    spec = load_job_text(VALID).spec
+    assert JobSpec.model_validate_json(spec.model_dump_json()) == spec
 
 
 def test_json_is_read_too_even_indented_with_tabs(tmp_path: Path) -> None:

@@ -54,7 +54,7 @@ def test_parse_resource_list(text: str, cpu: int | None, memory: int | None, gpu
         ("memory", "--ps_resources: 'memory': expected name=value, e.g. memory=8G"),
         ("memory=", "--ps_resources: 'memory=': expected name=value"),
         ("gpu=1,yarn.io/gpu=2", "--ps_resources: 'yarn.io/gpu=2': gpu is given twice"),
-        ("gpu=0.5", "--ps_resources: 'gpu=0.5': fractional GPUs are not supported yet"),
+        ("gpu=1.5", "--ps_resources: 'gpu=1.5': ask for whole GPUs, or for a fraction below 1"),
         ("gpu=lots", "--ps_resources: 'gpu=lots': expected a number, got 'lots'"),
         (" , ", "--ps_resources: no resources given: e.g. memory=8G,vcores=2,gpu=1"),
     ],

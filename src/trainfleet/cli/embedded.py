@@ -90,7 +90,7 @@ class EngineService:
         return f"logs in {self.engine.data_dir.job_dir(job_id)}"
 
     def wait(self, job_id: str, timeout: float) -> bool:
-        return self.engine.runner.wait(job_id, timeout)
+        return self.engine.wait_ended(job_id, timeout)
 
     def get(self, job_id: str) -> JobRecord:
         return self.engine.get(job_id)

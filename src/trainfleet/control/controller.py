@@ -53,6 +53,11 @@ class _Cancel:
     reason: str
 
 
+@dataclass(frozen=True)
+class _Preempt:
+    reason: str
+
+
 def task_launch(
     job_id: str,
     spec: JobSpec,
@@ -101,7 +106,7 @@ class JobController:
         self.backend = backend
         self.data_dir = data_dir
         self._tasks = {slot.key: _Task(slot.key) for slot in placement}
-        self._inbox: queue.Queue[_Exited | _Cancel] = queue.Queue()
+        self._inbox: queue.Queue[_Exited | _Cancel | _Preempt] = queue.Queue()
         self._timers: list[tuple[float, int, Callable[[], None]]] = []
         self._sequence = itertools.count()
         self._outcome: tuple[State, str] | None = None
@@ -133,9 +138,8 @@ class JobController:
         while self._outcome is None or any(task.alive for task in self._tasks.values()):
             self._step()
         state, reason = self._outcome
-        self.store.update_job(
-            self.job_id, message=reason, state=state, reason=reason, finished_at=time.time()
-        )
+        ended = {} if state is State.QUEUED else {"finished_at": time.time()}
+        self.store.update_job(self.job_id, message=reason, state=state, reason=reason, **ended)
         return state
 
     def _begin(self) -> None:
@@ -190,6 +194,11 @@ class JobController:
         """Stop the job (a second call kills what is still running)."""
         self._inbox.put(_Cancel(reason))
 
+    def preempt(self, reason: str) -> None:
+        """Stop every task (SIGTERM, then SIGKILL after the grace period) and end the run
+        with the job back in state ``queued``, to start again when it is admitted."""
+        self._inbox.put(_Preempt(reason))
+
     # -- the loop -------------------------------------------------------------
 
     def _step(self) -> None:
@@ -205,6 +214,8 @@ class JobController:
                 self._finish(State.CANCELLED, message.reason)
             else:
                 self._kill_remaining()
+        elif isinstance(message, _Preempt) and self._outcome is None:
+            self._finish(State.QUEUED, message.reason)
         while self._timers and self._timers[0][0] <= time.monotonic():
             heapq.heappop(self._timers)[2]()
 
@@ -306,6 +317,8 @@ class JobController:
     def _stopped_state(self, key: TaskKey, code: int) -> tuple[State, str]:
         """The end of a task that exited while the job was being stopped."""
         assert self._outcome is not None
+        if self._outcome[0] is State.QUEUED:
+            return State.QUEUED, f"{policies.describe_exit(code)}; {self._outcome[1]}"
         if code == 0:
             return State.SUCCEEDED, "exit code 0"
         if self._outcome[0] is State.SUCCEEDED and not self.spec.roles[key[0]].is_tracked(key[0]):
@@ -349,7 +362,10 @@ class JobController:
         self.store.update_job(self.job_id, reason=reason)
         for task in self._tasks.values():
             if not task.alive and not task.state.is_final:
-                self._set_task(task, State.CANCELLED, f"not started: {reason}")
+                if state is State.QUEUED:
+                    self._set_task(task, State.QUEUED, reason)
+                else:
+                    self._set_task(task, State.CANCELLED, f"not started: {reason}")
         if state is State.SUCCEEDED:
             self._terminate(lambda key: not self.spec.roles[key[0]].is_tracked(key[0]))
             self._after(self.spec.grace_period, lambda: self._terminate(lambda key: True))

@@ -8,6 +8,7 @@ from __future__ import annotations
 import getpass
 import secrets
 import shutil
+import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -15,8 +16,10 @@ from pathlib import Path
 
 from trainfleet.backends.api import Backend, TaskLaunch
 from trainfleet.backends.local import LocalBackend
+from trainfleet.control import queueing
 from trainfleet.control.controller import JobController, task_launch
 from trainfleet.control.runner import Runner
+from trainfleet.scheduling.admission import Admission, Scheduler
 from trainfleet.scheduling.placement import (
     Placement,
     TaskKey,
@@ -70,7 +73,13 @@ class Engine:
         self.supervised = supervised
         self.store = Store.open(database or data_dir.database)
         self.backend: Backend = backend or LocalBackend(supervised=supervised)
-        self.runner = Runner(self.controller)
+        self.runner = Runner(self.controller, on_end=self._ended)
+        self._gpus = self.backend.gpu_inventory()
+        self.scheduler = Scheduler([queueing.local_node(self._gpus)])
+        self._changed = threading.Condition(threading.RLock())
+        """Held while the scheduler is used; notified when a job starts or ends."""
+        self._waiting: dict[str, str] = {}
+        """The waiting reason last stored for each waiting job."""
 
     def plan(self, spec: JobSpec) -> Placement:
         """Place every task: free ports, exclusive GPUs. Raises Unschedulable."""
@@ -86,18 +95,17 @@ class Engine:
     def submit(
         self, spec: JobSpec, workdir: Path, source: str = "trainfleet", user: str | None = None
     ) -> JobRecord:
-        """Validate placement and store the job, queued. Raises Unschedulable."""
-        placement = self.plan(spec)
+        """Store the job, queued. Raises Unschedulable when it could never be admitted."""
+        with self._changed:
+            self.scheduler.check(queueing.gang_job(spec.name, spec, time.time()))
         for _ in range(ID_TRIES):
             try:
-                return self._store_new(spec, placement, workdir, source, user)
+                return self._store_new(spec, workdir, source, user)
             except StoreConflict:  # the random part of the id was taken: draw again
                 continue
         raise StoreConflict(f"no free job id for {spec.name!r} after {ID_TRIES} tries")
 
-    def _store_new(
-        self, spec: JobSpec, placement: Placement, workdir: Path, source: str, user: str | None
-    ) -> JobRecord:
+    def _store_new(self, spec: JobSpec, workdir: Path, source: str, user: str | None) -> JobRecord:
         job = JobRecord(
             id=f"{spec.name}-{secrets.token_hex(4)}",
             name=spec.name,
@@ -110,14 +118,7 @@ class Engine:
             created_at=time.time(),
         )
         tasks = [
-            TaskRecord(
-                job_id=job.id,
-                role=slot.role,
-                index=slot.index,
-                address=slot.address,
-                gpus=",".join(map(str, slot.gpus)),
-            )
-            for slot in placement
+            TaskRecord(job_id=job.id, role=role, index=index) for role, index in task_keys(spec)
         ]
         self.store.add_job(job, tasks)
         return job
@@ -141,34 +142,110 @@ class Engine:
         ]
 
     def start(self, job_id: str) -> None:
-        """Run a stored job on a background thread of this process."""
+        """Queue a stored job for admission; it runs on a background thread once admitted."""
+        job = self.get(job_id)
+        with self._changed:
+            spec = JobSpec.model_validate_json(job.spec)
+            self.scheduler.submit(queueing.gang_job(job.id, spec, job.created_at))
+            self._schedule()
+
+    def _schedule(self) -> None:
+        """Admit what fits now and start it; stop what must make room; say why others wait."""
+        with self._changed:
+            decisions = self.scheduler.schedule()
+            for admission in decisions.admitted:
+                self._waiting.pop(admission.job, None)
+                self._launch(admission)
+            for preemption in decisions.preempted:
+                self.runner.preempt(preemption.job, preemption.reason)
+            for job_id in self.scheduler.pending()[: decisions.considered]:
+                reason = self.scheduler.waiting_reason(job_id) or ""
+                if self._waiting.get(job_id) != reason:
+                    self._waiting[job_id] = reason
+                    self.store.update_job(job_id, reason=reason)
+            self._changed.notify_all()
+
+    def _launch(self, admission: Admission) -> None:
+        """Give an admitted job its ports and GPUs and start its controller."""
+        job = self.get(admission.job)
+        spec = JobSpec.model_validate_json(job.spec)
+        keys = task_keys(spec)
+        fixed = {key: _fixed_port(spec.roles[key[0]].port, key[1]) for key in keys}
+        try:
+            ports = self.backend.reserve_ports(fixed)
+        except OSError as error:
+            reason = f"could not reserve ports: {error}"
+            self.scheduler.finished(job.id)
+            self.store.update_job(
+                job.id, reason, state=State.FAILED, reason=reason, finished_at=time.time()
+            )
+            return
+        host = self.backend.host()
+        for key, allocation in zip(keys, admission.allocations, strict=True):
+            gpus = queueing.host_gpus(allocation, self._gpus)
+            self.store.update_task(
+                job.id, *key, address=f"{host}:{ports[key]}", gpus=",".join(map(str, gpus))
+            )
         if self.supervised:
             # Marks the job as one a restarted server picks up (see resume).
-            self.data_dir.run_dir(job_id).mkdir(parents=True, exist_ok=True)
-        self.runner.start(job_id)
+            self.data_dir.run_dir(job.id).mkdir(parents=True, exist_ok=True)
+        self.runner.start(job.id)
+
+    def _ended(self, job_id: str) -> None:
+        """A job's controller returned: free its resources; a preempted one waits again."""
+        with self._changed:
+            self.scheduler.finished(job_id)
+            job = self.store.get_job(job_id)
+            if job is not None and job.state == State.QUEUED:
+                # Its next run starts from attempt 0 again: drop the old attempts' records.
+                shutil.rmtree(self.data_dir.run_dir(job_id), ignore_errors=True)
+            self._schedule()
 
     def resume(self) -> list[str]:
         """Pick up the jobs an earlier process of this data directory left unfinished.
 
-        Only jobs started with supervised tasks (a server's) are picked up: their tasks
-        outlived that process and left records. Returns their ids.
+        Jobs that were running with supervised tasks (a server's) are adopted where they
+        run; jobs that were waiting wait again, in their old order. Returns the ids of
+        the adopted jobs.
         """
-        resumed = []
-        for job in self.store.list_jobs(limit=1_000_000):
-            final = State(job.state).is_final
-            if (
-                not final
-                and self.data_dir.run_dir(job.id).is_dir()
-                and job.id not in self.runner.running()
-            ):
+        resumed, waiting = [], []
+        with self._changed:
+            for job in self.store.list_jobs(limit=1_000_000):
+                if State(job.state).is_final or job.id in self.runner.running():
+                    continue
+                spec = JobSpec.model_validate_json(job.spec)
+                gang = queueing.gang_job(job.id, spec, job.created_at)
+                if job.state == State.QUEUED or not self.data_dir.run_dir(job.id).is_dir():
+                    waiting.append(gang)
+                    continue
+                fractions = [demand.gpu_fraction for demand in gang.tasks]
+                allocations = [
+                    queueing.allocation_of(_slot(task).gpus, fraction, self._gpus)
+                    for task, fraction in zip(self.store.list_tasks(job.id), fractions, strict=True)
+                ]
+                self.scheduler.adopt(gang, allocations)
                 self.runner.start(job.id, resume=True)
                 resumed.append(job.id)
+            for gang in waiting:
+                self.scheduler.submit(gang)
+            self._schedule()
         return resumed
 
     def wait(self, job_id: str, timeout: float | None = None) -> JobRecord:
         """The job once it has ended here, or as it is when ``timeout`` runs out."""
-        self.runner.wait(job_id, timeout)
+        self.wait_ended(job_id, timeout)
         return self.get(job_id)
+
+    def wait_ended(self, job_id: str, timeout: float | None = None) -> bool:
+        """Wait until the job has ended (waiting in the queue included); False on timeout."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self._changed:
+            while not State(self.get(job_id).state).is_final:
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left <= 0:
+                    return False
+                self._changed.wait(left if left is not None else 1.0)
+        return True
 
     def cancel(self, job_id: str, reason: str = "cancelled by user") -> JobRecord:
         """Stop a job run by this process, or make sure a queued one never starts.
@@ -180,6 +257,9 @@ class Engine:
             return job
         if job.state != State.QUEUED:
             raise JobActive(f"job {job_id} is {job.state} in another trainfleet process")
+        with self._changed:
+            self.scheduler.withdraw(job_id)
+            self._waiting.pop(job_id, None)
         message = f"not started: {reason}"
         for task in self.store.list_tasks(job_id):
             self.store.update_task(
@@ -193,6 +273,8 @@ class Engine:
         self.store.update_job(
             job_id, message=reason, state=State.CANCELLED, reason=reason, finished_at=time.time()
         )
+        with self._changed:
+            self._changed.notify_all()
         return self.get(job_id)
 
     def delete(self, job_id: str, force: bool = False) -> None:
@@ -202,7 +284,7 @@ class Engine:
             if not force:
                 raise JobActive(f"job {job_id} is {job.state}: stop it first, or force the delete")
             self.cancel(job_id, "deleted")
-            self.runner.wait(job_id)
+            self.wait_ended(job_id)
         self.store.delete_job(job_id)
         shutil.rmtree(self.data_dir.job_dir(job_id), ignore_errors=True)
 

@@ -19,8 +19,14 @@ class _Running:
 class Runner:
     """Starts jobs' controllers on threads and lets any thread cancel or await them."""
 
-    def __init__(self, controller: Callable[[str], JobController]) -> None:
+    def __init__(
+        self,
+        controller: Callable[[str], JobController],
+        on_end: Callable[[str], None] = lambda job_id: None,
+    ) -> None:
+        """``on_end(job_id)`` is called on the job's thread once its controller returns."""
         self._controller = controller
+        self._on_end = on_end
         self._running: dict[str, _Running] = {}
         self._lock = threading.Lock()
 
@@ -44,9 +50,12 @@ class Runner:
         try:
             controller.run(resume)
         finally:
-            done.set()
             with self._lock:
                 self._running.pop(job_id, None)
+            try:
+                self._on_end(job_id)
+            finally:
+                done.set()
 
     def cancel(self, job_id: str, reason: str = "cancelled by user") -> bool:
         """Stop a running job; False when it is not running here."""
@@ -55,6 +64,15 @@ class Runner:
         if running is None:
             return False
         running.controller.cancel(reason)
+        return True
+
+    def preempt(self, job_id: str, reason: str) -> bool:
+        """Stop a running job and put it back in the queue; False when not running here."""
+        with self._lock:
+            running = self._running.get(job_id)
+        if running is None:
+            return False
+        running.controller.preempt(reason)
         return True
 
     def wait(self, job_id: str, timeout: float | None = None) -> bool:

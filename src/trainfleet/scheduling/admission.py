@@ -25,15 +25,12 @@ from dataclasses import dataclass, field
 from functools import cached_property
 
 from trainfleet.scheduling.cluster import Cluster, Node, TaskAllocation, TaskDemand
+from trainfleet.scheduling.placement import Unschedulable
 from trainfleet.scheduling.queues import QueueSpec, QuotaBook
 from trainfleet.scheduling.resources import Resources, describe
 
 RESERVED = "\0reserved"
 """The holder name of the blocked head's reservation during one pass."""
-
-
-class Unschedulable(Exception):
-    """The job can never be admitted: it asks for more than the nodes or its quota hold."""
 
 
 @dataclass(frozen=True)
@@ -93,6 +90,7 @@ class Scheduler:
         self, nodes: Sequence[Node], queues: Iterable[QueueSpec] = (), backfill_depth: int = 64
     ) -> None:
         self.cluster = Cluster(nodes)
+        self._empty = Cluster(nodes)  # always empty: whether a job's tasks fit together
         self.quotas = QuotaBook(queues)
         self.backfill_depth = backfill_depth
         self._pending: list[tuple[tuple[int, float, int], GangJob]] = []
@@ -114,6 +112,17 @@ class Scheduler:
         key = (-job.priority, job.order, next(self._sequence))
         bisect.insort(self._pending, (key, job))
         self._keys[job.id] = key
+
+    def check(self, job: GangJob) -> None:
+        """Raise Unschedulable if ``job`` could never be admitted; queue nothing."""
+        self._check_possible(job)
+
+    def adopt(self, job: GangJob, allocations: Sequence[TaskAllocation]) -> None:
+        """Count a job that already runs (found again after a restart) as admitted there."""
+        self.cluster.restore(job.id, list(zip(job.tasks, allocations, strict=True)))
+        self.quotas.use(job.queue, job.total)
+        borrows = self.quotas.borrowing(job.queue)
+        self._admitted[job.id] = _Admitted(job, borrows, next(self._sequence))
 
     def withdraw(self, job_id: str) -> bool:
         """Forget a waiting job (cancelled before it started); False if it is not waiting."""
@@ -309,14 +318,17 @@ class Scheduler:
             wants = ", ".join(describe(n, job.total.get(n)) for n in short)
             has = ", ".join(describe(n, self.cluster.capacity.get(n)) for n in short)
             raise Unschedulable(f"the job needs {wants} in all but the nodes have {has}")
+        if self._empty.place(job.id, job.tasks) is None:
+            raise Unschedulable("its tasks do not fit on the nodes together, even all free")
+        self._empty.release(job.id)
         queue = self.quotas.queues[job.queue]
         for name, nominal in queue.nominal.items():
             limit = nominal
             if queue.cohort is not None:
                 borrow = None if queue.borrowing_limit is None else queue.borrowing_limit.get(name)
-                limit = (
-                    self._cohort_nominal(queue.cohort, name) if borrow is None else nominal + borrow
-                )
+                limit = self._cohort_nominal(queue.cohort, name)
+                if borrow is not None:
+                    limit = min(limit, nominal + borrow)
             if job.total.get(name) > limit:
                 raise Unschedulable(
                     f"the job needs {describe(name, job.total.get(name))} but queue "

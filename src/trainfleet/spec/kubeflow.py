@@ -328,6 +328,13 @@ class _Converter:
                 if theirs in values:
                     out[ours] = values[theirs]
                     source: Path = (*cpath, "resources", section, theirs)
+                    if ours == "gpu" and not _whole_number(values[theirs]):
+                        self._problem(
+                            source,
+                            "Kubernetes counts nvidia.com/gpu in whole GPUs; for a shared "
+                            "fraction of one, write a trainfleet job file with gpu: 0.5",
+                        )
+                        del out[ours]
                     self.origin[(*target, "resources", ours)] = source
                     break
         return out
@@ -404,3 +411,10 @@ def _nproc(value: int | str) -> int | str:
     if isinstance(value, str) and value.isascii() and value.isdigit() and len(value) < 10:
         return int(value)
     return value
+
+
+def _whole_number(value: Any) -> bool:
+    try:
+        return float(value) == int(float(value))
+    except (TypeError, ValueError, OverflowError):
+        return True  # not a number at all: the model says so

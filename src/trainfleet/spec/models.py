@@ -25,6 +25,7 @@ from pydantic import (
     BeforeValidator,
     ConfigDict,
     Field,
+    PlainSerializer,
     WithJsonSchema,
     field_validator,
     model_validator,
@@ -57,6 +58,7 @@ Environment = dict[str, EnvValue]
 Millicores = Annotated[
     int,
     BeforeValidator(parse_cpu),
+    PlainSerializer(lambda millicores: f"{millicores}m", return_type=str),  # reads back the same
     WithJsonSchema(
         {
             "anyOf": [
@@ -108,17 +110,39 @@ class _Model(BaseModel):
 
 
 class Resources(_Model):
-    """What one task needs. CPU and memory are recorded; GPUs are assigned exclusively."""
+    """What one task needs; a job starts only when every task's needs fit at once."""
 
     cpu: Millicores | None = None
     memory: Bytes | None = None
-    gpu: Annotated[float, Field(ge=0, allow_inf_nan=False, description="Number of whole GPUs.")] = 0
+    gpu: Annotated[float, Field(ge=0, allow_inf_nan=False)] = Field(
+        default=0,
+        description="Whole GPUs (exclusive), or a fraction below 1 (0.5) of one shared GPU.",
+    )
+    custom: dict[str, Annotated[int, Field(ge=0)]] = Field(
+        default_factory=dict,
+        description="Named resources of the machine or cluster, e.g. {licence: 1}.",
+    )
 
     @field_validator("gpu")
     @classmethod
-    def _whole_gpus(cls, value: float) -> float:
-        if value != int(value):
-            raise ValueError("fractional GPUs are not supported yet: ask for a whole number")
+    def _whole_or_fraction(cls, value: float) -> float:
+        if value > 1 and value != int(value):
+            raise ValueError(
+                "ask for whole GPUs, or for a fraction below 1 of one shared GPU (0.5)"
+            )
+        if 0 < value < 0.001:
+            raise ValueError("a GPU fraction must be at least 0.001")
+        return value
+
+    @field_validator("custom")
+    @classmethod
+    def _custom_names(cls, value: dict[str, int]) -> dict[str, int]:
+        for name in value:
+            if name in ("cpu", "memory", "gpu") or not ROLE_NAME.match(name.replace("-", "_")):
+                raise ValueError(
+                    f"invalid custom resource name {name!r}: use lower-case letters, digits, "
+                    "'-' and '_' (cpu, memory and gpu have their own fields)"
+                )
         return value
 
 
@@ -288,6 +312,15 @@ class JobSpec(_Model):
     input_path: str | None = None
     checkpoint_path: str | None = None
     labels: dict[str, EnvValue] = Field(default_factory=dict)
+    queue: str = Field(
+        default="default", description="The queue the job waits in for its resources."
+    )
+    priority: int = Field(
+        default=0,
+        ge=-1_000_000,
+        le=1_000_000,
+        description="Higher goes first, and may preempt lower-priority jobs of its queue.",
+    )
     pytorch: PyTorchOptions | None = None
 
     @field_validator("name")
@@ -297,6 +330,15 @@ class JobSpec(_Model):
             raise ValueError(
                 f"invalid job name {value!r}: use lower-case letters, digits and '-', "
                 "starting and ending with a letter or digit, at most 63 characters"
+            )
+        return value
+
+    @field_validator("queue")
+    @classmethod
+    def _queue(cls, value: str) -> str:
+        if not JOB_NAME.match(value):
+            raise ValueError(
+                f"invalid queue name {value!r}: use lower-case letters, digits and '-'"
             )
         return value
 

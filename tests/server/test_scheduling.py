@@ -1,0 +1,108 @@
+"""Gang admission on this machine for real: jobs that each need all of it, through a server.
+
+Every job asks for every CPU of the machine, so only one can run at a time; the order in
+which they run and what happens to the one that is preempted are read from a shared file
+that the real task processes append to.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import textwrap
+from pathlib import Path
+
+from helpers import wait_for
+
+from trainfleet.client import Client
+from trainfleet.store.records import State
+
+from .harness import ServerProcess
+
+PROGRAM = Path(__file__).parent.parent / "programs" / "whole_machine.py"
+CPUS = os.cpu_count() or 1
+
+
+def job(name: str, priority: int, seconds: float = 0.5, extra: str = "") -> str:
+    return textwrap.dedent(
+        f"""
+        name: {name}
+        priority: {priority}
+        grace_period: 5
+        roles:
+          worker:
+            command: python whole_machine.py events.log {name} {seconds} {extra}
+            resources: {{cpu: {CPUS}}}
+        """
+    )
+
+
+def events(folder: Path) -> list[tuple[str, str]]:
+    path = folder / "events.log"
+    lines = path.read_text().splitlines() if path.exists() else []
+    return [(line.split()[0], line.split()[1]) for line in lines]
+
+
+def test_jobs_needing_the_whole_machine_run_one_at_a_time_in_priority_order(
+    tmp_path: Path,
+) -> None:
+    shutil.copy(PROGRAM, tmp_path)
+    server = ServerProcess(tmp_path / "data")
+    try:
+        with Client(server.url, server.admin_token or "", timeout=30) as client:
+            blocker = client.submit(job("blocker", 10, seconds=2), workdir=tmp_path)
+            wait_for(lambda: ("blocker", "start") in events(tmp_path), what="blocker running")
+            low = client.submit(job("low", 1), workdir=tmp_path)
+            high = client.submit(job("high", 5), workdir=tmp_path)
+            middle = client.submit(job("middle", 3), workdir=tmp_path)
+            waiting = client.get(high.id)
+            assert waiting.state == State.QUEUED
+            assert "waiting for resources" in waiting.reason and "cpu" in waiting.reason
+
+            jobs = (blocker, low, high, middle)
+            wait_for(
+                lambda: all(State(client.get(j.id).state).is_final for j in jobs),
+                timeout=120,
+                what="every job to end",
+            )
+            for each in jobs:
+                assert client.get(each.id).state == State.SUCCEEDED, client.describe(each.id)
+    finally:
+        server.stop()
+    order = events(tmp_path)
+    assert order == [
+        ("blocker", "start"), ("blocker", "end"),
+        ("high", "start"), ("high", "end"),
+        ("middle", "start"), ("middle", "end"),
+        ("low", "start"), ("low", "end"),
+    ]  # fmt: skip
+
+
+def test_a_higher_priority_job_preempts_a_running_one_which_later_succeeds(
+    tmp_path: Path,
+) -> None:
+    shutil.copy(PROGRAM, tmp_path)
+    server = ServerProcess(tmp_path / "data")
+    try:
+        with Client(server.url, server.admin_token or "", timeout=30) as client:
+            low = client.submit(job("low", 0, extra="--until-preempted"), workdir=tmp_path)
+            wait_for(lambda: ("low", "start") in events(tmp_path), what="low running")
+            high = client.submit(job("high", 5), workdir=tmp_path)
+            wait_for(
+                lambda: all(State(client.get(j.id).state).is_final for j in (low, high)),
+                timeout=120,
+                what="both jobs to end",
+            )
+            assert client.get(high.id).state == State.SUCCEEDED
+            assert client.get(low.id).state == State.SUCCEEDED
+            low_events = client.describe(low.id).events
+    finally:
+        server.stop()
+    assert events(tmp_path) == [
+        ("low", "start"), ("low", "sigterm"),
+        ("high", "start"), ("high", "end"),
+        ("low", "start"), ("low", "end"),
+    ]  # fmt: skip
+    requeued = [e for e in low_events if e.task == "" and e.state == State.QUEUED]
+    assert len(requeued) == 2, low_events  # submitted, then preempted
+    assert requeued[1].message == f"preempted by {high.id} (priority 5)"
