@@ -99,3 +99,20 @@ def test_docstring_examples(module: str) -> None:
     name = "trainfleet.frameworks" + ("" if module == "__init__" else f".{module}")
     result = doctest.testmod(importlib.import_module(name))
     assert result.failed == 0
+
+
+def test_a_gpu_fraction_shares_a_device_and_is_passed_to_the_task() -> None:
+    spec = job(
+        "tensorflow",
+        {"worker": {"replicas": 2, "resources": {"gpu": 0.5}}, "chief": {"resources": {"gpu": 1}}},
+    )
+    envs = environments(spec, gpus=(4, 6))
+    workers = [envs[("worker", index)] for index in (0, 1)]
+    assert [env["CUDA_VISIBLE_DEVICES"] for env in workers] == ["6", "6"]
+    assert envs[("chief", 0)]["CUDA_VISIBLE_DEVICES"] == "4"
+    assert all(env["TRAINFLEET_GPU_FRACTION"] == "0.5" for env in workers)
+    assert all(env["TF_FORCE_GPU_ALLOW_GROWTH"] == "true" for env in workers)
+    assert "TRAINFLEET_GPU_FRACTION" not in envs[("chief", 0)]
+    torch_env = environments(job("pytorch", {"worker": {"resources": {"gpu": 0.25}}}), gpus=(0,))
+    assert torch_env[("worker", 0)]["TRAINFLEET_GPU_FRACTION"] == "0.25"
+    assert "TF_FORCE_GPU_ALLOW_GROWTH" not in torch_env[("worker", 0)]

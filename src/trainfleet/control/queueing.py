@@ -11,8 +11,8 @@ import os
 from collections.abc import Sequence
 
 from trainfleet.scheduling.admission import GangJob
-from trainfleet.scheduling.cluster import Node, TaskAllocation, TaskDemand
-from trainfleet.scheduling.placement import task_keys
+from trainfleet.scheduling.cluster import Node, TaskAllocation
+from trainfleet.scheduling.placement import task_demands
 from trainfleet.scheduling.resources import GPU_UNIT, Resources
 from trainfleet.spec.models import JobSpec
 
@@ -45,22 +45,6 @@ def _custom_resources(text: str) -> dict[str, int]:
             )
         found[name] = int(count)
     return found
-
-
-def task_demands(spec: JobSpec) -> tuple[TaskDemand, ...]:
-    """What each task of ``spec`` needs, in task order."""
-    demands = {}
-    for name, role in spec.roles.items():
-        wanted = role.resources
-        demands[name] = TaskDemand(
-            Resources(
-                cpu=wanted.cpu or 0,
-                memory=wanted.memory or 0,
-                gpu=round(wanted.gpu * GPU_UNIT),
-                custom=dict(wanted.custom),
-            )
-        )
-    return tuple(demands[role] for role, _ in task_keys(spec))
 
 
 def gang_job(job_id: str, spec: JobSpec, order: float) -> GangJob:

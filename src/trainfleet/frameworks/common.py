@@ -16,6 +16,7 @@ from collections.abc import Callable
 
 from trainfleet.frameworks.base import TaskContext
 from trainfleet.scheduling.placement import TaskSlot
+from trainfleet.spec.models import Framework
 
 EnvBuilder = Callable[[TaskContext], dict[str, str]]
 """A framework's part of a task's environment."""
@@ -59,6 +60,11 @@ def common_environment(ctx: TaskContext) -> dict[str, str]:
     env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
     env["CUDA_VISIBLE_DEVICES"] = gpu_list(slot)
     env["TRAINFLEET_GPUS"] = gpu_list(slot)
+    fraction = ctx.spec.roles[ctx.role].resources.gpu
+    if 0 < fraction < 1:  # a share of one GPU: the program must not take all its memory
+        env["TRAINFLEET_GPU_FRACTION"] = f"{fraction:g}"
+        if ctx.spec.framework is Framework.TENSORFLOW:
+            env["TF_FORCE_GPU_ALLOW_GROWTH"] = "true"
     return env
 
 

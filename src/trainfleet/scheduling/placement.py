@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
+from trainfleet.scheduling.cluster import Cluster, Node, TaskDemand
+from trainfleet.scheduling.resources import GPU_UNIT, Resources
 from trainfleet.spec.models import JobSpec
 
 TaskKey = tuple[str, int]
@@ -66,33 +68,50 @@ def task_keys(spec: JobSpec) -> list[TaskKey]:
     return [(name, index) for name, role in spec.roles.items() for index in range(role.replicas)]
 
 
+def task_demands(spec: JobSpec) -> tuple[TaskDemand, ...]:
+    """What each task of ``spec`` needs, in task order."""
+    demands = {}
+    for name, role in spec.roles.items():
+        wanted = role.resources
+        demands[name] = TaskDemand(
+            Resources(
+                cpu=wanted.cpu or 0,
+                memory=wanted.memory or 0,
+                gpu=round(wanted.gpu * GPU_UNIT),
+                custom=dict(wanted.custom),
+            )
+        )
+    return tuple(demands[role] for role, _ in task_keys(spec))
+
+
 def assign_gpus(spec: JobSpec, inventory: Sequence[int]) -> dict[TaskKey, tuple[int, ...]]:
-    """Give every task its whole GPUs, exclusively, from ``inventory`` (host GPU indices).
+    """Give every task its GPUs from ``inventory`` (host GPU indices), as admission would
+        on an idle machine: whole GPUs exclusively, fractions sharing a device.
 
-    Raises Unschedulable, naming what was asked and what exists, when they do not fit.
+        Raises Unschedulable, naming what was asked and what exists, when they do not fit.
 
-    >>> from trainfleet.spec.models import JobSpec
-    >>> job = JobSpec.model_validate({"name": "j", "roles": {"worker": {"replicas": 2,
-    ...     "command": "x", "resources": {"gpu": 1}}}})
-    >>> assign_gpus(job, [3, 5])
-    {('worker', 0): (3,), ('worker', 1): (5,)}
+        >>> from trainfleet.scheduling.cluster import Cluster, Node, TaskDemand
+    from trainfleet.scheduling.resources import GPU_UNIT, Resources
+    from trainfleet.spec.models import JobSpec
+        >>> job = JobSpec.model_validate({"name": "j", "roles": {"worker": {"replicas": 2,
+        ...     "command": "x", "resources": {"gpu": 1}}}})
+        >>> assign_gpus(job, [3, 5])
+        {('worker', 0): (3,), ('worker', 1): (5,)}
     """
-    wanted = {key: int(spec.roles[key[0]].resources.gpu) for key in task_keys(spec)}
-    total = sum(wanted.values())
-    if total > len(inventory):
+    gpus_only = [TaskDemand(Resources(gpu=demand.resources.gpu)) for demand in task_demands(spec)]
+    machine = Cluster([Node("local", Resources(gpu=len(inventory) * GPU_UNIT))])
+    allocations = machine.place("job", gpus_only)
+    if allocations is None:
         asking = ", ".join(
-            f"{name}: {role.replicas} x {int(role.resources.gpu)}"
+            f"{name}: {role.replicas} x {role.resources.gpu:g}"
             for name, role in spec.roles.items()
             if role.resources.gpu
         )
-        raise Unschedulable(
-            f"job asks for {total} GPU(s) ({asking}) but this machine has {len(inventory)}"
-        )
-    free = list(inventory)
-    assigned: dict[TaskKey, tuple[int, ...]] = {}
-    for key, count in wanted.items():
-        assigned[key], free = tuple(free[:count]), free[count:]
-    return assigned
+        raise Unschedulable(f"job asks for GPUs ({asking}) but this machine has {len(inventory)}")
+    return {
+        key: tuple(inventory[device] for device in allocation.gpus)
+        for key, allocation in zip(task_keys(spec), allocations, strict=True)
+    }
 
 
 def build_placement(
