@@ -30,6 +30,8 @@ from trainfleet.server.models import (
     JobDetails,
     LogChunk,
     Problem,
+    QueueBody,
+    QueueState,
     Submitted,
 )
 from trainfleet.server.settings import API_PREFIX
@@ -51,6 +53,7 @@ log = logging.getLogger("trainfleet.client")
 
 _Model = TypeVar("_Model", bound=BaseModel)
 _EVENTS = TypeAdapter(list[EventRecord])
+_QUEUES = TypeAdapter(list[QueueState])
 RECONNECTS = 3
 """How often a follow resumes (from its last offset or event) after the connection drops."""
 
@@ -235,6 +238,20 @@ class Client:
         response = self._request("GET", f"{self._job(job_id)}/events", params={"after": after})
         return _EVENTS.validate_json(response.content)
 
+    # -- queues ---------------------------------------------------------------
+
+    def queues(self) -> list[QueueState]:
+        """Every queue, with what it uses and its jobs."""
+        return _QUEUES.validate_json(self._request("GET", f"{API_PREFIX}/queues").content)
+
+    def queue(self, name: str) -> QueueState:
+        return _parse(QueueState, self._request("GET", self._queue(name)))
+
+    def put_queue(self, name: str, config: QueueBody) -> QueueState:
+        """Create a queue or replace its configuration (needs an admin token)."""
+        body = config.model_dump(mode="json", exclude_none=True)
+        return _parse(QueueState, self._request("PUT", self._queue(name), json=body))
+
     # -- logs and following ---------------------------------------------------
 
     def read_log(
@@ -299,6 +316,9 @@ class Client:
             time.sleep(0.2 * tries)
 
     # -- plumbing -------------------------------------------------------------
+
+    def _queue(self, name: str) -> str:
+        return f"{API_PREFIX}/queues/{_segment(name)}"
 
     def _job(self, job_id: str) -> str:
         return f"{API_PREFIX}/jobs/{_segment(job_id)}"

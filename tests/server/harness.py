@@ -64,10 +64,12 @@ class LiveServer:
 class ServerProcess:
     """``trainfleet server`` in a subprocess, on a free port; its output lines are kept."""
 
-    def __init__(self, data_dir: Path, env: dict[str, str] | None = None) -> None:
+    def __init__(
+        self, data_dir: Path, env: dict[str, str] | None = None, args: list[str] | None = None
+    ) -> None:
         argv = [sys.executable, "-m", "trainfleet", "--data-dir", str(data_dir)]
         self.process = subprocess.Popen(
-            [*argv, "server", "--port", "0"],
+            [*argv, "server", "--port", "0", *(args or [])],
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,

@@ -42,6 +42,9 @@ OPERATIONS = [
     ("GET", f"{JOB}/events/follow"),
     ("GET", LOG),
     ("GET", f"{LOG}/follow"),
+    ("GET", "/api/v1/queues"),
+    ("GET", "/api/v1/queues/{name}"),
+    ("PUT", "/api/v1/queues/{name}"),
 ]
 EXAMPLES = int(os.environ.get("TRAINFLEET_FUZZ_EXAMPLES", "30"))
 

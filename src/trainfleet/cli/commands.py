@@ -209,6 +209,52 @@ def delete(options: Options, job_id: str, force: bool) -> int:
     return 0
 
 
+def queue_create(
+    options: Options,
+    name: str,
+    cohort: str | None,
+    nominal: str | None,
+    borrowing_limit: str | None,
+    output: str,
+) -> int:
+    """``trainfleet queue create``: create a queue or replace its configuration."""
+    from trainfleet.cli import queues
+
+    with service_of(options) as service:
+        state = queues.create(service, name, cohort, nominal, borrowing_limit)
+    if output == "table":
+        queues.print_details(state)
+    else:
+        _dump(state.model_dump(mode="json"), output)
+    return 0
+
+
+def queue_list(options: Options, output: str) -> int:
+    """``trainfleet queue list``: every queue, its quota, use and jobs."""
+    from trainfleet.cli import queues
+
+    with service_of(options) as service:
+        states = service.queues()
+    if output == "table":
+        queues.print_table(states)
+    else:
+        _dump([state.model_dump(mode="json") for state in states], output)
+    return 0
+
+
+def queue_describe(options: Options, name: str, output: str) -> int:
+    """``trainfleet queue describe``: one queue with its running and waiting jobs."""
+    from trainfleet.cli import queues
+
+    with service_of(options) as service:
+        state = queues.find(service, name)
+    if output == "table":
+        queues.print_details(state)
+    else:
+        _dump(state.model_dump(mode="json"), output)
+    return 0
+
+
 def _ended(service: JobService, job_id: str) -> bool:
     return State(service.get(job_id).state).is_final
 

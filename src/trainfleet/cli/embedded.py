@@ -15,6 +15,7 @@ import sys
 import time
 from collections.abc import Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
@@ -25,6 +26,9 @@ from trainfleet.spec.loading import LoadedJob, load_job_file
 from trainfleet.store.layout import DataDir
 from trainfleet.store.logs import LogTail
 from trainfleet.store.records import EventRecord, JobRecord, State, TaskRecord
+
+if TYPE_CHECKING:
+    from trainfleet.server.models import QueueBody, QueueState
 
 STOP_TIMEOUT = 60.0
 """Seconds ``cancel`` waits for another process to stop a job it runs."""
@@ -91,6 +95,17 @@ class EngineService:
 
     def wait(self, job_id: str, timeout: float) -> bool:
         return self.engine.wait_ended(job_id, timeout)
+
+    def queues(self) -> list[QueueState]:
+        from trainfleet.server.models import QueueState
+
+        return [QueueState.of(status) for status in self.engine.queues()]
+
+    def put_queue(self, name: str, body: QueueBody) -> QueueState:
+        from trainfleet.spec.queues import queue_config
+
+        self.engine.set_queue(queue_config(name, body.model_dump()))
+        return next(queue for queue in self.queues() if queue.queue.name == name)
 
     def get(self, job_id: str) -> JobRecord:
         return self.engine.get(job_id)

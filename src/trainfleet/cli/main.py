@@ -192,19 +192,30 @@ def delete(options: Options, job_id: str, force: bool) -> None:
     envvar="TRAINFLEET_DATABASE_URL",
     help="postgresql://user:password@host/db [default: SQLite in the data directory].",
 )
+@click.option(
+    "--queues",
+    "queues_file",
+    type=click.Path(dir_okay=False),
+    help="A YAML file of queues (quota, cohort, borrowing limit) to create or update.",
+)
 @click.pass_obj
-def server(options: Options, host: str, port: int, database_url: str | None) -> None:
+def server(
+    options: Options, host: str, port: int, database_url: str | None, queues_file: str | None
+) -> None:
     """Serve the REST API and run submitted jobs (stop with Ctrl-C).
 
     On the first start it prints an admin token once, or takes TRAINFLEET_ADMIN_TOKEN.
     Jobs keep running while the server is stopped or restarted; it adopts them again.
     """
     from trainfleet.server.serve import serve
+    from trainfleet.spec.errors import SpecError
+    from trainfleet.spec.loading import load_queues_file
     from trainfleet.store.errors import StoreError
 
     try:
-        serve(options.data_dir, host, port, database_url)
-    except (StoreError, ValueError) as error:
+        queues = load_queues_file(queues_file) if queues_file else None
+        serve(options.data_dir, host, port, database_url, queues)
+    except (StoreError, ValueError, SpecError) as error:
         click.echo(f"error: {error}", err=True)
         sys.exit(2)
 
@@ -259,6 +270,53 @@ def token_revoke(where: tuple[Options, str | None], token_id: str) -> None:
     with user_errors(), tokens.store_of(where[0].data_dir, where[1]) as store:
         tokens.revoke(store, token_id)
     click.echo(f"token {token_id} revoked")
+
+
+@cli.group()
+def queue() -> None:
+    """Create, list and describe the queues jobs wait in (quota, cohort, borrowing)."""
+
+
+@queue.command(name="create")
+@click.argument("name")
+@click.option("--cohort", help="The cohort whose queues lend each other unused quota.")
+@click.option("--nominal", metavar="R=N,...", help="Quota, e.g. cpu=16,memory=64Gi,gpu=8.")
+@click.option("--borrowing-limit", metavar="R=N,...", help="Most it may borrow, e.g. gpu=4.")
+@OUTPUT
+@click.pass_obj
+def queue_create(
+    options: Options,
+    name: str,
+    cohort: str | None,
+    nominal: str | None,
+    borrowing_limit: str | None,
+    output: str,
+) -> None:
+    """Create queue NAME, or replace its configuration."""
+    from trainfleet.cli import commands
+
+    sys.exit(commands.queue_create(options, name, cohort, nominal, borrowing_limit, output))
+
+
+@queue.command(name="list")
+@OUTPUT
+@click.pass_obj
+def queue_list(options: Options, output: str) -> None:
+    """List every queue with its quota, what it uses and how many jobs run and wait."""
+    from trainfleet.cli import commands
+
+    sys.exit(commands.queue_list(options, output))
+
+
+@queue.command(name="describe")
+@click.argument("name")
+@OUTPUT
+@click.pass_obj
+def queue_describe(options: Options, name: str, output: str) -> None:
+    """Show queue NAME with its running and waiting jobs."""
+    from trainfleet.cli import commands
+
+    sys.exit(commands.queue_describe(options, name, output))
 
 
 @cli.command()

@@ -24,6 +24,7 @@ from trainfleet.client import (
     Unauthorized,
 )
 from trainfleet.control.engine import JobDetails
+from trainfleet.server.models import QueueBody, QueueState
 from trainfleet.spec.loading import read_job_text
 from trainfleet.store.logs import CHUNK, LogTail
 from trainfleet.store.records import EventRecord, JobRecord, State, TaskRecord
@@ -136,6 +137,12 @@ class RemoteService:
 
     def log_tail(self, job_id: str, role: str, index: int) -> LogTail:
         return RemoteTail(self, job_id, role, index)
+
+    def queues(self) -> list[QueueState]:
+        return self._call(self.client.queues)
+
+    def put_queue(self, name: str, body: QueueBody) -> QueueState:
+        return self._call(lambda: self.client.put_queue(name, body))
 
     def close(self) -> None:
         self.client.close()

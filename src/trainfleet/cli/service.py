@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
     from trainfleet.control.engine import JobDetails
+    from trainfleet.server.models import QueueBody, QueueState
     from trainfleet.spec.submarine import SubmarineArgs
     from trainfleet.store.logs import LogTail
     from trainfleet.store.records import EventRecord, JobRecord, TaskRecord
@@ -92,6 +93,14 @@ class JobService(Protocol):
 
     def log_tail(self, job_id: str, role: str, index: int) -> LogTail:
         """A reader of one task's log, from its start."""
+        ...
+
+    def queues(self) -> list[QueueState]:
+        """Every queue, with what it uses and its jobs."""
+        ...
+
+    def put_queue(self, name: str, body: QueueBody) -> QueueState:
+        """Create a queue or replace its configuration."""
         ...
 
     def close(self) -> None: ...

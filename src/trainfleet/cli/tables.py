@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime
+import json
 import shlex
 from collections.abc import Sequence
 
@@ -71,9 +72,11 @@ def print_jobs(jobs: Sequence[JobRecord]) -> None:
 def print_details(details: JobDetails) -> None:
     job = details.job
     console.print(f"[bold]{job.id}[/]  {_state(job.state)}  {job.reason}")
+    spec = json.loads(job.spec)
     console.print(
         f"framework {job.framework}, source {job.source}, user {job.user or '-'}, dir {job.workdir}"
     )
+    console.print(f"queue {spec.get('queue', 'default')}, priority {spec.get('priority', 0)}")
     times = (_when(job.created_at), _when(job.started_at), _when(job.finished_at))
     console.print("created {}, started {}, finished {}".format(*times))
     console.print()

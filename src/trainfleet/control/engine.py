@@ -29,6 +29,7 @@ from trainfleet.scheduling.placement import (
     task_keys,
 )
 from trainfleet.spec.models import JobSpec
+from trainfleet.spec.queues import QueueConfig
 from trainfleet.store.database import Store
 from trainfleet.store.errors import StoreConflict
 from trainfleet.store.layout import DataDir
@@ -75,7 +76,14 @@ class Engine:
         self.backend: Backend = backend or LocalBackend(supervised=supervised)
         self.runner = Runner(self.controller, on_end=self._ended)
         self._gpus = self.backend.gpu_inventory()
-        self.scheduler = Scheduler([queueing.local_node(self._gpus)])
+        self._queues = {
+            name: QueueConfig.model_validate_json(text)
+            for name, text in self.store.list_queues().items()
+        }
+        self.scheduler = Scheduler(
+            [queueing.local_node(self._gpus)],
+            [queueing.queue_spec(config) for config in self._queues.values()],
+        )
         self._changed = threading.Condition(threading.RLock())
         """Held while the scheduler is used; notified when a job starts or ends."""
         self._waiting: dict[str, str] = {}
@@ -297,6 +305,18 @@ class Engine:
         """
         if not self.supervised:
             self.runner.shutdown()
+
+    def set_queue(self, config: QueueConfig) -> None:
+        """Create or change a queue; waiting jobs are looked at again under its new quota."""
+        self.store.put_queue(config.name, config.model_dump_json())
+        with self._changed:
+            self._queues[config.name] = config
+            self.scheduler.set_queue(queueing.queue_spec(config))
+            self._schedule()
+
+    def queues(self) -> list[queueing.QueueStatus]:
+        with self._changed:
+            return queueing.queue_statuses(self.scheduler, self._queues)
 
     def get(self, job_id: str) -> JobRecord:
         job = self.store.get_job(job_id)

@@ -9,12 +9,15 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
+from dataclasses import dataclass
 
-from trainfleet.scheduling.admission import GangJob
+from trainfleet.scheduling.admission import GangJob, Scheduler
 from trainfleet.scheduling.cluster import Node, TaskAllocation
 from trainfleet.scheduling.placement import task_demands
+from trainfleet.scheduling.queues import QueueSpec
 from trainfleet.scheduling.resources import GPU_UNIT, Resources
 from trainfleet.spec.models import JobSpec
+from trainfleet.spec.queues import QueueConfig
 
 LOCAL_NODE = "local"
 
@@ -59,3 +62,38 @@ def host_gpus(allocation: TaskAllocation, inventory: Sequence[int]) -> tuple[int
 def allocation_of(gpus: Sequence[int], fraction: int, inventory: Sequence[int]) -> TaskAllocation:
     """The allocation of a task already running on host GPUs ``gpus`` (after a restart)."""
     return TaskAllocation(LOCAL_NODE, tuple(inventory.index(gpu) for gpu in gpus), fraction)
+
+
+def queue_spec(config: QueueConfig) -> QueueSpec:
+    limit = config.borrowing_limit
+    return QueueSpec(
+        config.name,
+        config.nominal.amounts(),
+        config.cohort,
+        None if limit is None else limit.amounts(),
+    )
+
+
+@dataclass(frozen=True)
+class QueueStatus:
+    """A queue as ``trainfleet queue list/describe`` shows it."""
+
+    config: QueueConfig
+    used: dict[str, int]
+    admitted: list[str]
+    waiting: list[str]
+
+
+def queue_statuses(scheduler: Scheduler, configs: dict[str, QueueConfig]) -> list[QueueStatus]:
+    """Every queue the scheduler knows, with what it uses and its jobs."""
+    admitted = scheduler.admitted_by_queue()
+    waiting = scheduler.pending_by_queue()
+    return [
+        QueueStatus(
+            configs.get(name) or QueueConfig(name=name),
+            dict(scheduler.quotas.usage.get(name, Resources()).items()),
+            admitted.get(name, []),
+            waiting.get(name, []),
+        )
+        for name in sorted(scheduler.quotas.queues)
+    ]

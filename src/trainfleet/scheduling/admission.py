@@ -13,14 +13,15 @@ returns what to start and what to preempt, ``finished`` gives resources back.
 - Preemption: a waiting job may stop lower-priority jobs of its own queue, and jobs of
   its cohort that borrow while its own queue is within its nominal quota. The fewest
   such victims are chosen, least valuable first; they keep their resources until they
-  have stopped (``finished``), then go back to the queue in their old place.
+  have stopped (``finished``), then go back to the queue in their old place, though
+  they do not start again before the job they were stopped for (no stop-start loop).
 """
 
 from __future__ import annotations
 
 import bisect
 import itertools
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 
@@ -97,6 +98,8 @@ class Scheduler:
         self._keys: dict[str, tuple[int, float, int]] = {}
         self._admitted: dict[str, _Admitted] = {}
         self._why: dict[str, str] = {}
+        self._stopped_for: dict[str, str] = {}  # a stopped victim: the job it yields to
+        self._victims: dict[str, int] = {}  # a preemptor: how many victims are still stopping
         self._sequence = itertools.count()
 
     # -- jobs in and out ------------------------------------------------------
@@ -131,6 +134,7 @@ class Scheduler:
             return False
         del self._pending[bisect.bisect_left(self._pending, (key,))]
         self._why.pop(job_id, None)
+        self._stopped_for.pop(job_id, None)
         return True
 
     def finished(self, job_id: str) -> None:
@@ -142,10 +146,15 @@ class Scheduler:
         if admitted is None:
             self.withdraw(job_id)
             return
+        if admitted.stopping_for is not None:
+            left = self._victims.pop(admitted.stopping_for) - 1
+            if left:
+                self._victims[admitted.stopping_for] = left
         self.cluster.release(job_id)
         self.quotas.give_back(admitted.job.queue, admitted.job.total)
         if admitted.stopping_for is not None:
             self.submit(admitted.job)
+            self._stopped_for[job_id] = admitted.stopping_for
 
     # -- what is where --------------------------------------------------------
 
@@ -155,6 +164,19 @@ class Scheduler:
 
     def admitted(self) -> list[str]:
         return list(self._admitted)
+
+    def pending_by_queue(self) -> dict[str, list[str]]:
+        """Waiting jobs of each queue, in order."""
+        found: dict[str, list[str]] = {}
+        for _, job in self._pending:
+            found.setdefault(job.queue, []).append(job.id)
+        return found
+
+    def admitted_by_queue(self) -> dict[str, list[str]]:
+        found: dict[str, list[str]] = {}
+        for admitted in self._admitted.values():
+            found.setdefault(admitted.job.queue, []).append(admitted.job.id)
+        return found
 
     def waiting_reason(self, job_id: str) -> str | None:
         """Why a waiting job has not started (None when it is not waiting)."""
@@ -173,9 +195,13 @@ class Scheduler:
         head: GangJob | None = None  # the first job waiting for capacity: it reserves
         reserved = Resources()
         queues_blocked: set[str] = set()
-        for _, job in list(self._pending):
+        for job in self._waiting():
             if decisions.considered - len(decisions.admitted) >= self.backfill_depth:
                 break  # that many waiting jobs looked at: enough for one pass
+            preemptor = self._stopped_for.get(job.id)
+            if preemptor in self._keys:
+                self._why[job.id] = f"preempted for {preemptor}, which starts first"
+                continue
             decisions.considered += 1
             check = self.quotas.check(job.queue, job.total)
             allocations = self.cluster.place(job.id, job.tasks) if check.fits else None
@@ -198,6 +224,16 @@ class Scheduler:
                 )
         self.cluster.release(RESERVED)
         return decisions
+
+    def _waiting(self) -> Iterator[GangJob]:
+        """The waiting jobs in order, as a copy of the list would give them (without one),
+        while the caller removes at most the job it was just given (admits it)."""
+        index = 0
+        while index < len(self._pending):
+            key, job = self._pending[index]
+            yield job
+            if index < len(self._pending) and self._pending[index][0] == key:
+                index += 1  # still waiting: on to the next; otherwise the next moved here
 
     def _admit(
         self,
@@ -224,7 +260,7 @@ class Scheduler:
     # -- preemption -----------------------------------------------------------
 
     def _awaits_victims(self, job: GangJob) -> bool:
-        return any(admitted.stopping_for == job.id for admitted in self._admitted.values())
+        return job.id in self._victims
 
     def _preempt_for(self, job: GangJob) -> list[Preemption]:
         """Stop the fewest jobs that let ``job`` in, least valuable first; none if nothing does."""
@@ -252,6 +288,7 @@ class Scheduler:
         preemptions = []
         for victim in victims:
             victim.stopping_for = job.id
+            self._victims[job.id] = self._victims.get(job.id, 0) + 1
             reason = f"preempted by {job.id} (priority {job.priority})"
             if victim.job.queue != job.queue:
                 reason = (

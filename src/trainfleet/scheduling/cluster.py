@@ -8,8 +8,9 @@ the tasks of one job are packed onto the same node while they fit there.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 
 from trainfleet.scheduling.resources import GPU_UNIT, Resources
 
@@ -34,11 +35,11 @@ class TaskDemand:
     resources: Resources
     selector: Mapping[str, str] = field(default_factory=dict)
 
-    @property
+    @cached_property
     def whole_gpus(self) -> int:
         return self.resources.gpu // GPU_UNIT if self.resources.gpu >= GPU_UNIT else 0
 
-    @property
+    @cached_property
     def gpu_fraction(self) -> int:
         """Thousandths of one shared GPU, or 0 when the task takes whole GPUs (or none)."""
         return self.resources.gpu if 0 < self.resources.gpu < GPU_UNIT else 0
@@ -68,16 +69,19 @@ class _NodeState:
         """Allocate ``task`` here if it fits; None otherwise (nothing changed)."""
         if not task.resources.fits(self.free):
             return None
-        if any(self.node.labels.get(key) != value for key, value in task.selector.items()):
+        if task.selector and any(
+            self.node.labels.get(key) != value for key, value in task.selector.items()
+        ):
             return None
         gpus: tuple[int, ...] = ()
-        if task.whole_gpus:
-            if self.whole_free < task.whole_gpus:
+        whole = task.whole_gpus
+        if whole:
+            if self.whole_free < whole:
                 return None
-            gpus = tuple(i for i, free in enumerate(self.devices) if free == GPU_UNIT)
-            gpus = gpus[: task.whole_gpus]
+            devices = self.devices
+            gpus = tuple([i for i, free in enumerate(devices) if free == GPU_UNIT][:whole])
             for device in gpus:
-                self.devices[device] = 0
+                devices[device] = 0
             self.whole_free -= len(gpus)
         elif task.gpu_fraction:
             # Best fit: the fullest device that still has room, so whole devices stay whole.
@@ -111,6 +115,10 @@ class Cluster:
         self._by_whole: list[dict[str, _NodeState]] = [{} for _ in range(self._max_gpus + 1)]
         for state in self._nodes.values():
             self._by_whole[state.whole_free][state.node.name] = state
+        # The buckets when every node is free, in node order: an idle cluster goes back to
+        # them, so that it places a job just as a new one would, whatever happened before.
+        self._idle = [dict(bucket) for bucket in self._by_whole]
+        self._moved = False
         self._held: dict[str, list[tuple[TaskDemand, TaskAllocation]]] = {}
         self.capacity = sum((node.capacity for node in nodes), Resources())
         self.free = self.capacity
@@ -142,9 +150,12 @@ class Cluster:
         """
         if holder in self._held:
             raise ValueError(f"{holder} already holds resources")
-        total = sum((task.resources for task in tasks), Resources())
+        total = _total(task.resources for task in tasks)
         if not total.fits(self.free):
             return None
+        if self._moved and not self._held:
+            self._by_whole = [dict(bucket) for bucket in self._idle]
+            self._moved = False
         order = sorted(range(len(tasks)), key=lambda i: _size(tasks[i]), reverse=True)
         taken: list[tuple[int, _NodeState, TaskAllocation]] = []
         last: _NodeState | None = None
@@ -210,7 +221,7 @@ class Cluster:
             return False
         for task, allocation in held:
             self._give_back(self._nodes[allocation.node], task, allocation)
-            self.free = self.free + task.resources
+        self.free = self.free + _total(task.resources for task, _ in held)
         return True
 
     def _candidates(self, task: TaskDemand) -> Iterator[_NodeState]:
@@ -236,8 +247,22 @@ class Cluster:
             self._move(state, before)
 
     def _move(self, state: _NodeState, before: int) -> None:
+        self._moved = True
         del self._by_whole[before][state.node.name]
         self._by_whole[state.whole_free][state.node.name] = state
+
+
+def _total(amounts: Iterable[Resources]) -> Resources:
+    """The sum of ``amounts``; as ``sum(amounts, Resources())``, without an object per step."""
+    cpu = memory = gpu = 0
+    custom: dict[str, int] = {}
+    for amount in amounts:
+        cpu += amount.cpu
+        memory += amount.memory
+        gpu += amount.gpu
+        for name, count in amount.custom.items():
+            custom[name] = custom.get(name, 0) + count
+    return Resources(cpu, memory, gpu, custom)
 
 
 def _size(task: TaskDemand) -> tuple[int, int, int]:

@@ -33,6 +33,7 @@ class QuotaCheck:
 
     fits: bool
     borrows: bool = False
+    """Whether the job takes its queue over its nominal quota (said also when it does not fit)."""
     reason: str = ""
 
 
@@ -64,32 +65,36 @@ class QuotaBook:
         """Whether ``demand`` fits ``queue``'s quota now, naming the resource when not."""
         spec = self.queues[queue]
         used = self.usage.get(queue, Resources())
-        borrows = False
+        borrows = any(
+            used.get(name) + demand.get(name) > nominal
+            for name, nominal in spec.nominal.items()
+            if demand.get(name)
+        )
         for name, nominal in spec.nominal.items():
             want = demand.get(name)
             if not want:
                 continue
             after = used.get(name) + want
-            if after <= nominal:
-                continue
-            borrows = True
-            shown = (
-                f"queue {queue!r} has a nominal quota of {describe(name, nominal)}, "
-                f"uses {describe(name, used.get(name))} and the job needs {describe(name, want)}"
-            )
+            if after > nominal and spec.cohort is None:
+                shown = _shown(queue, name, nominal, used, want)
+                return QuotaCheck(False, borrows, f"{shown}; it has no cohort to borrow from")
             if spec.cohort is None:
-                return QuotaCheck(False, reason=f"{shown}; it has no cohort to borrow from")
+                continue
             limit = None if spec.borrowing_limit is None else spec.borrowing_limit.get(name)
             if limit is not None and after - nominal > limit:
+                shown = _shown(queue, name, nominal, used, want)
                 return QuotaCheck(
-                    False, reason=f"{shown}; it may borrow at most {describe(name, limit)}"
+                    False, borrows, f"{shown}; it may borrow at most {describe(name, limit)}"
                 )
+            # Within its nominal quota too: what it left unused may be lent out until reclaimed.
             lendable = self._cohort_unused(spec.cohort, name)  # this queue's room included
             if want > lendable:
+                shown = _shown(queue, name, nominal, used, want)
                 return QuotaCheck(
                     False,
-                    reason=f"{shown}; cohort {spec.cohort!r} has only "
-                    f"{describe(name, max(lendable, 0))} unused to lend",
+                    borrows,
+                    f"{shown}; cohort {spec.cohort!r} has only "
+                    f"{describe(name, max(lendable, 0))} of its quota unused",
                 )
         return QuotaCheck(True, borrows)
 
@@ -98,5 +103,14 @@ class QuotaBook:
         unused = 0
         for queue in self.queues.values():
             if queue.cohort == cohort and name in queue.nominal:
-                unused += queue.nominal[name] - self.usage.get(queue.name, Resources()).get(name)
+                used = self.usage.get(queue.name)
+                unused += queue.nominal[name] - (0 if used is None else used.get(name))
         return unused
+
+
+def _shown(queue: str, name: str, nominal: int, used: Resources, want: int) -> str:
+    """The start of a quota refusal; only built when there is one (``check`` is hot)."""
+    return (
+        f"queue {queue!r} has a nominal quota of {describe(name, nominal)}, "
+        f"uses {describe(name, used.get(name))} and the job needs {describe(name, want)}"
+    )

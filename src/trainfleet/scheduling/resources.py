@@ -43,8 +43,13 @@ class Resources:
         yield from ((name, amount) for name, amount in self.custom.items() if amount)
 
     def get(self, name: str) -> int:
-        if name in STANDARD:
-            return int(getattr(self, name))
+        # Spelled out rather than getattr: this is on the scheduler's hot path.
+        if name == "gpu":
+            return int(self.gpu)
+        if name == "cpu":
+            return int(self.cpu)
+        if name == "memory":
+            return int(self.memory)
         return self.custom.get(name, 0)
 
     def fits(self, free: Resources) -> bool:
@@ -53,7 +58,10 @@ class Resources:
             self.cpu <= free.cpu
             and self.memory <= free.memory
             and self.gpu <= free.gpu
-            and all(amount <= free.custom.get(name, 0) for name, amount in self.custom.items())
+            and (
+                not self.custom
+                or all(amount <= free.custom.get(name, 0) for name, amount in self.custom.items())
+            )
         )
 
     def shortfall(self, free: Resources) -> list[str]:
@@ -75,6 +83,13 @@ class Resources:
         )
 
     def _combine(self, other: Resources, sign: int) -> Resources:
+        if not self.custom and not other.custom:  # the common case, kept fast
+            return Resources(
+                self.cpu + sign * other.cpu,
+                self.memory + sign * other.memory,
+                self.gpu + sign * other.gpu,
+                {},
+            )
         custom = dict(self.custom)
         for name, amount in other.custom.items():
             custom[name] = custom.get(name, 0) + sign * amount

@@ -10,7 +10,7 @@ from fastapi import Depends, FastAPI, Response
 from fastapi.concurrency import run_in_threadpool
 
 from trainfleet.control.engine import Engine
-from trainfleet.server import errors, openapi, routes_jobs, routes_logs
+from trainfleet.server import errors, openapi, routes_jobs, routes_logs, routes_queues
 from trainfleet.server.auth import authenticator
 from trainfleet.server.metrics import CONTENT_TYPE, LatencyMiddleware, Metrics
 from trainfleet.server.models import Health
@@ -41,6 +41,7 @@ def create_app(engine: Engine, settings: Settings) -> FastAPI:
     auth = authenticator(engine.store)
     app.include_router(routes_jobs.router(engine, settings, auth, metrics), prefix=API_PREFIX)
     app.include_router(routes_logs.router(engine, settings, auth), prefix=API_PREFIX)
+    app.include_router(routes_queues.router(engine, auth), prefix=API_PREFIX)
 
     @app.get(
         "/healthz",

@@ -123,5 +123,6 @@ def validation_message(errors: Sequence[Any]) -> str:
     parts = []
     for error in errors:
         where = ".".join(str(item) for item in error.get("loc", ()))
-        parts.append(f"{where}: {error.get('msg', 'invalid')}" if where else error.get("msg"))
+        message = str(error.get("msg", "invalid")).removeprefix("Value error, ")
+        parts.append(f"{where}: {message}" if where else message)
     return "; ".join(str(part) for part in parts) or "invalid request"

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from trainfleet.control.queueing import QueueStatus
+from trainfleet.spec.queues import QueueConfig, QueueName, Quota
 from trainfleet.store.records import EventRecord, JobRecord, State, TaskRecord
 
 
@@ -60,6 +62,33 @@ class JobEnd(_Model):
     job_id: str
     state: State
     reason: str = ""
+
+
+class QueueBody(_Model):
+    """A queue's configuration, as ``PUT /api/v1/queues/{name}`` takes it."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    cohort: QueueName | None = None
+    nominal: Quota = Field(default_factory=Quota)
+    borrowing_limit: Quota | None = None
+
+
+class QueueState(_Model):
+    """A queue: its configuration, what its admitted jobs use, and its jobs."""
+
+    queue: QueueConfig
+    used: dict[str, int] = Field(
+        description="cpu in millicores, memory in bytes, gpu in thousandths, custom counts."
+    )
+    running: list[str] = Field(description="Ids of its admitted jobs.")
+    waiting: list[str] = Field(description="Ids of its waiting jobs, in the order they go.")
+
+    @classmethod
+    def of(cls, status: QueueStatus) -> QueueState:
+        return cls(
+            queue=status.config, used=status.used, running=status.admitted, waiting=status.waiting
+        )
 
 
 class Health(_Model):

@@ -12,18 +12,28 @@ from trainfleet.control.engine import Engine
 from trainfleet.server.app import create_app
 from trainfleet.server.auth import bootstrap
 from trainfleet.server.settings import Settings
+from trainfleet.spec.queues import QueuesFile
 from trainfleet.store.layout import DataDir
 
 GRACEFUL_SHUTDOWN = 3
 """Seconds a stopping server waits for open requests before it cuts them."""
 
 
-def serve(data_dir: str | None, host: str, port: int, database_url: str | None = None) -> None:
+def serve(
+    data_dir: str | None,
+    host: str,
+    port: int,
+    database_url: str | None = None,
+    queues: QueuesFile | None = None,
+) -> None:
     """Run the server in this process until SIGINT or SIGTERM.
 
     Supervised tasks outlive this process; a restarted server adopts them (resume).
+    ``queues`` (from ``--queues FILE``) are created or updated before jobs resume.
     """
     engine = Engine(DataDir.resolve(data_dir), supervised=True, database=database_url)
+    for queue in queues.queues if queues else []:
+        engine.set_queue(queue)
     token = bootstrap(engine.store, os.environ.get("TRAINFLEET_ADMIN_TOKEN") or None)
     if token is not None:
         print(f"trainfleet | admin token (shown only this once): {token}", flush=True)

@@ -29,6 +29,7 @@ from trainfleet.spec.errors import (
     spec_error_from_validation,
 )
 from trainfleet.spec.models import JobSpec
+from trainfleet.spec.queues import QueuesFile
 
 MAX_VALUES = 100_000
 """Most values a document may hold once its aliases are expanded (stops alias bombs)."""
@@ -93,6 +94,16 @@ def load_job_text(text: str, filename: str = "<input>") -> LoadedJob:
         return LoadedJob(spec, [], "trainfleet")
     except RecursionError:
         raise SpecError.one("the document is nested too deeply", file=filename) from None
+
+
+def load_queues_file(path: str | os.PathLike[str]) -> QueuesFile:
+    """The queues of a queues file (YAML or JSON); raises SpecError naming file and line."""
+    filename = os.fspath(path)
+    data, source = parse_document(read_job_text(path), filename)
+    try:
+        return QueuesFile.model_validate(data)
+    except ValidationError as error:
+        raise spec_error_from_validation(error, data, source, model=QueuesFile) from None
 
 
 def parse_document(text: str, filename: str = "<input>") -> tuple[dict[Hashable, Any], SourceMap]:

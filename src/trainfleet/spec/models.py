@@ -21,6 +21,7 @@ from enum import StrEnum
 from typing import Annotated, Any, Literal
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     BeforeValidator,
     ConfigDict,
@@ -31,7 +32,15 @@ from pydantic import (
     model_validator,
 )
 
-from trainfleet.spec.quantity import parse_cpu, parse_memory
+from trainfleet.spec.quantity import (
+    CPU_LIMIT,
+    CPU_SCHEMA_PATTERN,
+    MEMORY_LIMIT,
+    MEMORY_SCHEMA_PATTERN,
+    format_cpu,
+    parse_cpu,
+    parse_memory,
+)
 
 MASTER_ROLES = ("chief", "master")
 """Roles that coordinate a job; at most one of them, with one replica."""
@@ -58,12 +67,12 @@ Environment = dict[str, EnvValue]
 Millicores = Annotated[
     int,
     BeforeValidator(parse_cpu),
-    PlainSerializer(lambda millicores: f"{millicores}m", return_type=str),  # reads back the same
+    PlainSerializer(format_cpu, return_type=str),  # reads back the same
     WithJsonSchema(
         {
             "anyOf": [
-                {"type": "number", "minimum": 0},
-                {"type": "string", "pattern": r"^\d+(\.\d+)?m?$"},
+                {"type": "number", "minimum": 0, "maximum": CPU_LIMIT // 10},
+                {"type": "string", "pattern": CPU_SCHEMA_PATTERN},
             ],
             "description": "CPU cores: 2, 0.5 or 500m.",
         }
@@ -74,7 +83,10 @@ Bytes = Annotated[
     BeforeValidator(parse_memory),
     WithJsonSchema(
         {
-            "anyOf": [{"type": "integer", "minimum": 0}, {"type": "string"}],
+            "anyOf": [
+                {"type": "integer", "minimum": 0, "maximum": MEMORY_LIMIT},
+                {"type": "string", "pattern": MEMORY_SCHEMA_PATTERN},
+            ],
             "description": "Memory: bytes or a quantity such as 2Gi, 512Mi, 8G.",
         }
     ),
@@ -109,16 +121,47 @@ class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+CUSTOM_RESOURCE = re.compile(r"^[a-z][a-z0-9_-]{0,62}$")
+STANDARD_RESOURCES = ("cpu", "memory", "gpu")
+
+
+def _custom_names(value: dict[str, int]) -> dict[str, int]:
+    for name in value:
+        if name in STANDARD_RESOURCES or not CUSTOM_RESOURCE.match(name):
+            raise ValueError(
+                f"invalid custom resource name {name!r}: use lower-case letters, digits, "
+                "'-' and '_' (cpu, memory and gpu have their own fields)"
+            )
+    return value
+
+
+CustomResources = Annotated[
+    dict[str, Annotated[int, Field(ge=0)]],
+    AfterValidator(_custom_names),
+    WithJsonSchema(
+        {
+            "type": "object",
+            "propertyNames": {
+                "pattern": CUSTOM_RESOURCE.pattern,
+                "not": {"enum": list(STANDARD_RESOURCES)},
+            },
+            "additionalProperties": {"type": "integer", "minimum": 0},
+            "description": "Named resources, e.g. {licence: 1}.",
+        }
+    ),
+]
+
+
 class Resources(_Model):
     """What one task needs; a job starts only when every task's needs fit at once."""
 
     cpu: Millicores | None = None
     memory: Bytes | None = None
-    gpu: Annotated[float, Field(ge=0, allow_inf_nan=False)] = Field(
+    gpu: Annotated[float, Field(ge=0, le=100_000, allow_inf_nan=False)] = Field(
         default=0,
         description="Whole GPUs (exclusive), or a fraction below 1 (0.5) of one shared GPU.",
     )
-    custom: dict[str, Annotated[int, Field(ge=0)]] = Field(
+    custom: CustomResources = Field(
         default_factory=dict,
         description="Named resources of the machine or cluster, e.g. {licence: 1}.",
     )
@@ -132,17 +175,6 @@ class Resources(_Model):
             )
         if 0 < value < 0.001:
             raise ValueError("a GPU fraction must be at least 0.001")
-        return value
-
-    @field_validator("custom")
-    @classmethod
-    def _custom_names(cls, value: dict[str, int]) -> dict[str, int]:
-        for name in value:
-            if name in ("cpu", "memory", "gpu") or not ROLE_NAME.match(name.replace("-", "_")):
-                raise ValueError(
-                    f"invalid custom resource name {name!r}: use lower-case letters, digits, "
-                    "'-' and '_' (cpu, memory and gpu have their own fields)"
-                )
         return value
 
 

@@ -12,6 +12,13 @@ import re
 
 _DECIMAL = {"": 1, "k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12, "p": 10**15, "e": 10**18}
 _BINARY = {"ki": 2**10, "mi": 2**20, "gi": 2**30, "ti": 2**40, "pi": 2**50, "ei": 2**60}
+CPU_LIMIT = 10**18 - 1
+"""Most cores a quantity may name: far beyond any machine, and 18 digits at most."""
+MEMORY_LIMIT = 2**100
+"""Most bytes a quantity may name."""
+CPU_SCHEMA_PATTERN = r"^\d{1,18}(\.\d{1,18})?m?$"
+MEMORY_SCHEMA_PATTERN = r"^\s*\d{1,12}(\.\d{1,12})?\s*([kKmMgGtTpPeE]i?)?[bB]?\s*$"
+"""What the JSON Schema promises: forms that always parse within the limits above."""
 _MEMORY = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgtpe]i?)?b?\s*$", re.IGNORECASE)
 _CPU = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(m?)\s*$")
 
@@ -25,7 +32,9 @@ def parse_memory(value: str | int | float) -> int:
     if isinstance(value, bool):
         raise ValueError("memory must be a quantity like 2Gi or 8G, not a boolean")
     if isinstance(value, int | float):
-        return int(_finite(value, "memory"))
+        return int(_finite(value, "memory", MEMORY_LIMIT))
+    if not isinstance(value, str):
+        raise ValueError("memory must be a quantity like 2Gi or 8G, or a number of bytes")
     match = _MEMORY.match(value)
     if not match:
         raise ValueError(
@@ -34,7 +43,7 @@ def parse_memory(value: str | int | float) -> int:
         )
     number, unit = match.group(1), (match.group(2) or "").lower()
     factor = _BINARY[unit] if unit.endswith("i") else _DECIMAL[unit]
-    return int(_finite(float(number) * factor, "memory"))
+    return int(_finite(float(number) * factor, "memory", MEMORY_LIMIT))
 
 
 def parse_cpu(value: str | int | float) -> int:
@@ -42,20 +51,35 @@ def parse_cpu(value: str | int | float) -> int:
     if isinstance(value, bool):
         raise ValueError("cpu must be a number like 2 or 500m, not a boolean")
     if isinstance(value, int | float):
-        return round(_finite(value, "cpu") * 1000)
+        return round(_finite(value, "cpu", CPU_LIMIT) * 1000)
+    if not isinstance(value, str):
+        raise ValueError("cpu must be a number like 2 or 500m")
     match = _CPU.match(value)
     if not match:
         raise ValueError(f"cannot parse cpu {value!r}: use a number of cores (2, 0.5) or 500m")
-    number = _finite(float(match.group(1)), "cpu")
-    return round(number) if match.group(2) else round(number * 1000)
+    number, milli = float(match.group(1)), bool(match.group(2))
+    _finite(number / 1000 if milli else number, "cpu", CPU_LIMIT)
+    return round(number) if milli else round(number * 1000)
 
 
-def _finite(number: float, what: str) -> float:
-    if not math.isfinite(number) or number > 2**62:
+def _finite(number: float, what: str, limit: int) -> float:
+    if not math.isfinite(number):
         raise ValueError(f"{what} must be a finite number")
+    if number > limit:
+        raise ValueError(f"{what} is too large")
     if number < 0:
         raise ValueError(f"{what} must not be negative")
     return number
+
+
+def format_cpu(millicores: int) -> str:
+    """Cores as a decimal string that parses back the same (``2500`` -> ``"2.5"``).
+
+    >>> format_cpu(2000), format_cpu(2500), format_cpu(1)
+    ('2', '2.5', '0.001')
+    """
+    cores, milli = divmod(millicores, 1000)
+    return f"{cores}.{milli:03d}".rstrip("0") if milli else str(cores)
 
 
 def format_memory(size: int) -> str:

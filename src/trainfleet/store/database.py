@@ -216,6 +216,23 @@ class Store:
             JobRecord.model_validate({**row, "labels": labels.get(row["id"], {})}) for row in rows
         ]
 
+    # -- queues ---------------------------------------------------------------
+
+    def put_queue(self, name: str, config: str) -> None:
+        """Create or replace a queue's configuration (JSON)."""
+        with self._db.transaction() as db:
+            db.execute(
+                "INSERT INTO queues (name, config, updated_at) VALUES (:name, :config, "
+                ":updated_at) ON CONFLICT (name) DO UPDATE SET config = excluded.config, "
+                "updated_at = excluded.updated_at",
+                {"name": name, "config": config, "updated_at": time.time()},
+            )
+
+    def list_queues(self) -> dict[str, str]:
+        """Every stored queue's configuration (JSON), by name."""
+        rows = self._db.rows("SELECT name, config FROM queues ORDER BY name")
+        return {row["name"]: row["config"] for row in rows}
+
     # -- API tokens -----------------------------------------------------------
 
     def add_token(self, token: TokenRecord) -> None:
