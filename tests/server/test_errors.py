@@ -40,7 +40,7 @@ def operations(live: LiveServer, job_id: str) -> list[tuple[str, str]]:
     found = []
     for path, methods in document["paths"].items():
         for method in methods:
-            url = path.format(job_id=job_id, role="worker", index=0)
+            url = path.format(job_id=job_id, role="worker", index=0, name="default")
             found.append((method.upper(), url))
     return found
 

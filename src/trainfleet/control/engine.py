@@ -8,7 +8,6 @@ from __future__ import annotations
 import getpass
 import secrets
 import shutil
-import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -17,6 +16,7 @@ from pathlib import Path
 from trainfleet.backends.api import Backend, TaskLaunch
 from trainfleet.backends.local import LocalBackend
 from trainfleet.control import queueing
+from trainfleet.control.admitter import Admitter
 from trainfleet.control.controller import JobController, task_launch
 from trainfleet.control.runner import Runner
 from trainfleet.scheduling.admission import Admission, Scheduler
@@ -84,10 +84,12 @@ class Engine:
             [queueing.local_node(self._gpus)],
             [queueing.queue_spec(config) for config in self._queues.values()],
         )
-        self._changed = threading.Condition(threading.RLock())
-        """Held while the scheduler is used; notified when a job starts or ends."""
-        self._waiting: dict[str, str] = {}
-        """The waiting reason last stored for each waiting job."""
+        self.admitter = Admitter(
+            self.scheduler,
+            launch=self._launch,
+            preempt=lambda preemption: self.runner.preempt(preemption.job, preemption.reason),
+            note_waiting=lambda job_id, reason: self.store.update_job(job_id, reason=reason),
+        )
 
     def plan(self, spec: JobSpec) -> Placement:
         """Place every task: free ports, exclusive GPUs. Raises Unschedulable."""
@@ -104,7 +106,7 @@ class Engine:
         self, spec: JobSpec, workdir: Path, source: str = "trainfleet", user: str | None = None
     ) -> JobRecord:
         """Store the job, queued. Raises Unschedulable when it could never be admitted."""
-        with self._changed:
+        with self.admitter.lock:
             self.scheduler.check(queueing.gang_job(spec.name, spec, time.time()))
         for _ in range(ID_TRIES):
             try:
@@ -152,26 +154,10 @@ class Engine:
     def start(self, job_id: str) -> None:
         """Queue a stored job for admission; it runs on a background thread once admitted."""
         job = self.get(job_id)
-        with self._changed:
-            spec = JobSpec.model_validate_json(job.spec)
+        spec = JobSpec.model_validate_json(job.spec)
+        with self.admitter.lock:
             self.scheduler.submit(queueing.gang_job(job.id, spec, job.created_at))
-            self._schedule()
-
-    def _schedule(self) -> None:
-        """Admit what fits now and start it; stop what must make room; say why others wait."""
-        with self._changed:
-            decisions = self.scheduler.schedule()
-            for admission in decisions.admitted:
-                self._waiting.pop(admission.job, None)
-                self._launch(admission)
-            for preemption in decisions.preempted:
-                self.runner.preempt(preemption.job, preemption.reason)
-            for job_id in self.scheduler.pending()[: decisions.considered]:
-                reason = self.scheduler.waiting_reason(job_id) or ""
-                if self._waiting.get(job_id) != reason:
-                    self._waiting[job_id] = reason
-                    self.store.update_job(job_id, reason=reason)
-            self._changed.notify_all()
+        self.admitter.wake()
 
     def _launch(self, admission: Admission) -> None:
         """Give an admitted job its ports and GPUs and start its controller."""
@@ -201,13 +187,11 @@ class Engine:
 
     def _ended(self, job_id: str) -> None:
         """A job's controller returned: free its resources; a preempted one waits again."""
-        with self._changed:
-            self.scheduler.finished(job_id)
-            job = self.store.get_job(job_id)
-            if job is not None and job.state == State.QUEUED:
-                # Its next run starts from attempt 0 again: drop the old attempts' records.
-                shutil.rmtree(self.data_dir.run_dir(job_id), ignore_errors=True)
-            self._schedule()
+        job = self.store.get_job(job_id)
+        if job is not None and job.state == State.QUEUED:
+            # Its next run starts from attempt 0 again: drop the old attempts' records.
+            shutil.rmtree(self.data_dir.run_dir(job_id), ignore_errors=True)
+        self.admitter.finished(job_id)
 
     def resume(self) -> list[str]:
         """Pick up the jobs an earlier process of this data directory left unfinished.
@@ -217,7 +201,7 @@ class Engine:
         the adopted jobs.
         """
         resumed, waiting = [], []
-        with self._changed:
+        with self.admitter.lock:
             for job in self.store.list_jobs(limit=1_000_000):
                 if State(job.state).is_final or job.id in self.runner.running():
                     continue
@@ -236,7 +220,7 @@ class Engine:
                 resumed.append(job.id)
             for gang in waiting:
                 self.scheduler.submit(gang)
-            self._schedule()
+        self.admitter.wake()
         return resumed
 
     def wait(self, job_id: str, timeout: float | None = None) -> JobRecord:
@@ -246,43 +230,37 @@ class Engine:
 
     def wait_ended(self, job_id: str, timeout: float | None = None) -> bool:
         """Wait until the job has ended (waiting in the queue included); False on timeout."""
-        deadline = None if timeout is None else time.monotonic() + timeout
-        with self._changed:
-            while not State(self.get(job_id).state).is_final:
-                left = None if deadline is None else deadline - time.monotonic()
-                if left is not None and left <= 0:
-                    return False
-                self._changed.wait(left if left is not None else 1.0)
-        return True
+        return self.admitter.wait(lambda: State(self.get(job_id).state).is_final, timeout)
 
     def cancel(self, job_id: str, reason: str = "cancelled by user") -> JobRecord:
         """Stop a job run by this process, or make sure a queued one never starts.
 
         Raises JobActive for a job that another process runs (stop it there).
         """
-        job = self.get(job_id)
-        if State(job.state).is_final or self.runner.cancel(job_id, reason):
-            return job
-        if job.state != State.QUEUED:
-            raise JobActive(f"job {job_id} is {job.state} in another trainfleet process")
-        with self._changed:
-            self.scheduler.withdraw(job_id)
-            self._waiting.pop(job_id, None)
-        message = f"not started: {reason}"
-        for task in self.store.list_tasks(job_id):
-            self.store.update_task(
+        with self.admitter.lock:  # no pass can start the job while this looks at it
+            job = self.get(job_id)
+            if State(job.state).is_final or self.runner.cancel(job_id, reason):
+                return job
+            if not self.admitter.withdraw(job_id) and job.state != State.QUEUED:
+                raise JobActive(f"job {job_id} is {job.state} in another trainfleet process")
+            message = f"not started: {reason}"
+            for task in self.store.list_tasks(job_id):
+                self.store.update_task(
+                    job_id,
+                    task.role,
+                    task.index,
+                    message=message,
+                    state=State.CANCELLED,
+                    reason=message,
+                )
+            self.store.update_job(
                 job_id,
-                task.role,
-                task.index,
-                message=message,
+                message=reason,
                 state=State.CANCELLED,
-                reason=message,
+                reason=reason,
+                finished_at=time.time(),
             )
-        self.store.update_job(
-            job_id, message=reason, state=State.CANCELLED, reason=reason, finished_at=time.time()
-        )
-        with self._changed:
-            self._changed.notify_all()
+            self.admitter.lock.notify_all()
         return self.get(job_id)
 
     def delete(self, job_id: str, force: bool = False) -> None:
@@ -309,13 +287,13 @@ class Engine:
     def set_queue(self, config: QueueConfig) -> None:
         """Create or change a queue; waiting jobs are looked at again under its new quota."""
         self.store.put_queue(config.name, config.model_dump_json())
-        with self._changed:
+        with self.admitter.lock:
             self._queues[config.name] = config
             self.scheduler.set_queue(queueing.queue_spec(config))
-            self._schedule()
+        self.admitter.wake()
 
     def queues(self) -> list[queueing.QueueStatus]:
-        with self._changed:
+        with self.admitter.lock:
             return queueing.queue_statuses(self.scheduler, self._queues)
 
     def get(self, job_id: str) -> JobRecord:
