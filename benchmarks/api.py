@@ -9,10 +9,11 @@ figures are the server's rather than an HTTP client library's.
 (list)   GET /api/v1/jobs?limit=50, first page over 10,000 stored jobs, one client
          (the store is filled through trainfleet.store before the server starts);
          peer: GET /healthz from one client.
-(submit) POST /api/v1/jobs of a one-task job running `true`, from several clients;
-         the server stores AND starts every job (a controller thread, a supervisor
-         process and `true` each), so that work is part of the figure; the time until
-         all of them have ended is reported beside it.
+(submit) POST /api/v1/jobs of a one-task job running `true` that asks for every CPU of
+         the machine, from several clients: as on a busy cluster, the jobs queue and
+         the server runs them one at a time (a controller thread, a supervisor process
+         and `true` each) while it goes on accepting more, so that work is part of the
+         figure; the time until all of them have ended (the drain) is reported beside it.
          peer: GET /healthz throughput from the same number of clients.
 (get)    GET /api/v1/jobs/{id} (job, tasks, events) latency with 100 clients, once the
          submitted jobs have ended; peer: GET /healthz under the same load.
@@ -55,7 +56,10 @@ HERE = Path(__file__).resolve().parent
 HOST = "127.0.0.1"
 API = "/api/v1"
 SUBMIT_BODY = json.dumps(
-    {"name": "bench-submit", "roles": {"worker": {"command": ["true"]}}}
+    {
+        "name": "bench-submit",
+        "roles": {"worker": {"command": ["true"], "resources": {"cpu": os.cpu_count() or 1}}},
+    }
 ).encode()
 ACTIVE_STATES = (State.QUEUED, State.STARTING, State.RUNNING, State.RESTARTING)
 REQUEST_TIMEOUT = 30.0
@@ -404,7 +408,7 @@ async def _count_states(load: Load) -> dict[str, int]:
 
 
 async def bench_submit(load: Load, args: argparse.Namespace) -> dict[str, Any]:
-    """(submit) job submissions/s (the server runs each `true` job), beside /healthz."""
+    """(submit) job submissions/s (the server queues and runs each job), beside /healthz."""
     target = f"{API}/jobs"
     submitted = await load.run(
         args.submit_clients,

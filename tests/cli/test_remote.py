@@ -295,8 +295,13 @@ def test_token_create_list_revoke(server: ServerProcess, tmp_path: Path) -> None
     assert all("digest" not in row for row in rows) and secret not in listed
 
     assert cli("--data-dir", data, "token", "revoke", token_id).returncode == 0
-    refused = cli("list", server=server.url, token=secret)
-    assert refused.returncode == 2 and "refused the token" in refused.stderr
+    # The server trusts a looked-up token for a moment (TOKEN_CACHE_SECONDS).
+    refused = wait_for(
+        lambda: (answer := cli("list", server=server.url, token=secret)).returncode == 2 and answer,
+        timeout=20,
+        what="the revoked token refused",
+    )
+    assert "refused the token" in refused.stderr
     again = cli("--data-dir", data, "token", "revoke", token_id)
     assert again.returncode == 2 and "revoked already" in again.stderr
     unknown = cli("--data-dir", data, "token", "revoke", "nope")

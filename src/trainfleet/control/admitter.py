@@ -9,9 +9,13 @@ the others wait. Everything that touches the scheduler holds ``lock``.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 
 from trainfleet.scheduling.admission import Admission, Decisions, Preemption, Scheduler
+
+MIN_INTERVAL = 0.005
+"""Seconds from the start of one pass to the next, at least."""
 
 
 class Admitter:
@@ -66,7 +70,7 @@ class Admitter:
                 self._launch(admission)
             for preemption in decisions.preempted:
                 self._preempt(preemption)
-            for job_id in self.scheduler.pending()[: decisions.considered]:
+            for job_id in self.scheduler.pending(decisions.considered):
                 reason = self.scheduler.waiting_reason(job_id) or ""
                 if self._reasons.get(job_id) != reason:
                     self._reasons[job_id] = reason
@@ -75,7 +79,11 @@ class Admitter:
         return decisions
 
     def _loop(self) -> None:
+        last = 0.0
         while True:
             self._wanted.wait()
+            # A burst of submissions is taken in a few passes, not one pass each.
+            time.sleep(max(0.0, last + MIN_INTERVAL - time.monotonic()))
             self._wanted.clear()
+            last = time.monotonic()
             self.run_pass()

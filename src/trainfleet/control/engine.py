@@ -103,16 +103,27 @@ class Engine:
         return build_placement(spec, self.backend.host(), ports, gpus)
 
     def submit(
-        self, spec: JobSpec, workdir: Path, source: str = "trainfleet", user: str | None = None
+        self,
+        spec: JobSpec,
+        workdir: Path,
+        source: str = "trainfleet",
+        user: str | None = None,
+        start: bool = False,
     ) -> JobRecord:
-        """Store the job, queued. Raises Unschedulable when it could never be admitted."""
+        """Store the job, queued, and with ``start`` queue it for admission here at once.
+
+        Raises Unschedulable when it could never be admitted.
+        """
         with self.admitter.lock:
             self.scheduler.check(queueing.gang_job(spec.name, spec, time.time()))
         for _ in range(ID_TRIES):
             try:
-                return self._store_new(spec, workdir, source, user)
+                job = self._store_new(spec, workdir, source, user)
             except StoreConflict:  # the random part of the id was taken: draw again
                 continue
+            if start:
+                self._queue(job, spec)
+            return job
         raise StoreConflict(f"no free job id for {spec.name!r} after {ID_TRIES} tries")
 
     def _store_new(self, spec: JobSpec, workdir: Path, source: str, user: str | None) -> JobRecord:
@@ -154,7 +165,9 @@ class Engine:
     def start(self, job_id: str) -> None:
         """Queue a stored job for admission; it runs on a background thread once admitted."""
         job = self.get(job_id)
-        spec = JobSpec.model_validate_json(job.spec)
+        self._queue(job, JobSpec.model_validate_json(job.spec))
+
+    def _queue(self, job: JobRecord, spec: JobSpec) -> None:
         with self.admitter.lock:
             self.scheduler.submit(queueing.gang_job(job.id, spec, job.created_at))
         self.admitter.wake()

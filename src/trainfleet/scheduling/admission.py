@@ -158,9 +158,9 @@ class Scheduler:
 
     # -- what is where --------------------------------------------------------
 
-    def pending(self) -> list[str]:
-        """Waiting jobs, in the order they will be considered."""
-        return [job.id for _, job in self._pending]
+    def pending(self, limit: int | None = None) -> list[str]:
+        """Waiting jobs (the first ``limit``), in the order they will be considered."""
+        return [job.id for _, job in self._pending[:limit]]
 
     def admitted(self) -> list[str]:
         return list(self._admitted)
@@ -285,6 +285,10 @@ class Scheduler:
         victims = [victim for victim, _ in needed]
         for victim, held in needed:  # they keep their resources until they have stopped
             self._put_back(victim, held)
+        if victims:
+            # It stops others now, so it yields to none: a job that once stopped for one
+            # of its victims must not wait for that victim in turn (each would wait forever).
+            self._stopped_for.pop(job.id, None)
         preemptions = []
         for victim in victims:
             victim.stopping_for = job.id
@@ -314,6 +318,7 @@ class Scheduler:
                 and other.queue != job.queue
                 and self.quotas.queues[other.queue].cohort == queue.cohort
                 and admitted.borrows
+                and self.quotas.borrowing(other.queue)  # it may have stopped borrowing since
             )
             if same_queue or reclaim:
                 found.append(admitted)

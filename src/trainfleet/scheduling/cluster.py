@@ -170,11 +170,11 @@ class Cluster:
                     if allocation is not None:
                         last = state
                         break
-            if allocation is None:
+            if allocation is None or last is None:
                 for j, state, done in reversed(taken):
                     self._give_back(state, tasks[j], done)
                 return None
-            taken.append((i, self._nodes[allocation.node], allocation))
+            taken.append((i, last, allocation))  # ``last`` is where it went
         by_task: dict[int, TaskAllocation] = {i: allocation for i, _, allocation in taken}
         self._held[holder] = [(tasks[i], by_task[i]) for i in range(len(tasks))]
         self.free = self.free - total
@@ -207,7 +207,7 @@ class Cluster:
                 state.devices[device] -= allocation.gpu_fraction or GPU_UNIT
             if state.whole_free != before:
                 self._move(state, before)
-            self.free = self.free - task.resources
+        self.free = self.free - _total(task.resources for task, _ in held)
         self._held[holder] = list(held)
 
     def holding(self, holder: str) -> list[tuple[TaskDemand, TaskAllocation]]:

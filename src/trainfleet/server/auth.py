@@ -14,6 +14,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Annotated
 
+from cachetools import TTLCache
 from fastapi import Security
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
@@ -76,8 +77,18 @@ def new_record(name: str, token: str, admin: bool = False) -> TokenRecord:
     )
 
 
+TOKEN_CACHE_SECONDS = 2.0
+"""How long a looked-up token is trusted without asking the store again: a token revoked
+(by ``trainfleet token revoke``, possibly in another process) stops working this soon."""
+
+
 def authenticator(store: Store) -> Callable[..., Awaitable[TokenRecord]]:
-    """The dependency that answers 401 unless the request has a valid, unrevoked token."""
+    """The dependency that answers 401 unless the request has a valid, unrevoked token.
+
+    Lookups are cached briefly: the store is shared with the jobs' threads, and a query
+    per request would make every request wait for it.
+    """
+    known: TTLCache[str, TokenRecord | None] = TTLCache(maxsize=10_000, ttl=TOKEN_CACHE_SECONDS)
 
     async def authenticate(
         credentials: Annotated[HTTPAuthorizationCredentials | None, Security(bearer)],
@@ -86,7 +97,11 @@ def authenticator(store: Store) -> Callable[..., Awaitable[TokenRecord]]:
             raise ApiError(
                 401, "this server needs a token: Authorization: Bearer <token>", _challenge()
             )
-        token = store.token_by_digest(digest(credentials.credentials))
+        key = digest(credentials.credentials)
+        if key in known:
+            token = known[key]
+        else:
+            token = known[key] = store.token_by_digest(key)
         if token is None or token.revoked_at is not None:
             raise ApiError(401, "the token is unknown or revoked", _challenge("invalid_token"))
         return token

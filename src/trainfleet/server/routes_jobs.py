@@ -89,8 +89,7 @@ def router(
 
         def load_store_and_start() -> Submitted:
             loaded = load_job_text(text, filename)
-            job = engine.submit(loaded.spec, directory, loaded.source, user=token.name)
-            engine.start(job.id)
+            job = engine.submit(loaded.spec, directory, loaded.source, user=token.name, start=True)
             return Submitted(job=job, warnings=loaded.warnings)
 
         submitted = await run_in_threadpool(load_store_and_start)
