@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import textwrap
 from pathlib import Path
 
@@ -106,3 +107,37 @@ def test_a_higher_priority_job_preempts_a_running_one_which_later_succeeds(
     requeued = [e for e in low_events if e.task == "" and e.state == State.QUEUED]
     assert len(requeued) == 2, low_events  # submitted, then preempted
     assert requeued[1].message == f"preempted by {high.id} (priority 5)"
+
+
+def test_after_a_kill_9_the_running_job_keeps_the_machine_and_the_waiting_one_waits(
+    tmp_path: Path,
+) -> None:
+    """A restarted server adopts the running job with its resources, requeues the rest."""
+    shutil.copy(PROGRAM, tmp_path)
+    data = tmp_path / "data"
+    server = ServerProcess(data)
+    token = server.admin_token or ""
+    try:
+        with Client(server.url, token, timeout=30) as client:
+            first = client.submit(job("first", 0, seconds=3), workdir=tmp_path)
+            wait_for(lambda: ("first", "start") in events(tmp_path), what="first running")
+            second = client.submit(job("second", 0), workdir=tmp_path)
+            assert client.get(second.id).state == State.QUEUED
+    finally:
+        assert server.stop(signal.SIGKILL) == -signal.SIGKILL
+    server = ServerProcess(data)
+    try:
+        with Client(server.url, token, timeout=30) as client:
+            assert client.get(second.id).state == State.QUEUED  # first still holds the CPUs
+            wait_for(
+                lambda: all(State(client.get(j.id).state).is_final for j in (first, second)),
+                timeout=120,
+                what="both jobs to end",
+            )
+            assert client.get(first.id).state == State.SUCCEEDED
+            assert client.get(second.id).state == State.SUCCEEDED
+    finally:
+        server.stop()
+    assert events(tmp_path) == [
+        ("first", "start"), ("first", "end"), ("second", "start"), ("second", "end"),
+    ]  # fmt: skip
