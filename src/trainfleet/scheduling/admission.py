@@ -15,6 +15,10 @@ returns what to start and what to preempt, ``finished`` gives resources back.
   such victims are chosen, least valuable first; they keep their resources until they
   have stopped (``finished``), then go back to the queue in their old place, though
   they do not start again before the job they were stopped for (no stop-start loop).
+  A job that preempted is nominated: each pass looks at it first among the jobs of its
+  priority and holds for it the capacity it can use and its quota, so that what its
+  victims free goes to it and not to a job of its priority that happens to come earlier
+  (no preemption thrash); a job of higher priority still goes first.
 """
 
 from __future__ import annotations
@@ -100,6 +104,7 @@ class Scheduler:
         self._why: dict[str, str] = {}
         self._stopped_for: dict[str, str] = {}  # a stopped victim: the job it yields to
         self._victims: dict[str, int] = {}  # a preemptor: how many victims are still stopping
+        self._nominated: set[str] = set()  # waiting jobs that preempted: they go first
         self._sequence = itertools.count()
 
     # -- jobs in and out ------------------------------------------------------
@@ -135,6 +140,7 @@ class Scheduler:
         del self._pending[bisect.bisect_left(self._pending, (key,))]
         self._why.pop(job_id, None)
         self._stopped_for.pop(job_id, None)
+        self._nominated.discard(job_id)
         return True
 
     def finished(self, job_id: str) -> None:
@@ -192,12 +198,18 @@ class Scheduler:
     def schedule(self) -> Decisions:
         """Admit what can start now; preempt what must make room. One pass."""
         decisions = Decisions()
+        nominated = sorted((self._keys[job_id], job_id) for job_id in self._nominated)
+        holding: list[GangJob] = []
         head: GangJob | None = None  # the first job waiting for capacity: it reserves
         reserved = Resources()
         queues_blocked: set[str] = set()
         for job in self._waiting():
+            while nominated and -nominated[0][0][0] >= job.priority:  # its band's first
+                holding += self._serve_nominated(nominated.pop(0)[1], decisions)
             if decisions.considered - len(decisions.admitted) >= self.backfill_depth:
                 break  # that many waiting jobs looked at: enough for one pass
+            if job.id in self._nominated or job.id not in self._keys:
+                continue  # served at the head of its priority
             preemptor = self._stopped_for.get(job.id)
             if preemptor in self._keys:
                 self._why[job.id] = f"preempted for {preemptor}, which starts first"
@@ -222,8 +234,34 @@ class Scheduler:
                 reserved = sum(
                     (task.resources for task, _ in self.cluster.holding(RESERVED)), Resources()
                 )
+        for _, job_id in nominated:  # after every job looked at
+            if job_id in self._keys:
+                holding += self._serve_nominated(job_id, decisions)
         self.cluster.release(RESERVED)
+        for job in holding:
+            self.cluster.release(_hold(job))
+            self.quotas.give_back(job.queue, job.total)
         return decisions
+
+    def _serve_nominated(self, job_id: str, decisions: Decisions) -> list[GangJob]:
+        """Admit a nominated job if it fits; otherwise it holds, for the rest of the pass,
+        the capacity it could use now and its quota. Returns it when it holds."""
+        job = self._pending[bisect.bisect_left(self._pending, (self._keys[job_id],))][1]
+        decisions.considered += 1
+        check = self.quotas.check(job.queue, job.total)
+        allocations = self.cluster.place(job.id, job.tasks) if check.fits else None
+        if allocations is not None:
+            self._admit(job, check.borrows, allocations, decisions)
+            return []
+        if self._awaits_victims(job):
+            pass  # the reason says which jobs it waits for (see _preempt_for)
+        elif check.fits:
+            self._why[job.id] = self._capacity_reason(job, None, Resources())
+        else:
+            self._why[job.id] = f"waiting for quota: {check.reason}"
+        self.cluster.reserve(_hold(job), job.tasks)
+        self.quotas.use(job.queue, job.total)
+        return [job]
 
     def _waiting(self) -> Iterator[GangJob]:
         """The waiting jobs in order, as a copy of the list would give them (without one),
@@ -289,6 +327,9 @@ class Scheduler:
             # It stops others now, so it yields to none: a job that once stopped for one
             # of its victims must not wait for that victim in turn (each would wait forever).
             self._stopped_for.pop(job.id, None)
+            self._nominated.add(job.id)
+            names = ", ".join(victim.job.id for victim in victims)
+            self._why[job.id] = f"waiting for {names} to stop: preempted for it"
         preemptions = []
         for victim in victims:
             victim.stopping_for = job.id
@@ -383,3 +424,8 @@ class Scheduler:
             for queue in self.quotas.queues.values()
             if queue.cohort == cohort
         )
+
+
+def _hold(job: GangJob) -> str:
+    """The holder name of what a nominated job holds during a pass."""
+    return f"{RESERVED}:{job.id}"
