@@ -7,6 +7,7 @@ import sys
 import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+from typing import TYPE_CHECKING
 
 import click
 
@@ -18,6 +19,9 @@ from trainfleet.control.engine import JobActive, JobNotFound
 from trainfleet.scheduling.placement import Unschedulable
 from trainfleet.spec.errors import SpecError
 from trainfleet.store.records import JobRecord, State
+
+if TYPE_CHECKING:
+    from trainfleet.server.models import QueueState
 
 FOLLOW_SECONDS = 0.2
 """Seconds between two looks at a followed job's logs or events (at least)."""
@@ -221,11 +225,7 @@ def queue_create(
     from trainfleet.cli import queues
 
     with service_of(options) as service:
-        state = queues.create(service, name, cohort, nominal, borrowing_limit)
-    if output == "table":
-        queues.print_details(state)
-    else:
-        _dump(state.model_dump(mode="json"), output)
+        _show_queue(queues.create(service, name, cohort, nominal, borrowing_limit), output)
     return 0
 
 
@@ -247,12 +247,17 @@ def queue_describe(options: Options, name: str, output: str) -> int:
     from trainfleet.cli import queues
 
     with service_of(options) as service:
-        state = queues.find(service, name)
+        _show_queue(queues.find(service, name), output)
+    return 0
+
+
+def _show_queue(state: QueueState, output: str) -> None:
+    from trainfleet.cli import queues
+
     if output == "table":
         queues.print_details(state)
     else:
         _dump(state.model_dump(mode="json"), output)
-    return 0
 
 
 def _ended(service: JobService, job_id: str) -> bool:

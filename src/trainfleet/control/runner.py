@@ -59,21 +59,18 @@ class Runner:
 
     def cancel(self, job_id: str, reason: str = "cancelled by user") -> bool:
         """Stop a running job; False when it is not running here."""
-        with self._lock:
-            running = self._running.get(job_id)
-        if running is None:
-            return False
-        running.controller.cancel(reason)
-        return True
+        return self._tell(job_id, lambda controller: controller.cancel(reason))
 
     def preempt(self, job_id: str, reason: str) -> bool:
         """Stop a running job and put it back in the queue; False when not running here."""
+        return self._tell(job_id, lambda controller: controller.preempt(reason))
+
+    def _tell(self, job_id: str, message: Callable[[JobController], None]) -> bool:
         with self._lock:
             running = self._running.get(job_id)
-        if running is None:
-            return False
-        running.controller.preempt(reason)
-        return True
+        if running is not None:
+            message(running.controller)
+        return running is not None
 
     def wait(self, job_id: str, timeout: float | None = None) -> bool:
         """Wait for a job to end; True when it is not running (any more).
