@@ -114,8 +114,7 @@ class Engine:
 
         Raises Unschedulable when it could never be admitted.
         """
-        with self.admitter.lock:
-            self.scheduler.check(queueing.gang_job(spec.name, spec, time.time()))
+        self.scheduler.check(queueing.gang_job(spec.name, spec, time.time()))
         for _ in range(ID_TRIES):
             try:
                 job = self._store_new(spec, workdir, source, user)

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import bisect
 import itertools
+import threading
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -96,6 +97,7 @@ class Scheduler:
     ) -> None:
         self.cluster = Cluster(nodes)
         self._empty = Cluster(nodes)  # always empty: whether a job's tasks fit together
+        self._empty_lock = threading.Lock()  # so that ``check`` may run beside a pass
         self.quotas = QuotaBook(queues)
         self.backfill_depth = backfill_depth
         self._pending: list[tuple[tuple[int, float, int], GangJob]] = []
@@ -122,7 +124,11 @@ class Scheduler:
         self._keys[job.id] = key
 
     def check(self, job: GangJob) -> None:
-        """Raise Unschedulable if ``job`` could never be admitted; queue nothing."""
+        """Raise Unschedulable if ``job`` could never be admitted; queue nothing.
+
+        Safe to call from another thread while a pass runs: it reads only the nodes'
+        capacities and the queues' configuration.
+        """
         self._check_possible(job)
 
     def adopt(self, job: GangJob, allocations: Sequence[TaskAllocation]) -> None:
@@ -401,9 +407,11 @@ class Scheduler:
             wants = ", ".join(describe(n, job.total.get(n)) for n in short)
             has = ", ".join(describe(n, self.cluster.capacity.get(n)) for n in short)
             raise Unschedulable(f"the job needs {wants} in all but the nodes have {has}")
-        if self._empty.place(job.id, job.tasks) is None:
+        with self._empty_lock:
+            fits = self._empty.place(job.id, job.tasks) is not None
+            self._empty.release(job.id)
+        if not fits:
             raise Unschedulable("its tasks do not fit on the nodes together, even all free")
-        self._empty.release(job.id)
         queue = self.quotas.queues[job.queue]
         for name, nominal in queue.nominal.items():
             limit = nominal
@@ -421,7 +429,7 @@ class Scheduler:
     def _cohort_nominal(self, cohort: str, name: str) -> int:
         return sum(
             queue.nominal.get(name, 0)
-            for queue in self.quotas.queues.values()
+            for queue in list(self.quotas.queues.values())
             if queue.cohort == cohort
         )
 
