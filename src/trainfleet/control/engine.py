@@ -12,6 +12,7 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from trainfleet.backends.api import Backend, TaskLaunch
 from trainfleet.backends.local import LocalBackend
@@ -29,11 +30,13 @@ from trainfleet.scheduling.placement import (
     task_keys,
 )
 from trainfleet.spec.models import JobSpec
-from trainfleet.spec.queues import QueueConfig
 from trainfleet.store.database import Store
 from trainfleet.store.errors import StoreConflict
 from trainfleet.store.layout import DataDir
 from trainfleet.store.records import EventRecord, JobPage, JobRecord, State, TaskRecord
+
+if TYPE_CHECKING:
+    from trainfleet.spec.queues import QueueConfig
 
 ID_TRIES = 5
 
@@ -76,10 +79,7 @@ class Engine:
         self.backend: Backend = backend or LocalBackend(supervised=supervised)
         self.runner = Runner(self.controller, on_end=self._ended)
         self._gpus = self.backend.gpu_inventory()
-        self._queues = {
-            name: QueueConfig.model_validate_json(text)
-            for name, text in self.store.list_queues().items()
-        }
+        self._queues = _stored_queues(self.store)
         self.scheduler = Scheduler(
             [queueing.local_node(self._gpus)],
             [queueing.queue_spec(config) for config in self._queues.values()],
@@ -344,6 +344,15 @@ class Engine:
 
     def log_path(self, job_id: str, role: str, index: int) -> Path:
         return self.data_dir.log_path(job_id, role, index)
+
+
+def _stored_queues(store: Store) -> dict[str, QueueConfig]:
+    stored = store.list_queues()
+    if not stored:
+        return {}
+    from trainfleet.spec.queues import QueueConfig  # its models load only when queues exist
+
+    return {name: QueueConfig.model_validate_json(text) for name, text in stored.items()}
 
 
 def _fixed_port(first: int | None, index: int) -> int | None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from trainfleet.scheduling.admission import GangJob, Scheduler
 from trainfleet.scheduling.cluster import Node, TaskAllocation
@@ -17,7 +18,9 @@ from trainfleet.scheduling.placement import task_demands
 from trainfleet.scheduling.queues import QueueSpec
 from trainfleet.scheduling.resources import GPU_UNIT, Resources
 from trainfleet.spec.models import JobSpec
-from trainfleet.spec.queues import QueueConfig
+
+if TYPE_CHECKING:
+    from trainfleet.spec.queues import QueueConfig
 
 LOCAL_NODE = "local"
 
@@ -90,10 +93,17 @@ def queue_statuses(scheduler: Scheduler, configs: dict[str, QueueConfig]) -> lis
     waiting = scheduler.pending_by_queue()
     return [
         QueueStatus(
-            configs.get(name) or QueueConfig(name=name),
+            configs.get(name) or _unconfigured(name),
             dict(scheduler.quotas.usage.get(name, Resources()).items()),
             admitted.get(name, []),
             waiting.get(name, []),
         )
         for name in sorted(scheduler.quotas.queues)
     ]
+
+
+def _unconfigured(name: str) -> QueueConfig:
+    """A queue without a stored configuration (``default``): no quota, no cohort."""
+    from trainfleet.spec.queues import QueueConfig
+
+    return QueueConfig(name=name)

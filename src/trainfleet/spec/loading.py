@@ -15,7 +15,7 @@ import os
 import re
 from collections.abc import Hashable
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import yaml
 from pydantic import ValidationError
@@ -30,7 +30,9 @@ from trainfleet.spec.errors import (
     spec_error_from_validation,
 )
 from trainfleet.spec.models import JobSpec
-from trainfleet.spec.queues import QueuesFile
+
+if TYPE_CHECKING:
+    from trainfleet.spec.queues import QueuesFile
 
 MAX_VALUES = 100_000
 """Most values a document may hold once its aliases are expanded (stops alias bombs)."""
@@ -131,6 +133,8 @@ def _refuse(constant: str) -> Any:
 
 def load_queues_file(path: str | os.PathLike[str]) -> QueuesFile:
     """The queues of a queues file (YAML or JSON); raises SpecError naming file and line."""
+    from trainfleet.spec.queues import QueuesFile
+
     filename = os.fspath(path)
     data, source = parse_document(read_job_text(path), filename)
     try:
