@@ -16,7 +16,7 @@ from pathlib import Path
 from helpers import wait_for
 
 from trainfleet.client import Client
-from trainfleet.store.records import State
+from trainfleet.store.records import JobRecord, State
 
 from .harness import ServerProcess
 
@@ -56,9 +56,14 @@ def test_jobs_needing_the_whole_machine_run_one_at_a_time_in_priority_order(
             low = client.submit(job("low", 1), workdir=tmp_path)
             high = client.submit(job("high", 5), workdir=tmp_path)
             middle = client.submit(job("middle", 3), workdir=tmp_path)
-            waiting = client.get(high.id)
-            assert waiting.state == State.QUEUED
-            assert "waiting for resources" in waiting.reason and "cpu" in waiting.reason
+            waiting = wait_for(  # the admitter's pass stores the reason
+                lambda: (
+                    "waiting for resources" in (record := client.get(high.id)).reason and record
+                ),
+                what="the reason high waits",
+            )
+            assert isinstance(waiting, JobRecord) and waiting.state == State.QUEUED
+            assert "cpu" in waiting.reason
 
             jobs = (blocker, low, high, middle)
             wait_for(
@@ -119,7 +124,7 @@ def test_after_a_kill_9_the_running_job_keeps_the_machine_and_the_waiting_one_wa
     token = server.admin_token or ""
     try:
         with Client(server.url, token, timeout=30) as client:
-            first = client.submit(job("first", 0, seconds=3), workdir=tmp_path)
+            first = client.submit(job("first", 0, seconds=6), workdir=tmp_path)
             wait_for(lambda: ("first", "start") in events(tmp_path), what="first running")
             second = client.submit(job("second", 0), workdir=tmp_path)
             assert client.get(second.id).state == State.QUEUED
