@@ -359,7 +359,8 @@ class JobController:
         to end on their own before they are stopped like the rest.
         """
         self._outcome = (state, reason)
-        self.store.update_job(self.job_id, reason=reason)
+        if any(task.alive for task in self._tasks.values()):  # shown while they stop
+            self.store.update_job(self.job_id, reason=reason)
         for task in self._tasks.values():
             if not task.alive and not task.state.is_final:
                 if state is State.QUEUED:

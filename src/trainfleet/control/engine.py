@@ -187,11 +187,16 @@ class Engine:
             )
             return
         host = self.backend.host()
-        for key, allocation in zip(keys, admission.allocations, strict=True):
-            gpus = queueing.host_gpus(allocation, self._gpus)
-            self.store.update_task(
-                job.id, *key, address=f"{host}:{ports[key]}", gpus=",".join(map(str, gpus))
-            )
+        self.store.place_tasks(
+            job.id,
+            {
+                key: (
+                    f"{host}:{ports[key]}",
+                    ",".join(map(str, queueing.host_gpus(allocation, self._gpus))),
+                )
+                for key, allocation in zip(keys, admission.allocations, strict=True)
+            },
+        )
         if self.supervised:
             # Marks the job as one a restarted server picks up (see resume).
             self.data_dir.run_dir(job.id).mkdir(parents=True, exist_ok=True)

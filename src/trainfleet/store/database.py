@@ -116,6 +116,17 @@ class Store:
             if "state" in fields:
                 _event(db, job_id, f"{role}/{index}", fields["state"], message)
 
+    def place_tasks(self, job_id: str, places: Mapping[tuple[str, int], tuple[str, str]]) -> None:
+        """Record where each task runs, ``{(role, index): (address, gpus)}``, at once."""
+        rows = [
+            {"job_id": job_id, "role": role, "index": index, "address": address, "gpus": gpus}
+            for (role, index), (address, gpus) in places.items()
+        ]
+        with self._db.transaction() as db:
+            db.execute_many(
+                f"UPDATE tasks SET address = :address, gpus = :gpus WHERE {TASK_KEY}", rows
+            )
+
     def delete_job(self, job_id: str) -> bool:
         """Forget a job with its tasks, events and labels; False if there was no such job."""
         key = {"job_id": job_id}
