@@ -67,3 +67,22 @@ def test_unknown_queue_and_bad_queues_file(data_dir: Path, tmp_path: Path) -> No
     result = run_cli("server", "--port", "0", "--queues", bad)
     assert result.returncode == 2
     assert "queues.yaml:3: queues[0].nominal.gpu:" in result.stderr, result.stderr
+
+
+def test_custom_resources_of_this_machine(
+    data_dir: Path, job_file, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Named resources come from TRAINFLEET_RESOURCES; a job asking for more is refused."""
+    job = job_file(
+        "name: licensed\nroles:\n  w: {command: 'true', resources: {custom: {licence: 2}}}\n"
+    )
+    monkeypatch.setenv("TRAINFLEET_RESOURCES", "licence=2, fpga=1")
+    assert run_cli("run", job).returncode == 0
+    monkeypatch.setenv("TRAINFLEET_RESOURCES", "licence=1")
+    refused = run_cli("run", job)
+    assert refused.returncode == 2
+    assert "error: a task asks for licence 2 and no node has that much" in refused.stderr
+    monkeypatch.setenv("TRAINFLEET_RESOURCES", "licence")
+    bad = run_cli("run", job)
+    assert bad.returncode == 2
+    assert "TRAINFLEET_RESOURCES: 'licence': expected name=count" in bad.stderr

@@ -16,6 +16,7 @@ from trainfleet.cli.errors import USAGE_ERROR, UserError
 from trainfleet.cli.follow import LogFollower
 from trainfleet.cli.service import JobInput, JobService, Options, embedded, open_service
 from trainfleet.control.engine import JobActive, JobNotFound
+from trainfleet.control.queueing import ResourceConfigError
 from trainfleet.scheduling.placement import Unschedulable
 from trainfleet.spec.errors import SpecError
 from trainfleet.store.records import JobRecord, State
@@ -35,7 +36,14 @@ def user_errors() -> Iterator[None]:
     except UserError as error:
         click.echo(f"error: {error}", err=True)
         sys.exit(error.exit_code)
-    except (SpecError, Unschedulable, JobNotFound, JobActive, GpuConfigError) as error:
+    except (
+        SpecError,
+        Unschedulable,
+        JobNotFound,
+        JobActive,
+        GpuConfigError,
+        ResourceConfigError,
+    ) as error:
         click.echo(f"error: {error}", err=True)
         sys.exit(USAGE_ERROR)
 
