@@ -64,6 +64,9 @@ def test_jobs_needing_the_whole_machine_run_one_at_a_time_in_priority_order(
             )
             assert isinstance(waiting, JobRecord) and waiting.state == State.QUEUED
             assert "cpu" in waiting.reason
+            wait_for(lambda: ("high", "start") in events(tmp_path), timeout=60, what="high")
+            started = client.get(high.id)  # running, or already ended: no longer waiting
+            assert not started.reason.startswith("waiting"), started.reason
 
             jobs = (blocker, low, high, middle)
             wait_for(

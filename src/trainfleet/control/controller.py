@@ -143,7 +143,8 @@ class JobController:
         return state
 
     def _begin(self) -> None:
-        self.store.update_job(self.job_id, state=State.STARTING, started_at=time.time())
+        # A job that waited in the queue has a waiting reason: it no longer applies.
+        self.store.update_job(self.job_id, state=State.STARTING, started_at=time.time(), reason="")
         for key in self._tasks:
             if self._outcome is None:
                 self._start(key)
