@@ -86,17 +86,15 @@ def task_demands(spec: JobSpec) -> tuple[TaskDemand, ...]:
 
 def assign_gpus(spec: JobSpec, inventory: Sequence[int]) -> dict[TaskKey, tuple[int, ...]]:
     """Give every task its GPUs from ``inventory`` (host GPU indices), as admission would
-        on an idle machine: whole GPUs exclusively, fractions sharing a device.
+    on an idle machine: whole GPUs exclusively, fractions sharing a device.
 
-        Raises Unschedulable, naming what was asked and what exists, when they do not fit.
+    Raises Unschedulable, naming what was asked and what exists, when they do not fit.
 
-        >>> from trainfleet.scheduling.cluster import Cluster, Node, TaskDemand
-    from trainfleet.scheduling.resources import GPU_UNIT, Resources
-    from trainfleet.spec.models import JobSpec
-        >>> job = JobSpec.model_validate({"name": "j", "roles": {"worker": {"replicas": 2,
-        ...     "command": "x", "resources": {"gpu": 1}}}})
-        >>> assign_gpus(job, [3, 5])
-        {('worker', 0): (3,), ('worker', 1): (5,)}
+    >>> from trainfleet.spec.models import JobSpec
+    >>> job = JobSpec.model_validate({"name": "j", "roles": {"worker": {"replicas": 2,
+    ...     "command": "x", "resources": {"gpu": 1}}}})
+    >>> assign_gpus(job, [3, 5])
+    {('worker', 0): (3,), ('worker', 1): (5,)}
     """
     gpus_only = [TaskDemand(Resources(gpu=demand.resources.gpu)) for demand in task_demands(spec)]
     machine = Cluster([Node("local", Resources(gpu=len(inventory) * GPU_UNIT))])
