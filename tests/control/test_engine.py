@@ -66,6 +66,20 @@ def test_a_job_another_process_runs_cannot_be_cancelled_here(
         engine.cancel("no-such-job")
 
 
+def test_resume_requeues_waiting_jobs_and_leaves_other_processes_jobs(
+    engine: Engine, tmp_path: Path
+) -> None:
+    """A restarted server requeues what waited; a job another process runs is not its own."""
+    waiting = engine.submit(_spec("name: later\nroles:\n  worker: {command: 'true'}\n"), tmp_path)
+    elsewhere = engine.submit(SLEEPERS, tmp_path)
+    engine.store.update_job(elsewhere.id, state=State.RUNNING)  # as another `trainfleet run`
+    assert engine.resume() == []
+    assert engine.wait(waiting.id, timeout=30).state == State.SUCCEEDED
+    assert engine.get(elsewhere.id).state == State.RUNNING
+    assert elsewhere.id not in engine.runner.running()
+    assert all(task.pid is None for task in engine.tasks(elsewhere.id))
+
+
 def test_delete_forgets_an_ended_job_and_its_logs(engine: Engine, tmp_path: Path) -> None:
     job = engine.submit(_spec("name: gone\nroles:\n  worker: {command: echo bye}\n"), tmp_path)
     engine.start(job.id)

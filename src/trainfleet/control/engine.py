@@ -224,9 +224,11 @@ class Engine:
                     continue
                 spec = JobSpec.model_validate_json(job.spec)
                 gang = queueing.gang_job(job.id, spec, job.created_at)
-                if job.state == State.QUEUED or not self.data_dir.run_dir(job.id).is_dir():
+                if job.state == State.QUEUED:
                     waiting.append(gang)
                     continue
+                if not self.data_dir.run_dir(job.id).is_dir():
+                    continue  # run by another process (an embedded `trainfleet run`)
                 fractions = [demand.gpu_fraction for demand in gang.tasks]
                 allocations = [
                     queueing.allocation_of(_slot(task).gpus, fraction, self._gpus)
