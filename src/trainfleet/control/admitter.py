@@ -61,7 +61,7 @@ class Admitter:
         with self.lock:
             return self.lock.wait_for(done, timeout)
 
-    def run_pass(self) -> Decisions:
+    def _pass(self) -> Decisions:
         """One pass, now, on the calling thread."""
         with self.lock:
             decisions = self.scheduler.schedule()
@@ -86,4 +86,4 @@ class Admitter:
             time.sleep(max(0.0, last + MIN_INTERVAL - time.monotonic()))
             self._wanted.clear()
             last = time.monotonic()
-            self.run_pass()
+            self._pass()

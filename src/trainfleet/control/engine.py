@@ -94,7 +94,7 @@ class Engine:
     def plan(self, spec: JobSpec) -> Placement:
         """Place every task: free ports, exclusive GPUs. Raises Unschedulable."""
         wants_gpus = any(role.resources.gpu for role in spec.roles.values())
-        gpus = assign_gpus(spec, self.backend.gpu_inventory()) if wants_gpus else {}
+        gpus = assign_gpus(spec, self._gpus) if wants_gpus else {}
         fixed: Mapping[TaskKey, int | None] = {
             (role, index): _fixed_port(spec.roles[role].port, index)
             for role, index in task_keys(spec)
