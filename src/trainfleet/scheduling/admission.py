@@ -33,7 +33,7 @@ from functools import cached_property
 from trainfleet.scheduling.cluster import Cluster, Node, TaskAllocation, TaskDemand
 from trainfleet.scheduling.placement import Unschedulable
 from trainfleet.scheduling.queues import QueueSpec, QuotaBook
-from trainfleet.scheduling.resources import Resources, describe
+from trainfleet.scheduling.resources import Resources, describe, total
 
 RESERVED = "\0reserved"
 """The holder name of the blocked head's reservation during one pass."""
@@ -52,7 +52,7 @@ class GangJob:
 
     @cached_property
     def total(self) -> Resources:
-        return sum((task.resources for task in self.tasks), Resources())
+        return total(task.resources for task in self.tasks)
 
 
 @dataclass(frozen=True)
@@ -237,9 +237,7 @@ class Scheduler:
             if head is None and check.fits:
                 head = job
                 self.cluster.reserve(RESERVED, job.tasks)
-                reserved = sum(
-                    (task.resources for task, _ in self.cluster.holding(RESERVED)), Resources()
-                )
+                reserved = total(task.resources for task, _ in self.cluster.holding(RESERVED))
         for _, job_id in nominated:  # after every job looked at
             if job_id in self._keys:
                 holding += self._serve_nominated(job_id, decisions)

@@ -8,11 +8,11 @@ the tasks of one job are packed onto the same node while they fit there.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 
-from trainfleet.scheduling.resources import GPU_UNIT, Resources
+from trainfleet.scheduling.resources import GPU_UNIT, Resources, total
 
 
 @dataclass(frozen=True)
@@ -95,6 +95,13 @@ class _NodeState:
         self.free = self.free - task.resources
         return TaskAllocation(self.node.name, gpus, task.gpu_fraction)
 
+    def take_again(self, task: TaskDemand, allocation: TaskAllocation) -> None:
+        """Take exactly ``allocation`` again (it was given back): undoes ``give_back``."""
+        self.free = self.free - task.resources
+        for device in allocation.gpus:
+            self.whole_free -= self.devices[device] == GPU_UNIT
+            self.devices[device] -= allocation.gpu_fraction or GPU_UNIT
+
     def give_back(self, task: TaskDemand, allocation: TaskAllocation) -> None:
         self.free = self.free + task.resources
         for device in allocation.gpus:
@@ -120,7 +127,7 @@ class Cluster:
         self._idle = [dict(bucket) for bucket in self._by_whole]
         self._moved = False
         self._held: dict[str, list[tuple[TaskDemand, TaskAllocation]]] = {}
-        self.capacity = sum((node.capacity for node in nodes), Resources())
+        self.capacity = total(node.capacity for node in nodes)
         self.free = self.capacity
 
     @property
@@ -150,8 +157,8 @@ class Cluster:
         """
         if holder in self._held:
             raise ValueError(f"{holder} already holds resources")
-        total = _total(task.resources for task in tasks)
-        if not total.fits(self.free):
+        wanted = total(task.resources for task in tasks)
+        if not wanted.fits(self.free):
             return None
         if self._moved and not self._held:
             self._by_whole = [dict(bucket) for bucket in self._idle]
@@ -177,7 +184,7 @@ class Cluster:
             taken.append((i, last, allocation))  # ``last`` is where it went
         by_task: dict[int, TaskAllocation] = {i: allocation for i, _, allocation in taken}
         self._held[holder] = [(tasks[i], by_task[i]) for i in range(len(tasks))]
-        self.free = self.free - total
+        self.free = self.free - wanted
         return [by_task[i] for i in range(len(tasks))]
 
     def reserve(self, holder: str, tasks: Sequence[TaskDemand]) -> int:
@@ -201,13 +208,10 @@ class Cluster:
         for task, allocation in held:
             state = self._nodes[allocation.node]
             before = state.whole_free
-            state.free = state.free - task.resources
-            for device in allocation.gpus:
-                state.whole_free -= state.devices[device] == GPU_UNIT
-                state.devices[device] -= allocation.gpu_fraction or GPU_UNIT
+            state.take_again(task, allocation)
             if state.whole_free != before:
                 self._move(state, before)
-        self.free = self.free - _total(task.resources for task, _ in held)
+        self.free = self.free - total(task.resources for task, _ in held)
         self._held[holder] = list(held)
 
     def holding(self, holder: str) -> list[tuple[TaskDemand, TaskAllocation]]:
@@ -221,7 +225,7 @@ class Cluster:
             return False
         for task, allocation in held:
             self._give_back(self._nodes[allocation.node], task, allocation)
-        self.free = self.free + _total(task.resources for task, _ in held)
+        self.free = self.free + total(task.resources for task, _ in held)
         return True
 
     def _candidates(self, task: TaskDemand) -> Iterator[_NodeState]:
@@ -250,19 +254,6 @@ class Cluster:
         self._moved = True
         del self._by_whole[before][state.node.name]
         self._by_whole[state.whole_free][state.node.name] = state
-
-
-def _total(amounts: Iterable[Resources]) -> Resources:
-    """The sum of ``amounts``; as ``sum(amounts, Resources())``, without an object per step."""
-    cpu = memory = gpu = 0
-    custom: dict[str, int] = {}
-    for amount in amounts:
-        cpu += amount.cpu
-        memory += amount.memory
-        gpu += amount.gpu
-        for name, count in amount.custom.items():
-            custom[name] = custom.get(name, 0) + count
-    return Resources(cpu, memory, gpu, custom)
 
 
 def _size(task: TaskDemand) -> tuple[int, int, int]:

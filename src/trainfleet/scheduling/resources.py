@@ -9,7 +9,7 @@ True
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 
 from trainfleet.spec.quantity import format_memory
@@ -101,7 +101,17 @@ class Resources:
         )
 
 
-ZERO = Resources()
+def total(amounts: Iterable[Resources]) -> Resources:
+    """The sum of ``amounts``, as ``sum(amounts, Resources())`` without an object a step."""
+    cpu = memory = gpu = 0
+    custom: dict[str, int] = {}
+    for amount in amounts:
+        cpu += amount.cpu
+        memory += amount.memory
+        gpu += amount.gpu
+        for name, count in amount.custom.items():
+            custom[name] = custom.get(name, 0) + count
+    return Resources(cpu, memory, gpu, custom)
 
 
 def describe(name: str, amount: int) -> str:
