@@ -9,6 +9,7 @@ import pytest
 from helpers import wait_for
 
 from trainfleet.client import BadRequest, Client, NotFound, Unauthorized
+from trainfleet.control.queueing import quota_amounts
 from trainfleet.server.auth import new_record, new_token
 from trainfleet.server.models import QueueBody
 from trainfleet.spec.queues import Quota
@@ -26,12 +27,12 @@ def test_an_admin_creates_and_changes_a_queue_others_only_read(
         borrowing_limit=Quota(gpu=1),
     )
     state = client.put_queue("team-a", body)
-    assert state.queue.nominal.amounts() == {"cpu": 1500, "memory": 2**31, "gpu": 2000}
+    assert quota_amounts(state.queue.nominal) == {"cpu": 1500, "memory": 2**31, "gpu": 2000}
     assert state.running == [] and state.waiting == []
     assert "team-a" in [queue.queue.name for queue in client.queues()]
 
     changed = client.put_queue("team-a", QueueBody(nominal=Quota(gpu=4)))
-    assert changed.queue.cohort is None and changed.queue.nominal.amounts() == {"gpu": 4000}
+    assert changed.queue.cohort is None and quota_amounts(changed.queue.nominal) == {"gpu": 4000}
     assert client.queue("team-a") == changed
 
     secret = new_token()

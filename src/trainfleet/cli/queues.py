@@ -8,6 +8,7 @@ from rich.table import Table
 
 from trainfleet.cli.errors import UserError
 from trainfleet.cli.service import JobService
+from trainfleet.control.queueing import quota_amounts
 from trainfleet.scheduling.resources import describe
 from trainfleet.server.models import QueueBody, QueueState
 from trainfleet.spec.errors import SourceMap, spec_error_from_validation
@@ -74,7 +75,8 @@ def find(service: JobService, name: str) -> QueueState:
 def quota_text(quota: Quota | None) -> str:
     if quota is None:
         return "-"
-    return ", ".join(describe(name, amount) for name, amount in quota.amounts().items()) or "-"
+    amounts = quota_amounts(quota).items()
+    return ", ".join(describe(name, amount) for name, amount in amounts) or "-"
 
 
 def print_table(queues: list[QueueState]) -> None:

@@ -20,7 +20,7 @@ from trainfleet.scheduling.resources import GPU_UNIT, Resources
 from trainfleet.spec.models import JobSpec
 
 if TYPE_CHECKING:
-    from trainfleet.spec.queues import QueueConfig
+    from trainfleet.spec.queues import QueueConfig, Quota
 
 LOCAL_NODE = "local"
 
@@ -67,13 +67,26 @@ def allocation_of(gpus: Sequence[int], fraction: int, inventory: Sequence[int]) 
     return TaskAllocation(LOCAL_NODE, tuple(inventory.index(gpu) for gpu in gpus), fraction)
 
 
+def quota_amounts(quota: Quota) -> dict[str, int]:
+    """``{"cpu": millicores, "memory": bytes, "gpu": thousandths, <custom>: count}``, for the
+    resources the quota names."""
+    found = {}
+    if quota.cpu is not None:
+        found["cpu"] = quota.cpu
+    if quota.memory is not None:
+        found["memory"] = quota.memory
+    if quota.gpu is not None:
+        found["gpu"] = round(quota.gpu * GPU_UNIT)
+    return found | quota.custom
+
+
 def queue_spec(config: QueueConfig) -> QueueSpec:
     limit = config.borrowing_limit
     return QueueSpec(
         config.name,
-        config.nominal.amounts(),
+        quota_amounts(config.nominal),
         config.cohort,
-        None if limit is None else limit.amounts(),
+        None if limit is None else quota_amounts(limit),
     )
 
 

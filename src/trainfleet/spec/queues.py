@@ -18,8 +18,6 @@ from pydantic import AfterValidator, Field, ValidationError, WithJsonSchema
 from trainfleet.spec.errors import SourceMap, spec_error_from_validation
 from trainfleet.spec.models import JOB_NAME, Bytes, CustomResources, Millicores, _Model
 
-GPU_UNIT = 1000
-
 
 class Quota(_Model):
     """Amounts by resource; a resource left out is not limited."""
@@ -28,17 +26,6 @@ class Quota(_Model):
     memory: Bytes | None = None
     gpu: Annotated[float, Field(ge=0, le=100_000, allow_inf_nan=False)] | None = None
     custom: CustomResources = Field(default_factory=dict)
-
-    def amounts(self) -> dict[str, int]:
-        """``{"cpu": millicores, "memory": bytes, "gpu": thousandths, <custom>: count}``."""
-        found = {}
-        if self.cpu is not None:
-            found["cpu"] = self.cpu
-        if self.memory is not None:
-            found["memory"] = self.memory
-        if self.gpu is not None:
-            found["gpu"] = round(self.gpu * GPU_UNIT)
-        return found | self.custom
 
 
 def _checked_name(value: str) -> str:
