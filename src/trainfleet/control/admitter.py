@@ -16,6 +16,10 @@ from trainfleet.scheduling.admission import Admission, Decisions, Preemption, Sc
 
 MIN_INTERVAL = 0.005
 """Seconds from the start of one pass to the next, at least."""
+BUSY_SHARE = 0.1
+"""The most of the time passes may take while they follow each other: a long pass is
+followed by a longer pause, so that a burst of submissions leaves the server time to
+answer them."""
 
 
 class Admitter:
@@ -79,11 +83,13 @@ class Admitter:
         return decisions
 
     def _loop(self) -> None:
-        last = 0.0
+        next_pass = 0.0
         while True:
             self._wanted.wait()
             # A burst of submissions is taken in a few passes, not one pass each.
-            time.sleep(max(0.0, last + MIN_INTERVAL - time.monotonic()))
+            time.sleep(max(0.0, next_pass - time.monotonic()))
             self._wanted.clear()
-            last = time.monotonic()
+            began = time.monotonic()
             self._pass()
+            took = time.monotonic() - began
+            next_pass = began + max(MIN_INTERVAL, took / BUSY_SHARE)
