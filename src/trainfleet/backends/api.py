@@ -1,20 +1,46 @@
 """What the controller asks of a backend: places, starting, signalling. No policy here.
 
-A backend reports what it sees (a task's process exited with a code); the controller
-decides what that means (restart, succeed, fail).
+A backend reports what it sees (a task's process exited with a code, the node under it
+was lost, the cluster engine cancelled it); the controller decides what that means
+(restart, succeed, fail).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+import os
+import sys
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from trainfleet.scheduling.placement import TaskKey
+from trainfleet.frameworks import task_argv, task_environment
+from trainfleet.frameworks.base import TaskContext
+from trainfleet.scheduling.placement import Placement, TaskKey
+from trainfleet.spec.models import JobSpec
+from trainfleet.store.layout import DataDir
 
-ExitCallback = Callable[[TaskKey, int], None]
-"""Called from a backend thread with the task and its raw exit status (negative: signal)."""
+
+@dataclass(frozen=True)
+class Outside:
+    """Why a task ended beyond its exit status: something outside it stopped it."""
+
+    what: str
+    """Said in the task's reason, e.g. ``node tf-node2 failed (Slurm: NODE_FAIL)``."""
+    cancelled: bool = False
+    """Cancelled in the cluster engine itself (``scancel``): the job ends cancelled."""
+
+
+class TaskReports(Protocol):
+    """How a backend tells the controller what its tasks do; called from any thread."""
+
+    def exited(self, key: TaskKey, returncode: int, outside: Outside | None = None) -> None:
+        """The task ended with its raw exit status (negative: a signal); once per start."""
+        ...
+
+    def placed(self, key: TaskKey, address: str, note: str) -> None:
+        """The task now runs at ``address`` (``host:port``); ``note`` says where, for people."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -30,11 +56,50 @@ class TaskLaunch:
     """Prefix of this attempt's supervision records (``.pid``, ``.exit``)."""
 
 
+@dataclass(frozen=True)
+class JobLaunch:
+    """A start of some of a job's tasks: enough to build each task's launch, anywhere.
+
+    A backend that learns the tasks' addresses only where they land (a cluster engine)
+    builds the launches there, from a placement with the real addresses.
+    """
+
+    job_id: str
+    spec: JobSpec
+    placement: Placement
+    workdir: Path
+    data_dir: DataDir
+    attempts: Mapping[TaskKey, int]
+    """The tasks to start, each with the number of its attempt (0: the first start)."""
+
+    def task(self, key: TaskKey, placement: Placement | None = None) -> TaskLaunch:
+        """The argv, environment, directory, log file and records of one task's attempt."""
+        context = TaskContext(self.job_id, self.spec, placement or self.placement, *key)
+        role = self.spec.roles[key[0]]
+        env = dict(os.environ)
+        # `python` and `trainfleet` in a command mean the ones running trainfleet.
+        env["PATH"] = os.pathsep.join([os.path.dirname(sys.executable), env.get("PATH", "")])
+        env.setdefault("PYTHONUNBUFFERED", "1")
+        env.update(task_environment(context))
+        return TaskLaunch(
+            key=key,
+            argv=task_argv(context),
+            env=env,
+            cwd=self.workdir / role.working_dir if role.working_dir else self.workdir,
+            log_path=self.data_dir.log_path(self.job_id, *key),
+            record=self.data_dir.record(self.job_id, *key, self.attempts.get(key, 0)),
+        )
+
+
 class Backend(Protocol):
     """Where the processes of tasks really run."""
 
+    restarts_whole_jobs: bool
+    """True where a task cannot start again alone (its allocation was the whole job's):
+    the controller then restarts every task of the job together."""
+
     def host(self) -> str:
-        """The host name tasks of this backend reach each other at."""
+        """The host name tasks reach each other at; "" where only the task learns it."""
         ...
 
     def gpu_inventory(self) -> list[int]:
@@ -45,21 +110,29 @@ class Backend(Protocol):
         """A port for every task: the fixed one where given, else a free one."""
         ...
 
-    def start(self, launch: TaskLaunch, on_exit: ExitCallback) -> int:
-        """Start a task; returns its pid. ``on_exit`` is called once when it ends."""
+    def start(self, job: JobLaunch, reports: TaskReports) -> dict[TaskKey, int | str]:
+        """Start the tasks of ``job.attempts`` together.
+
+        Returns each task's handle (the pid the other calls take), or the reason it could
+        not start. ``reports.exited`` follows once for every task that started.
+        """
+        ...
+
+    def describe(self, pid: int) -> str:
+        """The task with handle ``pid`` for people, e.g. ``pid 4242``."""
         ...
 
     def terminate(self, pid: int) -> None:
-        """Ask the task started as ``pid`` to stop (SIGTERM to its whole process group)."""
+        """Ask the task with handle ``pid`` to stop (SIGTERM to all its processes)."""
         ...
 
     def kill(self, pid: int) -> None:
-        """Stop the task started as ``pid`` now (SIGKILL to its whole process group)."""
+        """Stop the task with handle ``pid`` now (SIGKILL to all its processes)."""
         ...
 
-    def adopt(self, key: TaskKey, record: Path, on_exit: ExitCallback) -> int | None:
+    def adopt(self, key: TaskKey, record: Path, reports: TaskReports) -> int | None:
         """Follow a task that an earlier trainfleet process started, from its records.
 
-        Returns its pid, or None when it is no longer running (``on_exit`` then follows).
+        Returns its handle, or None when it is no longer running (``exited`` then follows).
         """
         ...

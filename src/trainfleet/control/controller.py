@@ -10,18 +10,14 @@ from __future__ import annotations
 import functools
 import heapq
 import itertools
-import os
 import queue
-import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from trainfleet.backends.api import Backend, TaskLaunch
+from trainfleet.backends.api import Backend, JobLaunch, Outside
 from trainfleet.control import policies
-from trainfleet.frameworks import task_argv, task_environment
-from trainfleet.frameworks.base import TaskContext
 from trainfleet.scheduling.placement import Placement, TaskKey
 from trainfleet.spec.models import JobSpec, RestartPolicy
 from trainfleet.store.database import Store
@@ -46,6 +42,14 @@ class _Task:
 class _Exited:
     key: TaskKey
     returncode: int
+    outside: Outside | None
+
+
+@dataclass(frozen=True)
+class _Placed:
+    key: TaskKey
+    address: str
+    note: str
 
 
 @dataclass(frozen=True)
@@ -56,33 +60,6 @@ class _Cancel:
 @dataclass(frozen=True)
 class _Preempt:
     reason: str
-
-
-def task_launch(
-    job_id: str,
-    spec: JobSpec,
-    placement: Placement,
-    key: TaskKey,
-    workdir: Path,
-    data_dir: DataDir,
-    attempt: int = 0,
-) -> TaskLaunch:
-    """The argv, environment, directory, log file and records of one task's attempt."""
-    context = TaskContext(job_id, spec, placement, *key)
-    role = spec.roles[key[0]]
-    env = dict(os.environ)
-    # `python` and `trainfleet` in a command mean the ones running trainfleet.
-    env["PATH"] = os.pathsep.join([os.path.dirname(sys.executable), env.get("PATH", "")])
-    env.setdefault("PYTHONUNBUFFERED", "1")
-    env.update(task_environment(context))
-    return TaskLaunch(
-        key=key,
-        argv=task_argv(context),
-        env=env,
-        cwd=workdir / role.working_dir if role.working_dir else workdir,
-        log_path=data_dir.log_path(job_id, *key),
-        record=data_dir.record(job_id, *key, attempt),
-    )
 
 
 class JobController:
@@ -106,7 +83,7 @@ class JobController:
         self.backend = backend
         self.data_dir = data_dir
         self._tasks = {slot.key: _Task(slot.key) for slot in placement}
-        self._inbox: queue.Queue[_Exited | _Cancel | _Preempt] = queue.Queue()
+        self._inbox: queue.Queue[_Exited | _Placed | _Cancel | _Preempt] = queue.Queue()
         self._timers: list[tuple[float, int, Callable[[], None]]] = []
         self._sequence = itertools.count()
         self._outcome: tuple[State, str] | None = None
@@ -145,9 +122,7 @@ class JobController:
     def _begin(self) -> None:
         # A job that waited in the queue has a waiting reason: it no longer applies.
         self.store.update_job(self.job_id, state=State.STARTING, started_at=time.time(), reason="")
-        for key in self._tasks:
-            if self._outcome is None:
-                self._start(key)
+        self._start(self._tasks)
         if self._outcome is None:
             self.store.update_job(self.job_id, state=State.RUNNING)
             self._watch_deadline(time.time())
@@ -160,6 +135,7 @@ class JobController:
 
     def _recover(self, started_at: float) -> None:
         """Rebuild what an earlier controller knew from the store and the task records."""
+        never_started = []
         for stored in self.store.list_tasks(self.job_id):
             task = self._tasks[(stored.role, stored.index)]
             task.state, task.restarts, task.reason = (
@@ -170,26 +146,31 @@ class JobController:
             if task.state.is_final:
                 continue
             attempt = self.data_dir.latest_attempt(self.job_id, stored.role, stored.index)
-            if attempt is None:  # never started
-                self._start(task.key)
+            if attempt is None:
+                never_started.append(task.key)
             elif attempt == task.restarts and task.state is State.RESTARTING:
-                self._after(0, functools.partial(self._restart, task.key))  # exit was handled
+                self._after(0, functools.partial(self._restart, [task.key]))  # exit was handled
             else:
                 task.restarts = attempt
                 self._adopt(task, self.data_dir.record(self.job_id, *task.key, attempt))
+        self._start(never_started)
         self._watch_deadline(started_at)
         self._evaluate()
 
     def _adopt(self, task: _Task, record: Path) -> None:
         task.alive = True  # adopt() queues the exit at once if the task has ended
-        pid = task.pid = self.backend.adopt(task.key, record, self._post_exit)
+        pid = task.pid = self.backend.adopt(task.key, record, self)
         if pid is not None:
-            self._set_task(
-                task, State.RUNNING, f"adopted, pid {pid}", pid=pid, restarts=task.restarts
-            )
+            note = f"adopted, {self.backend.describe(pid)}"
+            self._set_task(task, State.RUNNING, note, pid=pid, restarts=task.restarts)
 
-    def _post_exit(self, key: TaskKey, returncode: int) -> None:
-        self._inbox.put(_Exited(key, returncode))
+    def exited(self, key: TaskKey, returncode: int, outside: Outside | None = None) -> None:
+        """The backend's report that a task ended (any thread)."""
+        self._inbox.put(_Exited(key, returncode, outside))
+
+    def placed(self, key: TaskKey, address: str, note: str) -> None:
+        """The backend's report of where a task landed (any thread)."""
+        self._inbox.put(_Placed(key, address, note))
 
     def cancel(self, reason: str = "cancelled by user") -> None:
         """Stop the job (a second call kills what is still running)."""
@@ -209,7 +190,11 @@ class JobController:
         except queue.Empty:
             message = None
         if isinstance(message, _Exited):
-            self._on_exit(message.key, policies.exit_code(message.returncode))
+            self._on_exit(message.key, policies.exit_code(message.returncode), message.outside)
+        elif isinstance(message, _Placed):
+            task = self._tasks[message.key]
+            if task.alive and not task.state.is_final:
+                self._set_task(task, task.state, message.note, address=message.address)
         elif isinstance(message, _Cancel):
             if self._outcome is None:
                 self._finish(State.CANCELLED, message.reason)
@@ -225,41 +210,49 @@ class JobController:
 
     # -- tasks ----------------------------------------------------------------
 
-    def _start(self, key: TaskKey) -> None:
-        """Launch one attempt of a task (a failure to launch fails the task)."""
-        task = self._tasks[key]
-        launch = task_launch(
-            self.job_id, self.spec, self.placement, key, self.workdir, self.data_dir, task.restarts
-        )
-        try:
-            pid = self.backend.start(launch, self._post_exit)
-        except (OSError, ValueError) as error:
-            self._set_task(task, State.FAILED, f"could not start: {error}")
-            self._evaluate()
+    def _start(self, keys: Iterable[TaskKey]) -> None:
+        """Launch the next attempt of these tasks together (one that cannot start fails)."""
+        attempts = {key: self._tasks[key].restarts for key in keys}
+        if not attempts:
             return
-        task.alive, task.pid = True, pid
-        verb = f"restarted (restart {task.restarts})" if task.restarts else "started"
-        self._set_task(
-            task,
-            State.RUNNING,
-            f"{verb}, pid {pid}",
-            pid=pid,
-            started_at=time.time(),
-            restarts=task.restarts,
-            exit_code=None,
+        job = JobLaunch(
+            self.job_id, self.spec, self.placement, self.workdir, self.data_dir, attempts
         )
+        for key, started in self.backend.start(job, self).items():
+            task = self._tasks[key]
+            if isinstance(started, str):
+                self._set_task(task, State.FAILED, f"could not start: {started}")
+                continue
+            task.alive, task.pid = True, started
+            verb = f"restarted (restart {task.restarts})" if task.restarts else "started"
+            self._set_task(
+                task,
+                State.RUNNING,
+                f"{verb}, {self.backend.describe(started)}",
+                pid=started,
+                started_at=time.time(),
+                restarts=task.restarts,
+                exit_code=None,
+            )
+        self._evaluate()
 
-    def _restart(self, key: TaskKey) -> None:
-        task = self._tasks[key]
-        if self._outcome is None and task.state is State.RESTARTING:
-            task.restarts += 1
-            self._start(key)
+    def _restart(self, keys: Iterable[TaskKey]) -> None:
+        if self._outcome is not None:
+            return
+        restarting = [key for key in keys if self._tasks[key].state is State.RESTARTING]
+        for key in restarting:
+            self._tasks[key].restarts += 1
+        self._start(restarting)
 
-    def _on_exit(self, key: TaskKey, code: int) -> None:
+    def _on_exit(self, key: TaskKey, code: int, outside: Outside | None = None) -> None:
         task = self._tasks[key]
         task.alive = False
-        exit_text = policies.describe_exit(code)
+        exit_text = policies.describe_exit(code) + (f" ({outside.what})" if outside else "")
         done: dict[str, object] = {"exit_code": code, "finished_at": time.time()}
+        if outside is not None and outside.cancelled and self._outcome is None:
+            self._set_task(task, State.CANCELLED, exit_text, **done)
+            self._finish(State.CANCELLED, outside.what)
+            return
         if self._outcome is not None:
             state, reason = self._stopped_state(key, code)
             self._set_task(task, state, reason, **done)
@@ -275,13 +268,13 @@ class JobController:
             wants_restart = policies.retries_failure(restart.policy, code)
         if wants_restart and task.restarts < restart.max_restarts:
             delay = restart.backoff.delay(task.restarts)
-            if self.spec.restart_scope() == "job":
+            if self.spec.restart_scope() == "job" or self.backend.restarts_whole_jobs:
                 self._set_task(task, State.RESTARTING, f"{exit_text}; restarting the job", **done)
                 self._restart_job(key, delay)
             else:
                 message = f"{exit_text}; restarting in {delay:g}s"
                 self._set_task(task, State.RESTARTING, message, **done)
-                self._after(delay, lambda: self._restart(key))
+                self._after(delay, lambda: self._restart([key]))
             return
         if code == 0:
             self._set_task(task, State.SUCCEEDED, exit_text, **done)
@@ -312,8 +305,7 @@ class JobController:
 
     def _restart_all(self) -> None:
         self._job_restart_at = None
-        for key in self._tasks:
-            self._restart(key)
+        self._restart(self._tasks)
 
     def _stopped_state(self, key: TaskKey, code: int) -> tuple[State, str]:
         """The end of a task that exited while the job was being stopped."""

@@ -14,11 +14,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from trainfleet.backends.api import Backend, TaskLaunch
+from trainfleet.backends.api import Backend, JobLaunch, TaskLaunch
 from trainfleet.backends.local import LocalBackend
 from trainfleet.control import queueing
 from trainfleet.control.admitter import Admitter
-from trainfleet.control.controller import JobController, task_launch
+from trainfleet.control.controller import JobController
 from trainfleet.control.runner import Runner
 from trainfleet.scheduling.admission import Admission, Scheduler
 from trainfleet.scheduling.placement import (
@@ -155,11 +155,9 @@ class Engine:
     def dry_run(self, spec: JobSpec, workdir: Path) -> list[TaskLaunch]:
         """What ``run`` would start, without storing or starting anything."""
         placement = self.plan(spec)
-        job_id = f"{spec.name}-dryrun"
-        return [
-            task_launch(job_id, spec, placement, slot.key, workdir, self.data_dir)
-            for slot in placement
-        ]
+        attempts = {slot.key: 0 for slot in placement}
+        job = JobLaunch(f"{spec.name}-dryrun", spec, placement, workdir, self.data_dir, attempts)
+        return [job.task(key) for key in attempts]
 
     def start(self, job_id: str) -> None:
         """Queue a stored job for admission; it runs on a background thread once admitted."""

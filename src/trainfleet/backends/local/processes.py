@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from trainfleet.backends.api import ExitCallback, TaskLaunch
+from trainfleet.backends.api import JobLaunch, TaskLaunch, TaskReports
 from trainfleet.backends.local import records
 from trainfleet.backends.local.gpus import gpu_inventory
 from trainfleet.backends.local.groups import kill_group, live_members, signal_group
@@ -20,6 +20,7 @@ from trainfleet.backends.local.ports import free_port
 from trainfleet.scheduling.placement import TaskKey
 
 GROUP_POLL_SECONDS = 0.02
+ExitCallback = Callable[[TaskKey, int], None]
 SHIM = Path(__file__).with_name("shim.py")
 
 
@@ -43,6 +44,8 @@ class LocalBackend:
     this process and records the task's exit, so a restarted server can ``adopt`` it.
     """
 
+    restarts_whole_jobs = False
+
     def __init__(self, supervised: bool = False) -> None:
         self.supervised = supervised
         self._running: dict[int, _Running] = {}  # by pid: unique while the task lives
@@ -57,7 +60,16 @@ class LocalBackend:
     def reserve_ports(self, fixed: Mapping[TaskKey, int | None]) -> dict[TaskKey, int]:
         return {key: port or free_port() for key, port in fixed.items()}
 
-    def start(self, launch: TaskLaunch, on_exit: ExitCallback) -> int:
+    def start(self, job: JobLaunch, reports: TaskReports) -> dict[TaskKey, int | str]:
+        started: dict[TaskKey, int | str] = {}
+        for key in job.attempts:
+            try:
+                started[key] = self._start(job.task(key), reports.exited)
+            except (OSError, ValueError) as error:
+                started[key] = str(error)
+        return started
+
+    def _start(self, launch: TaskLaunch, on_exit: ExitCallback) -> int:
         launch.log_path.parent.mkdir(parents=True, exist_ok=True)
         argv = list(launch.argv)
         if self.supervised:
@@ -76,13 +88,16 @@ class LocalBackend:
         self._follow(launch.key, process.pid, process.wait, on_exit)
         return process.pid
 
-    def adopt(self, key: TaskKey, record: Path, on_exit: ExitCallback) -> int | None:
+    def adopt(self, key: TaskKey, record: Path, reports: TaskReports) -> int | None:
         pid = records.supervisor_pid(record)
         if pid is None or not _is_shim_of(pid, record):
-            on_exit(key, _recorded_exit(record))
+            reports.exited(key, _recorded_exit(record))
             return None
-        self._follow(key, pid, lambda: _wait_foreign(pid, record), on_exit)
+        self._follow(key, pid, lambda: _wait_foreign(pid, record), reports.exited)
         return pid
+
+    def describe(self, pid: int) -> str:
+        return f"pid {pid}"
 
     def terminate(self, pid: int) -> None:
         running = self._get(pid)
