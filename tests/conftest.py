@@ -12,7 +12,7 @@ from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
 import pytest
-from helpers import kill_processes_under
+from helpers import in_ci, kill_processes_under
 
 from trainfleet.control.engine import Engine
 from trainfleet.store.layout import DataDir
@@ -53,10 +53,6 @@ def job_file(tmp_path: Path) -> Callable[[str], Path]:
 
 
 POSTGRES_URL = "TRAINFLEET_TEST_POSTGRES_URL"
-
-
-def in_ci() -> bool:
-    return os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")
 
 
 def postgres_admin_url() -> str:

@@ -263,8 +263,15 @@ def test_config_precedence_flag_then_environment_then_file(
     [
         ("server: [unclosed\n", r"config\.yaml:\d+: not valid YAML"),
         ("- a list\n", r"config\.yaml: expected a mapping"),
-        ("sever: http://x\n", r"config\.yaml: unknown key 'sever' \(allowed: server, token\)"),
+        (
+            "sever: http://x\n",
+            r"config\.yaml: unknown key 'sever' \(allowed: server, token, backend, slurm\)",
+        ),
         ("server: 8080\n", r"config\.yaml: server: expected a non-empty string"),
+        ("backend: kubernetes\n", r"config\.yaml: backend: Input should be 'local' or 'slurm'"),
+        ("slurm: {partition: a b}\n", r"config\.yaml: slurm\.partition: String should match"),
+        ("slurm: {spread: 3}\n", r"config\.yaml: slurm\.spread: Input should be a valid bool"),
+        ("slurm: {nodes: 3}\n", r"config\.yaml: slurm\.nodes: Extra inputs are not permitted"),
     ],
 )
 def test_a_malformed_config_file_is_named(

@@ -16,6 +16,7 @@ from typing import Protocol
 
 from trainfleet.frameworks import task_argv, task_environment
 from trainfleet.frameworks.base import TaskContext
+from trainfleet.scheduling.cluster import Node
 from trainfleet.scheduling.placement import Placement, TaskKey
 from trainfleet.spec.models import JobSpec
 from trainfleet.store.layout import DataDir
@@ -97,13 +98,20 @@ class Backend(Protocol):
     restarts_whole_jobs: bool
     """True where a task cannot start again alone (its allocation was the whole job's):
     the controller then restarts every task of the job together."""
+    queues_tasks: bool
+    """True where a started task may wait in a cluster engine's queue: it is ``starting``
+    until ``placed`` reports its address. Its handles are then not process ids."""
 
     def host(self) -> str:
         """The host name tasks reach each other at; "" where only the task learns it."""
         ...
 
     def gpu_inventory(self) -> list[int]:
-        """Host indices of the GPUs tasks may be given."""
+        """Host indices of this machine's GPUs that tasks may be given."""
+        ...
+
+    def nodes(self) -> list[Node]:
+        """What jobs are admitted onto: this machine, or a cluster's nodes."""
         ...
 
     def reserve_ports(self, fixed: Mapping[TaskKey, int | None]) -> dict[TaskKey, int]:

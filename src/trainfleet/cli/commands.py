@@ -12,11 +12,11 @@ from typing import TYPE_CHECKING
 import click
 
 from trainfleet.backends.local.gpus import GpuConfigError
+from trainfleet.backends.local.machine import ResourceConfigError
 from trainfleet.cli.errors import USAGE_ERROR, UserError
 from trainfleet.cli.follow import LogFollower
 from trainfleet.cli.service import JobInput, JobService, Options, embedded, open_service
 from trainfleet.control.engine import JobActive, JobNotFound
-from trainfleet.control.queueing import ResourceConfigError
 from trainfleet.scheduling.placement import Unschedulable
 from trainfleet.spec.errors import SpecError
 from trainfleet.store.records import JobRecord, State

@@ -6,6 +6,9 @@ Each setting comes from the first of: the ``--server`` flag, the environment
 
     server: https://trainfleet.example.org
     token: 6Vd0...
+
+The same file says where the embedded engine and the server run jobs (``backend`` and
+``slurm``, see ``trainfleet.spec.backends``); without it they run here.
 """
 
 from __future__ import annotations
@@ -14,10 +17,15 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from trainfleet.cli.errors import UserError
 
+if TYPE_CHECKING:
+    from trainfleet.spec.backends import BackendConfig
+
 KEYS = ("server", "token")
+BACKEND_KEYS = ("backend", "slurm")
 
 
 @dataclass(frozen=True)
@@ -39,14 +47,30 @@ def resolve(flag: str | None, environ: Mapping[str, str] = os.environ) -> Target
     env_server = environ.get("TRAINFLEET_SERVER") or None
     env_token = environ.get("TRAINFLEET_TOKEN") or None
     path = config_path(environ)
-    file = read_config(path) if path.exists() else {}
+    file = _strings(read_config(path), path) if path.exists() else {}
     return Target(
         server=flag or env_server or file.get("server"),
         token=env_token or file.get("token"),
     )
 
 
-def read_config(path: Path) -> dict[str, str]:
+def backend_config(environ: Mapping[str, str] = os.environ) -> BackendConfig:
+    """The config file's ``backend`` and ``slurm`` settings (the local backend without)."""
+    from pydantic import ValidationError
+
+    from trainfleet.spec.backends import BackendConfig
+
+    path = config_path(environ)
+    file = read_config(path) if path.exists() else {}
+    try:
+        return BackendConfig.model_validate({k: v for k, v in file.items() if k in BACKEND_KEYS})
+    except ValidationError as error:
+        problem = error.errors()[0]
+        field = ".".join(str(part) for part in problem["loc"]) or "backend"
+        raise UserError(f"{path}: {field}: {problem['msg']}") from None
+
+
+def read_config(path: Path) -> dict[str, Any]:
     """The config file's settings; UserError naming the file (and line) when it is malformed."""
     import yaml
 
@@ -60,13 +84,18 @@ def read_config(path: Path) -> dict[str, str]:
         raise UserError(f"{path}: cannot read the config file: {error}") from None
     if data is None:
         return {}
+    allowed = (*KEYS, *BACKEND_KEYS)
     if not isinstance(data, dict):
-        raise UserError(f"{path}: expected a mapping with keys {' and '.join(KEYS)}")
-    settings: dict[str, str] = {}
-    for key, value in data.items():
-        if key not in KEYS:
-            raise UserError(f"{path}: unknown key {key!r} (allowed: {', '.join(KEYS)})")
-        if not isinstance(value, str) or not value:
+        raise UserError(f"{path}: expected a mapping with keys among {', '.join(allowed)}")
+    for key in data:
+        if key not in allowed:
+            raise UserError(f"{path}: unknown key {key!r} (allowed: {', '.join(allowed)})")
+    return data
+
+
+def _strings(settings: dict[str, Any], path: Path) -> dict[str, str]:
+    """The server and token settings, each a non-empty string."""
+    for key in KEYS:
+        if key in settings and (not isinstance(settings[key], str) or not settings[key]):
             raise UserError(f"{path}: {key}: expected a non-empty string")
-        settings[key] = value
-    return settings
+    return {key: settings[key] for key in KEYS if key in settings}

@@ -61,7 +61,15 @@ class EngineService:
 
     @classmethod
     def open(cls, data_dir: str | None) -> EngineService:
-        return cls(Engine(DataDir.resolve(data_dir)))
+        """The engine, on the backend the config file names (this machine by default)."""
+        from trainfleet.backends.choose import backend_for
+        from trainfleet.cli.config import backend_config
+
+        config = backend_config()
+        try:
+            return cls(Engine(DataDir.resolve(data_dir), backend_for(config)))
+        except OSError as error:  # the cluster engine cannot be reached
+            raise UserError(f"the {config.backend} backend: {error}") from None
 
     def submit(self, job: JobInput, *, detach: bool) -> JobRecord:
         loaded, folder = load(job)

@@ -207,6 +207,9 @@ def server(
     On the first start it prints an admin token once, or takes TRAINFLEET_ADMIN_TOKEN.
     Jobs keep running while the server is stopped or restarted; it adopts them again.
     """
+    from trainfleet.backends.choose import backend_for
+    from trainfleet.cli.config import backend_config
+    from trainfleet.cli.errors import UserError
     from trainfleet.server.serve import serve
     from trainfleet.spec.errors import SpecError
     from trainfleet.spec.loading import load_queues_file
@@ -214,8 +217,9 @@ def server(
 
     try:
         queues = load_queues_file(queues_file) if queues_file else None
-        serve(options.data_dir, host, port, database_url, queues)
-    except (StoreError, ValueError, SpecError) as error:
+        backend = backend_for(backend_config(), supervised=True)
+        serve(options.data_dir, host, port, database_url, queues, backend)
+    except (StoreError, ValueError, SpecError, UserError, OSError) as error:
         click.echo(f"error: {error}", err=True)
         sys.exit(2)
 

@@ -87,6 +87,8 @@ class JobController:
         self._timers: list[tuple[float, int, Callable[[], None]]] = []
         self._sequence = itertools.count()
         self._outcome: tuple[State, str] | None = None
+        self._job_running = False
+        """Whether the job was marked running (once all its tasks ran)."""
         self._job_restart_at: float | None = None
         """While the whole job restarts (scope 'job'): when its tasks may start again."""
 
@@ -123,8 +125,8 @@ class JobController:
         # A job that waited in the queue has a waiting reason: it no longer applies.
         self.store.update_job(self.job_id, state=State.STARTING, started_at=time.time(), reason="")
         self._start(self._tasks)
-        if self._outcome is None:
-            self.store.update_job(self.job_id, state=State.RUNNING)
+        if not self.backend.queues_tasks:
+            self._mark_running()
             self._watch_deadline(time.time())
 
     def _watch_deadline(self, started_at: float) -> None:
@@ -192,9 +194,7 @@ class JobController:
         if isinstance(message, _Exited):
             self._on_exit(message.key, policies.exit_code(message.returncode), message.outside)
         elif isinstance(message, _Placed):
-            task = self._tasks[message.key]
-            if task.alive and not task.state.is_final:
-                self._set_task(task, task.state, message.note, address=message.address)
+            self._on_placed(message)
         elif isinstance(message, _Cancel):
             if self._outcome is None:
                 self._finish(State.CANCELLED, message.reason)
@@ -218,23 +218,43 @@ class JobController:
         job = JobLaunch(
             self.job_id, self.spec, self.placement, self.workdir, self.data_dir, attempts
         )
+        queued = self.backend.queues_tasks
         for key, started in self.backend.start(job, self).items():
             task = self._tasks[key]
             if isinstance(started, str):
                 self._set_task(task, State.FAILED, f"could not start: {started}")
                 continue
             task.alive, task.pid = True, started
-            verb = f"restarted (restart {task.restarts})" if task.restarts else "started"
+            verb = "submitted" if queued else "started"
+            if task.restarts:
+                verb = f"re{verb} (restart {task.restarts})"
             self._set_task(
                 task,
-                State.RUNNING,
+                State.STARTING if queued else State.RUNNING,
                 f"{verb}, {self.backend.describe(started)}",
-                pid=started,
+                pid=None if queued else started,
                 started_at=time.time(),
                 restarts=task.restarts,
                 exit_code=None,
             )
         self._evaluate()
+
+    def _on_placed(self, placed: _Placed) -> None:
+        """A task waits in the cluster's queue (no address yet), or runs at its address."""
+        task = self._tasks[placed.key]
+        if not task.alive or task.state.is_final or task.state is State.RESTARTING:
+            return
+        if not placed.address:
+            self._set_task(task, task.state, placed.note)
+            return
+        self._set_task(task, State.RUNNING, placed.note, address=placed.address)
+        if all(t.state is State.RUNNING for t in self._tasks.values() if t.alive):
+            self._mark_running()
+
+    def _mark_running(self) -> None:
+        if self._outcome is None and not self._job_running:
+            self._job_running = True
+            self.store.update_job(self.job_id, state=State.RUNNING)
 
     def _restart(self, keys: Iterable[TaskKey]) -> None:
         if self._outcome is not None:

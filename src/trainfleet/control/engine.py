@@ -20,7 +20,8 @@ from trainfleet.control import queueing
 from trainfleet.control.admitter import Admitter
 from trainfleet.control.controller import JobController
 from trainfleet.control.runner import Runner
-from trainfleet.scheduling.admission import Admission, Scheduler
+from trainfleet.scheduling.admission import Admission, GangJob, Scheduler
+from trainfleet.scheduling.cluster import TaskAllocation
 from trainfleet.scheduling.placement import (
     Placement,
     TaskKey,
@@ -81,7 +82,7 @@ class Engine:
         self._gpus = self.backend.gpu_inventory()
         self._queues = _stored_queues(self.store)
         self.scheduler = Scheduler(
-            [queueing.local_node(self._gpus)],
+            self.backend.nodes(),
             [queueing.queue_spec(config) for config in self._queues.values()],
         )
         self.admitter = Admitter(
@@ -184,7 +185,7 @@ class Engine:
                 job.id, reason, state=State.FAILED, reason=reason, finished_at=time.time()
             )
             return
-        host = self.backend.host()
+        host = self.backend.host()  # "" where the tasks learn it (then they report it)
         self.store.place_tasks(
             job.id,
             {
@@ -227,18 +228,28 @@ class Engine:
                     continue
                 if not self.data_dir.run_dir(job.id).is_dir():
                     continue  # run by another process (an embedded `trainfleet run`)
-                fractions = [demand.gpu_fraction for demand in gang.tasks]
-                allocations = [
-                    queueing.allocation_of(_slot(task).gpus, fraction, self._gpus)
-                    for task, fraction in zip(self.store.list_tasks(job.id), fractions, strict=True)
-                ]
-                self.scheduler.adopt(gang, allocations)
+                self.scheduler.adopt(gang, self._allocations(job.id, gang))
                 self.runner.start(job.id, resume=True)
                 resumed.append(job.id)
             for gang in waiting:
                 self.scheduler.submit(gang)
         self.admitter.wake()
         return resumed
+
+    def _allocations(self, job_id: str, gang: GangJob) -> list[TaskAllocation]:
+        """What a running job holds: the GPUs it was given here, else any place that fits
+        (on a cluster's nodes, only its engine knows the real one)."""
+        tasks = self.store.list_tasks(job_id)
+        if not any(task.gpus for task in tasks):
+            places = self.scheduler.cluster.place(job_id, gang.tasks)
+            if places is not None:
+                self.scheduler.cluster.release(job_id)
+                return places
+        fractions = [demand.gpu_fraction for demand in gang.tasks]
+        return [
+            queueing.allocation_of(_slot(task).gpus, fraction, self._gpus)
+            for task, fraction in zip(tasks, fractions, strict=True)
+        ]
 
     def wait(self, job_id: str, timeout: float | None = None) -> JobRecord:
         """The job once it has ended here, or as it is when ``timeout`` runs out."""

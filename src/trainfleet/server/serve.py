@@ -8,6 +8,7 @@ from pathlib import Path
 
 import uvicorn
 
+from trainfleet.backends.api import Backend
 from trainfleet.control.engine import Engine
 from trainfleet.server.app import create_app
 from trainfleet.server.auth import bootstrap
@@ -25,13 +26,15 @@ def serve(
     port: int,
     database_url: str | None = None,
     queues: QueuesFile | None = None,
+    backend: Backend | None = None,
 ) -> None:
     """Run the server in this process until SIGINT or SIGTERM.
 
     Supervised tasks outlive this process; a restarted server adopts them (resume).
     ``queues`` (from ``--queues FILE``) are created or updated before jobs resume.
+    ``backend``: where jobs run (the local backend, supervised, by default).
     """
-    engine = Engine(DataDir.resolve(data_dir), supervised=True, database=database_url)
+    engine = Engine(DataDir.resolve(data_dir), backend, supervised=True, database=database_url)
     for queue in queues.queues if queues else []:
         engine.set_queue(queue)
     token = bootstrap(engine.store, os.environ.get("TRAINFLEET_ADMIN_TOKEN") or None)

@@ -50,11 +50,13 @@ class DataDir:
         return self.run_dir(job_id) / f"{role}-{index}-{attempt}"
 
     def latest_attempt(self, job_id: str, role: str, index: int) -> int | None:
-        """The last attempt of a task whose supervisor started (it wrote its ``.pid``)."""
+        """The last attempt of a task that was started: its supervisor wrote its ``.pid``,
+        or it was handed to a cluster engine (``.slurm``)."""
         prefix = f"{role}-{index}-"
         attempts = [
-            int(name[len(prefix) : -len(".pid")])
-            for name in (path.name for path in self.run_dir(job_id).glob(f"{prefix}*.pid"))
-            if name[len(prefix) : -len(".pid")].isdigit()
+            int(number)
+            for path in self.run_dir(job_id).glob(f"{prefix}*")
+            if path.suffix in (".pid", ".slurm")
+            and (number := path.name[len(prefix) : -len(path.suffix)]).isdigit()
         ]
         return max(attempts, default=None)

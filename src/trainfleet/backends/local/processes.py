@@ -16,7 +16,9 @@ from trainfleet.backends.api import JobLaunch, TaskLaunch, TaskReports
 from trainfleet.backends.local import records
 from trainfleet.backends.local.gpus import gpu_inventory
 from trainfleet.backends.local.groups import kill_group, live_members, signal_group
+from trainfleet.backends.local.machine import local_node
 from trainfleet.backends.local.ports import free_port
+from trainfleet.scheduling.cluster import Node
 from trainfleet.scheduling.placement import TaskKey
 
 GROUP_POLL_SECONDS = 0.02
@@ -45,6 +47,7 @@ class LocalBackend:
     """
 
     restarts_whole_jobs = False
+    queues_tasks = False
 
     def __init__(self, supervised: bool = False) -> None:
         self.supervised = supervised
@@ -56,6 +59,9 @@ class LocalBackend:
 
     def gpu_inventory(self) -> list[int]:
         return gpu_inventory()
+
+    def nodes(self) -> list[Node]:
+        return [local_node(self.gpu_inventory())]
 
     def reserve_ports(self, fixed: Mapping[TaskKey, int | None]) -> dict[TaskKey, int]:
         return {key: port or free_port() for key, port in fixed.items()}

@@ -1,0 +1,17 @@
+"""The backend a configuration names."""
+
+from __future__ import annotations
+
+from trainfleet.backends.api import Backend
+from trainfleet.spec.backends import BackendConfig
+
+
+def backend_for(config: BackendConfig, supervised: bool = False) -> Backend:
+    """The local backend (``supervised``: tasks outlive this process), or Slurm's."""
+    if config.backend == "slurm":
+        from trainfleet.backends.slurm.backend import SlurmBackend
+
+        return SlurmBackend(config.slurm)
+    from trainfleet.backends.local import LocalBackend
+
+    return LocalBackend(supervised=supervised)

@@ -1,0 +1,278 @@
+"""The Slurm backend: each start of a job's tasks is one Slurm submission.
+
+The tasks' logs and records live in the data directory, which every node must see at
+the same path (a shared file system, as Slurm clusters have). A watcher thread reads the
+records the tasks write (where they landed, how they exited) and what ``squeue`` says of
+their jobs, and reports to the controllers.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import signal
+import sys
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from trainfleet.backends.api import JobLaunch, Outside, TaskReports
+from trainfleet.backends.local import records
+from trainfleet.backends.local.ports import free_port
+from trainfleet.backends.local.processes import SHIM
+from trainfleet.backends.slurm import commands
+from trainfleet.backends.slurm.commands import SlurmError, SlurmJob
+from trainfleet.backends.slurm.script import NotForSlurm, batch_script
+from trainfleet.scheduling.cluster import Node
+from trainfleet.scheduling.placement import Placement, TaskKey
+from trainfleet.scheduling.resources import GPU_UNIT, Resources
+from trainfleet.spec.backends import SlurmConfig
+
+BOOTSTRAP = Path(__file__).with_name("bootstrap.py")
+MIB = 1024**2
+GONE_GRACE_SECONDS = 3.0
+"""How long a task may lack its exit record after Slurm says its step or job ended (the
+record may be on its way through a shared file system)."""
+
+
+def host_token(position: int) -> str:
+    """The placeholder for the host of the task at ``position``, until it is known."""
+    return f"trainfleet-host-{position}.invalid"
+
+
+@dataclass
+class _Task:
+    """A task handed to Slurm, until its exit has been reported."""
+
+    key: TaskKey
+    record: Path
+    job: str
+    port: int
+    reports: TaskReports
+    step: str | None = None
+    step_host: str = ""
+    note: str = ""
+    gone_since: float | None = None
+
+
+class SlurmBackend:
+    """Runs each start of a job's tasks as one Slurm batch job, one step per task."""
+
+    restarts_whole_jobs = True
+    queues_tasks = True
+
+    def __init__(self, config: SlurmConfig) -> None:
+        self.config = config
+        self._tasks: dict[int, _Task] = {}
+        self._handles = itertools.count(1)
+        self._cancelled: set[str] = set()
+        """Slurm jobs this backend cancelled (any other cancel came from outside)."""
+        self._lock = threading.Lock()
+        self._watcher: threading.Thread | None = None
+
+    def host(self) -> str:
+        return ""
+
+    def gpu_inventory(self) -> list[int]:
+        return []
+
+    def nodes(self) -> list[Node]:
+        return [
+            Node(name, Resources(cpu=cpus * 1000, memory=memory * MIB, gpu=gpus * GPU_UNIT))
+            for name, cpus, memory, gpus in commands.nodes()
+        ]
+
+    def reserve_ports(self, fixed: Mapping[TaskKey, int | None]) -> dict[TaskKey, int]:
+        return {key: port or free_port() for key, port in fixed.items()}
+
+    def start(self, job: JobLaunch, reports: TaskReports) -> dict[TaskKey, int | str]:
+        keys = list(job.attempts)
+        try:
+            slurm_job = self._submit(job)
+        except (SlurmError, NotForSlurm, OSError) as error:
+            return {key: str(error) for key in keys}
+        started: dict[TaskKey, int | str] = {}
+        with self._lock:
+            for key in keys:
+                record = job.data_dir.record(job.job_id, *key, job.attempts[key])
+                record.with_name(record.name + ".slurm").write_text(slurm_job)
+                handle = next(self._handles)
+                port = job.placement.slot(*key).port
+                self._tasks[handle] = _Task(key, record, slurm_job, port, reports)
+                started[key] = handle
+        self._watch()
+        return started
+
+    def _submit(self, job: JobLaunch) -> str:
+        """Write the launch file and the batch script, and hand them to sbatch."""
+        run = job.data_dir.run_dir(job.job_id)
+        run.mkdir(parents=True, exist_ok=True)
+        name = f"start-{time.time_ns()}"
+        tokens = {slot.key: host_token(n) for n, slot in enumerate(job.placement)}
+        placeholders = Placement(
+            tuple(replace(slot, host=tokens[slot.key], gpus=()) for slot in job.placement)
+        )
+        tasks = {}
+        for key in job.attempts:
+            launch = job.task(key, placeholders)
+            tasks[f"{key[0]}/{key[1]}"] = {
+                "argv": list(launch.argv),
+                "env": {k: v for k, v in launch.env.items() if os.environ.get(k) != v},
+                "cwd": str(launch.cwd),
+                "log": str(launch.log_path),
+                "record": str(launch.record),
+                "gpus": int(job.spec.roles[key[0]].resources.gpu),
+                "token": tokens[key],
+            }
+        launch_file = run / f"{name}.json"
+        launch_file.write_text(
+            json.dumps(
+                {
+                    "tasks": tasks,
+                    "shim": str(SHIM),
+                    "rendezvous_timeout": self.config.rendezvous_timeout,
+                }
+            )
+        )
+        script = run / f"{name}.sh"
+        script.write_text(
+            batch_script(
+                f"trainfleet-{job.job_id}",
+                job.spec,
+                list(job.attempts),
+                self.config,
+                run / "slurm-%j.out",
+                [sys.executable, "-I", "-S", str(BOOTSTRAP), str(launch_file)],
+            )
+        )
+        return commands.sbatch(script, dict(os.environ))
+
+    def adopt(self, key: TaskKey, record: Path, reports: TaskReports) -> int | None:
+        status = records.exit_status(record)
+        slurm_job = (record.with_name(record.name + ".slurm")).read_text().strip()
+        if status is not None:
+            reports.exited(key, status)
+            return None
+        handle = next(self._handles)
+        with self._lock:
+            self._tasks[handle] = _Task(key, record, slurm_job, 0, reports)
+        self._watch()
+        return handle
+
+    def describe(self, pid: int) -> str:
+        task = self._tasks.get(pid)
+        if task is None:
+            return f"task {pid}"
+        return f"Slurm job {task.job}" + (f", step {task.step}" if task.step else "")
+
+    def terminate(self, pid: int) -> None:
+        self._signal(pid, "TERM")
+
+    def kill(self, pid: int) -> None:
+        self._signal(pid, "KILL")
+
+    def _signal(self, pid: int, name: str) -> None:
+        """Signal the task's step; a task not running yet is cancelled with its whole job."""
+        with self._lock:
+            task = self._tasks.get(pid)
+        if task is None:
+            return
+        self._read_step(task)
+        try:
+            if task.step is not None:
+                commands.scancel(task.step, name)
+            else:
+                self._cancelled.add(task.job)
+                commands.scancel(task.job)
+        except SlurmError:
+            pass  # it ended meanwhile: the watcher reports how
+
+    # -- the watcher ----------------------------------------------------------
+
+    def _watch(self) -> None:
+        with self._lock:
+            if self._watcher is None:
+                self._watcher = threading.Thread(target=self._loop, name="slurm", daemon=True)
+                self._watcher.start()
+
+    def _loop(self) -> None:
+        while True:
+            time.sleep(self.config.poll_interval)
+            try:
+                self._look()
+            except SlurmError as error:
+                print(f"trainfleet: slurm: {error}", file=sys.stderr)
+
+    def _look(self) -> None:
+        """One look at every task: its records first, then what Slurm says of its job."""
+        with self._lock:
+            tasks = dict(self._tasks)
+        if not tasks:
+            return
+        exits = {pid: records.exit_status(task.record) for pid, task in tasks.items()}
+        for task in tasks.values():
+            if task.step is None and self._read_step(task):
+                host = task.step_host
+                task.reports.placed(
+                    task.key,
+                    f"{host}:{task.port}" if task.port else "",
+                    f"running on {host} (Slurm job {task.step})",
+                )
+        slurm = commands.jobs({task.job for task in tasks.values()})
+        stepping = {task.job for pid, task in tasks.items() if task.step and exits[pid] is None}
+        running_steps = commands.steps(stepping)
+        now = time.monotonic()
+        for pid, task in tasks.items():
+            components = slurm.get(task.job, [])
+            ended = not components or all(part.ended for part in components)
+            status = exits[pid]
+            if status is not None:
+                self._report(pid, task, status, components, ended)
+            elif ended or (task.step is not None and task.step not in running_steps):
+                task.gone_since = task.gone_since or now
+                if now - task.gone_since >= GONE_GRACE_SECONDS:
+                    self._report(pid, task, -signal.SIGKILL, components, True)
+            elif components[0].state == "PENDING":
+                note = f"pending in Slurm (job {task.job}): {components[0].reason}"
+                if note != task.note:
+                    task.note = note
+                    task.reports.placed(task.key, "", note)
+
+    def _report(
+        self, pid: int, task: _Task, status: int, components: list[SlurmJob], ended: bool
+    ) -> None:
+        with self._lock:
+            del self._tasks[pid]
+        outside = self._outside(task, components) if status != 0 else None
+        if outside is None and status == -signal.SIGKILL and ended and not components:
+            outside = Outside(f"Slurm job {task.job} is gone")
+        task.reports.exited(task.key, status, outside)
+
+    def _outside(self, task: _Task, components: list[SlurmJob]) -> Outside | None:
+        """What Slurm did to the task's job, when it was Slurm that ended it."""
+        states = {part.state for part in components}
+        nodes = ",".join(part.nodes for part in components if part.nodes)
+        if "NODE_FAIL" in states:
+            return Outside(f"a node of {nodes} failed; Slurm job {task.job}: NODE_FAIL")
+        if "CANCELLED" in states and task.job not in self._cancelled:
+            return Outside(f"Slurm job {task.job} was cancelled outside trainfleet", True)
+        if "TIMEOUT" in states:
+            return Outside(f"Slurm job {task.job} reached its time limit")
+        ended = states & (commands.ENDED_STATES - {"COMPLETED", "CANCELLED"})
+        if ended and all(part.ended for part in components):
+            return Outside(f"Slurm job {task.job} ended {', '.join(sorted(ended))}")
+        return None
+
+    def _read_step(self, task: _Task) -> bool:
+        """Learn the task's node and step from its ``.host`` record, once it has one."""
+        if task.step is not None:
+            return True
+        try:
+            found = json.loads(task.record.with_name(task.record.name + ".host").read_text())
+        except (OSError, ValueError):
+            return False
+        task.step, task.step_host = found["step"], found["host"]
+        return True

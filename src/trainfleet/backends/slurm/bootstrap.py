@@ -1,0 +1,100 @@
+"""A task's start inside a Slurm allocation: learn where every task landed, then run it.
+
+Started by the batch script as ``python -I -S bootstrap.py LAUNCH_FILE ROLE INDEX`` in the
+task's own job step. The launch file (written by the backend) holds each task's argv and
+environment with a placeholder for every task's host. The bootstrap writes this task's
+``RECORD.host`` (its node and Slurm step), waits until every task of the start has written
+its own, puts the real host names in place of the placeholders, and becomes the shim
+(backends/local/shim.py) that runs the task and records its exit, with the task's log as
+its output.
+
+Standard library only, and no trainfleet import: it starts in a few milliseconds.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import sys
+import time
+from typing import Any
+
+POLL_SECONDS = 0.02
+
+
+def _write(path: str, text: str) -> None:
+    temporary = f"{path}.tmp"
+    with open(temporary, "w") as handle:
+        handle.write(text)
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(temporary, path)
+
+
+def _read_host(record: str) -> str | None:
+    try:
+        with open(f"{record}.host") as handle:
+            return str(json.load(handle)["host"])
+    except (OSError, ValueError, KeyError):
+        return None
+
+
+def _hosts(tasks: dict[str, dict[str, Any]], deadline: float) -> dict[str, str] | None:
+    """Every task's host, once each has written it; None when the deadline passes first."""
+    hosts: dict[str, str] = {}
+    while True:
+        for name, task in tasks.items():
+            if name not in hosts and (host := _read_host(task["record"])) is not None:
+                hosts[name] = host
+        if len(hosts) == len(tasks):
+            return hosts
+        if time.monotonic() > deadline:
+            missing = ", ".join(sorted(set(tasks) - set(hosts)))
+            print(f"trainfleet: tasks {missing} did not start in time", file=sys.stderr)
+            return None
+        time.sleep(POLL_SECONDS)
+
+
+def _placed(text: str, tokens: dict[str, str]) -> str:
+    for token, host in tokens.items():
+        text = text.replace(token, host)
+    return text
+
+
+def main(argv: list[str]) -> int:
+    launch_file, role, index = argv
+    with open(launch_file) as handle:
+        launch = json.load(handle)
+    tasks: dict[str, dict[str, Any]] = launch["tasks"]
+    me = tasks[f"{role}/{index}"]
+    host = os.environ.get("SLURMD_NODENAME") or socket.gethostname()
+    step = f"{os.environ.get('SLURM_JOB_ID', '')}.{os.environ.get('SLURM_STEP_ID', '')}"
+    _write(f"{me['record']}.host", json.dumps({"host": host, "step": step}))
+    hosts = _hosts(tasks, time.monotonic() + launch["rendezvous_timeout"])
+    if hosts is None:
+        _write(f"{me['record']}.exit", "75")  # EX_TEMPFAIL: trying again may work
+        return 75
+    tokens = {task["token"]: hosts[name] for name, task in tasks.items()}
+    env = dict(os.environ)
+    env.update({key: _placed(value, tokens) for key, value in me["env"].items()})
+    if me["gpus"] and os.environ.get("CUDA_VISIBLE_DEVICES"):
+        env["CUDA_VISIBLE_DEVICES"] = os.environ["CUDA_VISIBLE_DEVICES"]  # Slurm's choice
+    command = [_placed(arg, tokens) for arg in me["argv"]]
+    os.makedirs(os.path.dirname(me["log"]), exist_ok=True)
+    log = os.open(me["log"], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    os.dup2(log, 1)
+    os.dup2(log, 2)
+    os.close(log)
+    shim = [sys.executable, "-I", "-S", launch["shim"], me["record"], "--", *command]
+    try:
+        os.chdir(me["cwd"])
+        os.execve(sys.executable, shim, env)
+    except OSError as error:
+        print(f"trainfleet: cannot start the task: {error}", flush=True)
+    _write(f"{me['record']}.exit", "127")
+    return 127
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,118 @@
+"""Slurm's commands, run as subprocesses: submit, look, signal. Errors name the command."""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+TIMEOUT_SECONDS = 60
+
+ENDED_STATES = frozenset(
+    {
+        "BOOT_FAIL",
+        "CANCELLED",
+        "COMPLETED",
+        "DEADLINE",
+        "FAILED",
+        "NODE_FAIL",
+        "OUT_OF_MEMORY",
+        "PREEMPTED",
+        "TIMEOUT",
+    }
+)
+
+
+class SlurmError(OSError):
+    """A Slurm command failed or could not be run."""
+
+
+@dataclass(frozen=True)
+class SlurmJob:
+    """One job (or component of a heterogeneous job) as ``squeue`` shows it."""
+
+    id: str
+    state: str
+    reason: str
+    nodes: str
+
+    @property
+    def ended(self) -> bool:
+        return self.state in ENDED_STATES
+
+
+def _run(argv: Sequence[str], env: Mapping[str, str] | None = None) -> str:
+    try:
+        done = subprocess.run(
+            argv, capture_output=True, text=True, timeout=TIMEOUT_SECONDS, env=env
+        )
+    except (OSError, subprocess.TimeoutExpired) as error:
+        raise SlurmError(f"{argv[0]}: {error}") from None
+    if done.returncode != 0:
+        message = (done.stderr or done.stdout).strip().splitlines()
+        raise SlurmError(f"{argv[0]} failed: {message[-1] if message else done.returncode}")
+    return done.stdout
+
+
+def sbatch(script: Path, env: Mapping[str, str]) -> str:
+    """Submit a batch script; returns the job id."""
+    return _run(["sbatch", "--parsable", str(script)], env).strip().split(";")[0]
+
+
+def jobs(ids: Iterable[str]) -> dict[str, list[SlurmJob]]:
+    """The jobs Slurm still knows among ``ids``, each with its components."""
+    wanted = sorted(set(ids))
+    if not wanted:
+        return {}
+    try:
+        out = _run(["squeue", "-h", "-t", "all", "-j", ",".join(wanted), "-o", "%i|%T|%r|%N"])
+    except SlurmError as error:
+        if "Invalid job id" in str(error):  # all of them forgotten already
+            return {}
+        raise
+    found: dict[str, list[SlurmJob]] = {}
+    for line in out.splitlines():
+        job_id, state, reason, nodes = line.split("|", 3)
+        found.setdefault(job_id.split("+")[0], []).append(SlurmJob(job_id, state, reason, nodes))
+    return found
+
+
+def steps(ids: Iterable[str]) -> set[str]:
+    """The running steps (``job.step``) of the jobs ``ids``."""
+    wanted = sorted(set(ids))
+    if not wanted:
+        return set()
+    try:
+        out = _run(["squeue", "-h", "-s", "-j", ",".join(wanted), "-o", "%i"])
+    except SlurmError as error:
+        if "Invalid job id" in str(error):
+            return set()
+        raise
+    return {line.strip() for line in out.splitlines() if line.strip()}
+
+
+def scancel(target: str, signal: str | None = None) -> None:
+    """Cancel a job or a step, or only send it ``signal`` (``TERM``, ``KILL``)."""
+    argv = ["scancel", *([f"--signal={signal}"] if signal else []), target]
+    _run(argv)
+
+
+def nodes() -> list[tuple[str, int, int, int]]:
+    """``(name, cpus, memory MiB, gpus)`` of every node of the default partition."""
+    out = _run(["sinfo", "-h", "-N", "-o", "%N|%c|%m|%G"])
+    found = {}
+    for line in out.splitlines():
+        name, cpus, memory, gres = line.split("|", 3)
+        found[name] = (name, int(cpus), int(memory.rstrip("+")), _gpus(gres))
+    return list(found.values())
+
+
+def _gpus(gres: str) -> int:
+    """The GPU count in a ``Gres`` field such as ``gpu:2`` or ``gpu:a100:4(S:0-1)``."""
+    count = 0
+    for item in gres.split(","):
+        parts = item.split("(")[0].split(":")
+        if parts[0] == "gpu" and parts[-1].isdigit():
+            count += int(parts[-1])
+    return count

@@ -1,0 +1,130 @@
+"""A job's Slurm batch script: one component per shape of task, one job step per task. Pure.
+
+Tasks that need the same CPUs, memory and GPUs share one component of a heterogeneous
+job (a plain job when there is only one shape). Each task is its own job step, so that
+it can be signalled alone and its exit status is its own.
+
+>>> from trainfleet.spec.models import JobSpec
+>>> spec = JobSpec.model_validate({"name": "mnist", "roles": {
+...     "ps": {"command": "trainfleet tf-server", "resources": {"cpu": 1}},
+...     "worker": {"replicas": 2, "command": "python train.py",
+...                "resources": {"cpu": 2, "memory": "2Gi", "gpu": 1}}}})
+>>> [(shape, keys) for shape, keys in components(spec, ["ps", "worker"], SlurmConfig())]
+... # doctest: +NORMALIZE_WHITESPACE
+[(Shape(cpus=1, memory_mb=1024, gpus=0), [('ps', 0)]),
+ (Shape(cpus=2, memory_mb=2048, gpus=1), [('worker', 0), ('worker', 1)])]
+"""
+
+from __future__ import annotations
+
+import math
+import shlex
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from trainfleet.scheduling.placement import TaskKey
+from trainfleet.spec.backends import SlurmConfig
+from trainfleet.spec.models import JobSpec
+
+MIB = 1024**2
+
+
+@dataclass(frozen=True)
+class Shape:
+    """What one task asks Slurm for."""
+
+    cpus: int
+    memory_mb: int
+    gpus: int
+
+    def options(self) -> list[str]:
+        """Per-task options, the same for the allocation and for the task's step."""
+        options = [f"--cpus-per-task={self.cpus}", f"--mem-per-cpu={self._per_cpu_mb()}M"]
+        if self.gpus:
+            options.append(f"--gpus-per-task={self.gpus}")
+        return options
+
+    def _per_cpu_mb(self) -> int:
+        return math.ceil(self.memory_mb / self.cpus)
+
+
+class NotForSlurm(ValueError):
+    """The job asks for something Slurm cannot give (a fraction of a GPU)."""
+
+
+def task_shape(spec: JobSpec, role: str, config: SlurmConfig) -> Shape:
+    """Whole CPUs (at least one), memory in MiB, whole GPUs."""
+    wanted = spec.roles[role].resources
+    if wanted.gpu and wanted.gpu != int(wanted.gpu):
+        raise NotForSlurm(
+            f"roles.{role}.resources.gpu: {wanted.gpu:g} is a fraction of a GPU; "
+            "the Slurm backend gives whole GPUs only"
+        )
+    memory = wanted.memory or config.memory_per_task
+    return Shape(
+        cpus=max(1, math.ceil((wanted.cpu or 1000) / 1000)),
+        memory_mb=max(1, math.ceil(memory / MIB)),
+        gpus=int(wanted.gpu),
+    )
+
+
+def components(
+    spec: JobSpec, keys: Iterable[TaskKey | str], config: SlurmConfig
+) -> list[tuple[Shape, list[TaskKey]]]:
+    """The tasks grouped by shape, in the order the shapes first appear.
+
+    ``keys`` are tasks, or role names standing for all of a role's tasks.
+    """
+    groups: dict[Shape, list[TaskKey]] = {}
+    for key in keys:
+        tasks = (
+            [(key, index) for index in range(spec.roles[key].replicas)]
+            if isinstance(key, str)
+            else [key]
+        )
+        for task in tasks:
+            groups.setdefault(task_shape(spec, task[0], config), []).append(task)
+    return list(groups.items())
+
+
+def batch_script(
+    name: str,
+    spec: JobSpec,
+    keys: Sequence[TaskKey],
+    config: SlurmConfig,
+    output: Path,
+    step_argv: Sequence[str],
+) -> str:
+    """The script for ``sbatch``: the allocation, then one background step per task.
+
+    ``step_argv`` is the command each step runs, followed there by the task's role and index.
+    """
+    groups = components(spec, keys, config)
+    lines = ["#!/bin/bash", f"#SBATCH --job-name={name}", f"#SBATCH --output={output}"]
+    lines += ["#SBATCH --open-mode=append", "#SBATCH --no-requeue"]
+    for option, value in (
+        ("partition", config.partition),
+        ("account", config.account),
+        ("time", config.time_limit),
+    ):
+        if value:
+            lines.append(f"#SBATCH --{option}={value}")
+    lines += [f"#SBATCH {option}" for option in config.sbatch_args]
+    for number, (shape, tasks) in enumerate(groups):
+        if number:
+            lines.append("#SBATCH hetjob")
+        options = [f"--ntasks={len(tasks)}", *shape.options()]
+        if config.spread:
+            options.append("--spread-job")
+        lines.append(f"#SBATCH {' '.join(options)}")
+    lines.append("# One step per task; each writes its own log and records.")
+    heterogeneous = len(groups) > 1
+    for number, (shape, tasks) in enumerate(groups):
+        for role, index in tasks:
+            srun = ["srun", *([f"--het-group={number}"] if heterogeneous else [])]
+            srun += ["--exact", "--nodes=1", "--ntasks=1", *shape.options()]
+            srun += [f"--job-name={role}-{index}", *step_argv, role, str(index)]
+            lines.append(f"{shlex.join(srun)} &")
+    lines.append("wait")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,198 @@
+"""Jobs on a real Slurm cluster (three nodes on this machine), through the real CLI.
+
+The same job files as on this machine: the examples train over several nodes, a job
+cancelled with ``scancel`` from outside ends cancelled, and a node that dies mid-job
+(its slurmd and every process of its steps killed) leads to the restart its policy promises.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import signal
+import subprocess
+import textwrap
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+from conftest import NODES, SlurmUser
+from helpers import trainfleet, wait_for
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+TIMEOUT = 420
+
+pytestmark = pytest.mark.slow
+
+
+def cli(user: SlurmUser, *args: str | Path, timeout: float = TIMEOUT) -> str:
+    done = subprocess.run(
+        trainfleet(*args), env=user.env, capture_output=True, text=True, timeout=timeout
+    )
+    assert done.returncode == 0, f"exit {done.returncode}\n{done.stdout}\n{done.stderr}"
+    return done.stdout
+
+
+def job_id_in(stdout: str) -> str:
+    found = re.search(r"job (\S+): logs in", stdout)
+    assert found, stdout
+    return found[1]
+
+
+def hosts_of(details: dict[str, object]) -> set[str]:
+    tasks = details["tasks"]
+    assert isinstance(tasks, list)
+    return {task["address"].rpartition(":")[0] for task in tasks}
+
+
+@pytest.mark.parametrize(
+    ("example", "result"),
+    [
+        ("tf_ingraph", r"client/0 \| w=2\.0\d b=10\.0\d"),
+        ("tf_ps_strategy", r"chief/0 \| final loss=0\.0\d+ w=(1\.9|2\.0)\d* b=(9\.9|10\.0)"),
+        ("torch_ddp", r"master/0 \| done: 3 ranks"),
+    ],
+)
+def test_example_trains_over_several_nodes(
+    slurm_user: SlurmUser, example: str, result: str
+) -> None:
+    if example.startswith("tf"):
+        pytest.importorskip("tensorflow")
+    else:
+        pytest.importorskip("torch")
+    stdout = cli(slurm_user, "run", EXAMPLES / example / "job.yaml")
+    assert re.search(result, stdout), stdout
+    details = slurm_user.describe(job_id_in(stdout))
+    hosts = hosts_of(details)
+    assert len(hosts) >= 2 and hosts <= set(NODES), details["tasks"]
+    assert all(task["state"] == "succeeded" for task in details["tasks"])  # type: ignore[union-attr]
+
+
+def _job_file(folder: Path, text: str) -> Path:
+    path = folder / "job.yaml"
+    path.write_text(textwrap.dedent(text))
+    return path
+
+
+def _slurm_job(user: SlurmUser, job_id: str) -> str:
+    for line in user.squeue("-t", "all", "-o", "%i %j").splitlines():
+        slurm_id, name = line.split()
+        if name == f"trainfleet-{job_id}":
+            return slurm_id.split("+")[0]
+    return ""
+
+
+def _running(user: SlurmUser, job_id: str) -> dict[str, object] | None:
+    details = user.describe(job_id)
+    job = details["job"]
+    assert isinstance(job, dict)
+    return details if job["state"] == "running" else None
+
+
+def _ended(user: SlurmUser, job_id: str) -> dict[str, object] | None:
+    details = user.describe(job_id)
+    job = details["job"]
+    assert isinstance(job, dict)
+    return details if job["state"] in ("succeeded", "failed", "cancelled") else None
+
+
+def test_scancel_from_outside_is_reported_as_cancelled(
+    slurm_user: SlurmUser, tmp_path: Path
+) -> None:
+    job_file = _job_file(
+        tmp_path,
+        """
+        name: cancel-me
+        restart: {policy: on-failure}
+        roles:
+          worker: {replicas: 2, command: sleep 600}
+        """,
+    )
+    job_id = cli(slurm_user, "submit", job_file, "--output", "json").split('"id": "')[1]
+    job_id = job_id.split('"')[0]
+    wait_for(lambda: _running(slurm_user, job_id), timeout=120, what="the job to run")
+    slurm_job = _slurm_job(slurm_user, job_id)
+    subprocess.run(["scancel", slurm_job], env=slurm_user.env, check=True)
+
+    details = wait_for(lambda: _ended(slurm_user, job_id), timeout=60, what="the job to end")
+    assert isinstance(details, dict)
+    assert details["job"]["state"] == "cancelled", details
+    assert "cancelled outside trainfleet" in details["job"]["reason"], details
+    assert all(task["restarts"] == 0 for task in details["tasks"]), "cancelled, not restarted"
+    wait_for(lambda: not _slurm_processes("sleep 600"), timeout=30, what="the tasks to stop")
+
+
+def _slurm_processes(command: str) -> list[psutil.Process]:
+    found = []
+    for process in psutil.process_iter(["cmdline"]):
+        with contextlib.suppress(psutil.Error):
+            if " ".join(process.info["cmdline"] or []) == command and (
+                "SLURMD_NODENAME" in process.environ()
+            ):
+                found.append(process)
+    return found
+
+
+def kill_node(node: str) -> None:
+    """Kill one node as a power cut would: its slurmd and every process of its job steps."""
+    victims = []
+    for process in psutil.process_iter(["name", "cmdline"]):
+        with contextlib.suppress(psutil.Error):
+            cmdline = process.info["cmdline"] or []
+            if process.info["name"] == "slurmd" and node in cmdline:
+                victims.append(process)
+            elif process.environ().get("SLURMD_NODENAME") == node:
+                victims.append(process)
+                parent = process.parent()
+                if parent is not None and parent.name().startswith("slurmstepd"):
+                    victims.append(parent)
+    assert any(victim.info.get("name") == "slurmd" for victim in victims if victim.info)
+    for victim in victims:
+        with contextlib.suppress(psutil.Error):
+            victim.send_signal(signal.SIGKILL)
+
+
+def test_a_lost_node_restarts_the_job_as_its_policy_says(
+    slurm_user: SlurmUser, tmp_path: Path
+) -> None:
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    (tmp_path / "work.py").write_text(
+        textwrap.dedent(
+            """
+            import glob, os, time
+            marks, me = os.environ["MARKS"], os.environ["TRAINFLEET_INDEX"]
+            attempt = len(glob.glob(f"{marks}/{me}-*"))
+            open(f"{marks}/{me}-{attempt}-{os.environ['SLURMD_NODENAME']}", "w").close()
+            time.sleep(600 if attempt == 0 else 1)
+            """
+        )
+    )
+    job_file = _job_file(
+        tmp_path,
+        f"""
+        name: lose-a-node
+        env: {{MARKS: "{marks}"}}
+        restart: {{policy: on-failure, max_restarts: 2, backoff: {{initial: 1}}}}
+        roles:
+          worker: {{replicas: 3, command: python work.py}}
+        """,
+    )
+    job_id = cli(slurm_user, "submit", job_file, "--output", "json").split('"id": "')[1]
+    job_id = job_id.split('"')[0]
+    details = wait_for(lambda: _running(slurm_user, job_id), timeout=120, what="the job to run")
+    assert isinstance(details, dict)
+    victim = sorted(hosts_of(details))[-1]
+    kill_node(victim)
+    started = time.monotonic()
+
+    details = wait_for(lambda: _ended(slurm_user, job_id), timeout=240, what="the job to end")
+    assert isinstance(details, dict)
+    assert details["job"]["state"] == "succeeded", details
+    assert all(task["restarts"] == 1 for task in details["tasks"]), details["tasks"]
+    messages = " / ".join(event["message"] for event in details["events"])
+    assert "NODE_FAIL" in messages, messages
+    assert victim not in hosts_of(details), "restarted on the node that died"
+    assert len(list(marks.glob("*-1-*"))) == 3  # every task ran its second attempt
+    print(f"recovered {time.monotonic() - started:.0f}s after the node died")
