@@ -8,6 +8,7 @@ cancelled with ``scancel`` from outside ends cancelled, and a node that dies mid
 from __future__ import annotations
 
 import contextlib
+import json
 import re
 import signal
 import subprocess
@@ -49,9 +50,9 @@ def hosts_of(details: dict[str, object]) -> set[str]:
 @pytest.mark.parametrize(
     ("example", "result"),
     [
-        ("tf_ingraph", r"client/0 \| w=2\.0\d b=10\.0\d"),
-        ("tf_ps_strategy", r"chief/0 \| final loss=0\.0\d+ w=(1\.9|2\.0)\d* b=(9\.9|10\.0)"),
-        ("torch_ddp", r"master/0 \| done: 3 ranks"),
+        ("tf_ingraph", r"client/0\s*\| w=2\.0\d b=10\.0\d"),
+        ("tf_ps_strategy", r"chief/0\s*\| final loss=0\.0\d+ w=(1\.9|2\.0)\d* b=(9\.9|10\.0)"),
+        ("torch_ddp", r"master/0\s*\| done: 3 ranks"),
     ],
 )
 def test_example_trains_over_several_nodes(
@@ -97,7 +98,12 @@ def _ended(user: SlurmUser, job_id: str) -> dict[str, object] | None:
     return details if job["state"] in ("succeeded", "failed", "cancelled") else None
 
 
-def test_scancel_from_outside_is_reported_as_cancelled(
+def _submit(user: SlurmUser, job_file: Path) -> str:
+    submitted = json.loads(cli(user, "submit", job_file, "--output", "json"))
+    return str(submitted["id"])
+
+
+def test_logs_while_running_then_scancel_from_outside_is_cancelled(
     slurm_user: SlurmUser, tmp_path: Path
 ) -> None:
     job_file = _job_file(
@@ -106,14 +112,19 @@ def test_scancel_from_outside_is_reported_as_cancelled(
         name: cancel-me
         restart: {policy: on-failure}
         roles:
-          worker: {replicas: 2, command: sleep 600}
+          worker:
+            replicas: 2
+            command: "bash -c 'echo hello from $SLURMD_NODENAME; exec sleep 600'"
         """,
     )
-    job_id = cli(slurm_user, "submit", job_file, "--output", "json").split('"id": "')[1]
-    job_id = job_id.split('"')[0]
+    job_id = _submit(slurm_user, job_file)
     wait_for(lambda: _running(slurm_user, job_id), timeout=120, what="the job to run")
-    slurm_job = _slurm_job(slurm_user, job_id)
-    subprocess.run(["scancel", slurm_job], env=slurm_user.env, check=True)
+    wait_for(
+        lambda: cli(slurm_user, "logs", job_id).count("hello from tf-node") == 2,
+        timeout=30,
+        what="both tasks' lines in `trainfleet logs`",
+    )
+    subprocess.run(["scancel", _slurm_job(slurm_user, job_id)], env=slurm_user.env, check=True)
 
     details = wait_for(lambda: _ended(slurm_user, job_id), timeout=60, what="the job to end")
     assert isinstance(details, dict)
@@ -121,6 +132,55 @@ def test_scancel_from_outside_is_reported_as_cancelled(
     assert "cancelled outside trainfleet" in details["job"]["reason"], details
     assert all(task["restarts"] == 0 for task in details["tasks"]), "cancelled, not restarted"
     wait_for(lambda: not _slurm_processes("sleep 600"), timeout=30, what="the tasks to stop")
+    assert cli(slurm_user, "logs", job_id).count("hello from tf-node") == 2, "logs outlive"
+
+
+def test_stop_ends_the_slurm_job(slurm_user: SlurmUser, tmp_path: Path) -> None:
+    job_file = _job_file(
+        tmp_path,
+        """
+        name: stop-me
+        roles:
+          ps: {command: sleep 600}
+          worker: {replicas: 2, command: sleep 600, resources: {cpu: 2}}
+        """,
+    )
+    job_id = _submit(slurm_user, job_file)
+    wait_for(lambda: _running(slurm_user, job_id), timeout=120, what="the job to run")
+    slurm_job = _slurm_job(slurm_user, job_id)
+    assert slurm_user.squeue("-j", slurm_job, "-o", "%i").count("+") == 2, "two components"
+    cli(slurm_user, "stop", job_id)
+
+    details = _ended(slurm_user, job_id)
+    assert details is not None and details["job"]["state"] == "cancelled", details
+    wait_for(
+        lambda: (
+            set(slurm_user.squeue("-t", "all", "-j", slurm_job, "-o", "%T").split())
+            <= {"COMPLETED", "CANCELLED", "FAILED"}
+        ),
+        timeout=30,
+        what="the Slurm job to end once its steps have",
+    )
+    wait_for(lambda: not _slurm_processes("sleep 600"), timeout=30, what="the tasks to stop")
+
+
+def test_gpus_come_from_slurm(slurm_user: SlurmUser, tmp_path: Path) -> None:
+    job_file = _job_file(
+        tmp_path,
+        """
+        name: gpus
+        roles:
+          worker:
+            replicas: 2
+            command: "bash -c 'echo gpus=$CUDA_VISIBLE_DEVICES/$TRAINFLEET_GPUS'"
+            resources: {gpu: 1}
+          ps: {command: "bash -c 'echo gpus=[$CUDA_VISIBLE_DEVICES]'"}
+        """,
+    )
+    stdout = cli(slurm_user, "run", job_file)
+    workers = re.findall(r"worker/\d\s*\| gpus=(\d)/(\d)", stdout)
+    assert len(workers) == 2 and all(a == b for a, b in workers), stdout
+    assert re.search(r"ps/0\s*\| gpus=\[\]", stdout), stdout
 
 
 def _slurm_processes(command: str) -> list[psutil.Process]:
@@ -179,8 +239,7 @@ def test_a_lost_node_restarts_the_job_as_its_policy_says(
           worker: {{replicas: 3, command: python work.py}}
         """,
     )
-    job_id = cli(slurm_user, "submit", job_file, "--output", "json").split('"id": "')[1]
-    job_id = job_id.split('"')[0]
+    job_id = _submit(slurm_user, job_file)
     details = wait_for(lambda: _running(slurm_user, job_id), timeout=120, what="the job to run")
     assert isinstance(details, dict)
     victim = sorted(hosts_of(details))[-1]

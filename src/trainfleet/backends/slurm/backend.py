@@ -222,8 +222,9 @@ class SlurmBackend:
                     f"running on {host} (Slurm job {task.step})",
                 )
         slurm = commands.jobs({task.job for task in tasks.values()})
-        stepping = {task.job for pid, task in tasks.items() if task.step and exits[pid] is None}
-        running_steps = commands.steps(stepping)
+        running_steps = commands.steps(
+            task.step for pid, task in tasks.items() if task.step and exits[pid] is None
+        )
         now = time.monotonic()
         for pid, task in tasks.items():
             components = slurm.get(task.job, [])

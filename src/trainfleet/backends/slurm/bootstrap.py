@@ -1,12 +1,12 @@
 """A task's start inside a Slurm allocation: learn where every task landed, then run it.
 
-Started by the batch script as ``python -I -S bootstrap.py LAUNCH_FILE ROLE INDEX`` in the
-task's own job step. The launch file (written by the backend) holds each task's argv and
-environment with a placeholder for every task's host. The bootstrap writes this task's
-``RECORD.host`` (its node and Slurm step), waits until every task of the start has written
-its own, puts the real host names in place of the placeholders, and becomes the shim
-(backends/local/shim.py) that runs the task and records its exit, with the task's log as
-its output.
+Started by the batch script as ``python -I -S bootstrap.py LAUNCH_FILE ROLE INDEX GROUP`` in
+the task's own job step (GROUP: its component of a heterogeneous job). The launch file
+(written by the backend) holds each task's argv and environment with a placeholder for
+every task's host. The bootstrap writes this task's ``RECORD.host`` (its node and Slurm
+step), waits until every task of the start has written its own, puts the real host names
+in place of the placeholders, and becomes the shim (backends/local/shim.py) that runs the
+task and records its exit, with the task's log as its output.
 
 Standard library only, and no trainfleet import: it starts in a few milliseconds.
 """
@@ -63,13 +63,15 @@ def _placed(text: str, tokens: dict[str, str]) -> str:
 
 
 def main(argv: list[str]) -> int:
-    launch_file, role, index = argv
+    launch_file, role, index, group = argv
     with open(launch_file) as handle:
         launch = json.load(handle)
     tasks: dict[str, dict[str, Any]] = launch["tasks"]
     me = tasks[f"{role}/{index}"]
     host = os.environ.get("SLURMD_NODENAME") or socket.gethostname()
-    step = f"{os.environ.get('SLURM_JOB_ID', '')}.{os.environ.get('SLURM_STEP_ID', '')}"
+    # A component of a heterogeneous job has its own job id: its steps are named by it.
+    job = os.environ.get(f"SLURM_JOB_ID_HET_GROUP_{group}") or os.environ.get("SLURM_JOB_ID")
+    step = f"{job}.{os.environ.get('SLURM_STEP_ID', '')}"
     _write(f"{me['record']}.host", json.dumps({"host": host, "step": step}))
     hosts = _hosts(tasks, time.monotonic() + launch["rendezvous_timeout"])
     if hosts is None:
@@ -78,8 +80,9 @@ def main(argv: list[str]) -> int:
     tokens = {task["token"]: hosts[name] for name, task in tasks.items()}
     env = dict(os.environ)
     env.update({key: _placed(value, tokens) for key, value in me["env"].items()})
-    if me["gpus"] and os.environ.get("CUDA_VISIBLE_DEVICES"):
-        env["CUDA_VISIBLE_DEVICES"] = os.environ["CUDA_VISIBLE_DEVICES"]  # Slurm's choice
+    slurm_gpus = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if me["gpus"] and slurm_gpus:  # the devices Slurm gave the step
+        env["CUDA_VISIBLE_DEVICES"] = env["TRAINFLEET_GPUS"] = slurm_gpus
     command = [_placed(arg, tokens) for arg in me["argv"]]
     os.makedirs(os.path.dirname(me["log"]), exist_ok=True)
     log = os.open(me["log"], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)

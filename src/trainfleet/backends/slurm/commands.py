@@ -79,16 +79,11 @@ def jobs(ids: Iterable[str]) -> dict[str, list[SlurmJob]]:
 
 
 def steps(ids: Iterable[str]) -> set[str]:
-    """The running steps (``job.step``) of the jobs ``ids``."""
+    """Which of the steps ``ids`` (``job.step``) still run."""
     wanted = sorted(set(ids))
     if not wanted:
         return set()
-    try:
-        out = _run(["squeue", "-h", "-s", "-j", ",".join(wanted), "-o", "%i"])
-    except SlurmError as error:
-        if "Invalid job id" in str(error):
-            return set()
-        raise
+    out = _run(["squeue", "-h", f"--steps={','.join(wanted)}", "-o", "%i"])
     return {line.strip() for line in out.splitlines() if line.strip()}
 
 

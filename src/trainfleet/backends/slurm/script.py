@@ -98,7 +98,8 @@ def batch_script(
 ) -> str:
     """The script for ``sbatch``: the allocation, then one background step per task.
 
-    ``step_argv`` is the command each step runs, followed there by the task's role and index.
+    ``step_argv`` is the command each step runs, followed there by the task's role, index
+    and component number.
     """
     groups = components(spec, keys, config)
     lines = ["#!/bin/bash", f"#SBATCH --job-name={name}", f"#SBATCH --output={output}"]
@@ -124,7 +125,7 @@ def batch_script(
         for role, index in tasks:
             srun = ["srun", *([f"--het-group={number}"] if heterogeneous else [])]
             srun += ["--exact", "--nodes=1", "--ntasks=1", *shape.options()]
-            srun += [f"--job-name={role}-{index}", *step_argv, role, str(index)]
+            srun += [f"--job-name={role}-{index}", *step_argv, role, str(index), str(number)]
             lines.append(f"{shlex.join(srun)} &")
     lines.append("wait")
     return "\n".join(lines) + "\n"
