@@ -1,0 +1,92 @@
+"""The batch script a job becomes (pure: no cluster needed)."""
+
+from __future__ import annotations
+
+import doctest
+import shlex
+from pathlib import Path
+
+import pytest
+
+from trainfleet.backends.slurm import script
+from trainfleet.backends.slurm.commands import _gpus
+from trainfleet.backends.slurm.script import NotForSlurm, batch_script
+from trainfleet.spec.backends import SlurmConfig
+from trainfleet.spec.models import JobSpec
+
+SPEC = JobSpec.model_validate(
+    {
+        "name": "mnist",
+        "roles": {
+            "chief": {"command": "python train.py", "resources": {"cpu": 2, "gpu": 1}},
+            "worker": {
+                "replicas": 2,
+                "command": "python train.py",
+                "resources": {"cpu": 2, "gpu": 1},
+            },
+            "ps": {"command": "trainfleet tf-server", "resources": {"memory": "3Gi"}},
+        },
+    }
+)
+KEYS = [("chief", 0), ("worker", 0), ("worker", 1), ("ps", 0)]
+STEP = ["python", "-I", "-S", "/opt/bootstrap.py", "/data/run/start-1.json"]
+
+
+def test_docstrings() -> None:
+    assert doctest.testmod(script).failed == 0
+
+
+def test_one_component_per_shape_and_one_step_per_task() -> None:
+    config = SlurmConfig(partition="gpu", account="ml", time_limit="1-00:00:00", spread=True)
+    text = batch_script("trainfleet-mnist-1", SPEC, KEYS, config, Path("/o/%j.out"), STEP)
+    directives = [
+        line[len("#SBATCH ") :] for line in text.splitlines() if line.startswith("#SBATCH")
+    ]
+    assert directives[:7] == [
+        "--job-name=trainfleet-mnist-1",
+        "--output=/o/%j.out",
+        "--open-mode=append",
+        "--no-requeue",
+        "--partition=gpu",
+        "--account=ml",
+        "--time=1-00:00:00",
+    ]
+    assert directives[7:] == [
+        "--ntasks=3 --cpus-per-task=2 --mem-per-cpu=512M --gpus-per-task=1 --spread-job",
+        "hetjob",
+        "--ntasks=1 --cpus-per-task=1 --mem-per-cpu=3072M --spread-job",
+    ]
+    steps = [
+        shlex.split(line.rstrip(" &")) for line in text.splitlines() if line.startswith("srun")
+    ]
+    assert [step[-4:] for step in steps] == [
+        ["/data/run/start-1.json", "chief", "0", "0"],
+        ["/data/run/start-1.json", "worker", "0", "0"],
+        ["/data/run/start-1.json", "worker", "1", "0"],
+        ["/data/run/start-1.json", "ps", "0", "1"],
+    ]
+    assert all("--exact" in step and "--ntasks=1" in step for step in steps)
+    assert steps[3][1] == "--het-group=1" and "--gpus-per-task=1" not in steps[3]
+    assert text.rstrip().endswith("wait")
+
+
+def test_a_plain_job_when_all_tasks_are_alike() -> None:
+    text = batch_script("j", SPEC, KEYS[1:3], SlurmConfig(), Path("/o"), STEP)
+    assert "hetjob" not in text and "--het-group" not in text
+    assert "--partition" not in text and "--spread-job" not in text
+
+
+def test_fractions_of_a_gpu_are_refused_by_name() -> None:
+    spec = JobSpec.model_validate(
+        {"name": "half", "roles": {"worker": {"command": "x", "resources": {"gpu": 0.5}}}}
+    )
+    with pytest.raises(NotForSlurm, match=r"roles\.worker\.resources\.gpu: 0\.5 is a fraction"):
+        batch_script("j", spec, [("worker", 0)], SlurmConfig(), Path("/o"), STEP)
+
+
+@pytest.mark.parametrize(
+    ("gres", "gpus"),
+    [("(null)", 0), ("gpu:2", 2), ("gpu:a100:4(S:0-1)", 4), ("gpu:1,gpu:v100:2,license:3", 3)],
+)
+def test_gpus_of_a_node(gres: str, gpus: int) -> None:
+    assert _gpus(gres) == gpus
