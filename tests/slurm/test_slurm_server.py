@@ -1,0 +1,60 @@
+"""`trainfleet server` with the Slurm backend: the same API runs jobs on the cluster, and a
+server killed with ``kill -9`` mid-job adopts the job's tasks from their records again."""
+
+from __future__ import annotations
+
+import signal
+import textwrap
+from pathlib import Path
+
+import pytest
+from conftest import NODES, SlurmUser
+from helpers import wait_for
+from server.harness import ServerProcess
+
+from trainfleet.client import Client
+from trainfleet.store.records import State
+
+TOKEN = "slurm-test-admin-token-0123456789abcdef"
+
+pytestmark = pytest.mark.slow
+
+
+def test_server_runs_on_slurm_and_adopts_after_kill_9(
+    slurm_user: SlurmUser, tmp_path: Path
+) -> None:
+    go = tmp_path / "go"
+    wait = f"while [ ! -e {go} ]; do sleep 0.2; done; echo done on $SLURMD_NODENAME"
+    job = textwrap.dedent(
+        f"""
+        name: through-the-server
+        roles:
+          worker: {{replicas: 3, command: ["bash", "-c", "{wait}"]}}
+        """
+    )
+    env = {**slurm_user.env, "TRAINFLEET_ADMIN_TOKEN": TOKEN}
+    server = ServerProcess(slurm_user.data_dir, env)
+    try:
+        with Client(server.url, TOKEN) as client:
+            job_id = client.submit(job, workdir=tmp_path).id
+            wait_for(lambda: client.get(job_id).state == State.RUNNING, timeout=120, what="running")
+            before = client.describe(job_id).tasks
+        assert server.stop(signal.SIGKILL) == -signal.SIGKILL
+    finally:
+        server.stop(signal.SIGKILL)
+    hosts = {task.address.rpartition(":")[0] for task in before}
+    assert len(hosts) >= 2 and hosts <= set(NODES), before
+
+    again = ServerProcess(slurm_user.data_dir, env)
+    try:
+        again.wait_for_line("resumed 1 unfinished job(s)")
+        go.touch()
+        with Client(again.url, TOKEN) as client:
+            wait_for(lambda: client.get(job_id).state.is_final, timeout=120, what="the end")
+            details = client.describe(job_id)
+            assert details.job.state == State.SUCCEEDED, details
+            assert [task.restarts for task in details.tasks] == [0, 0, 0], "adopted, not rerun"
+            logs = client.read_log(job_id, "worker", 0)
+            assert b"done on tf-node" in logs, logs
+    finally:
+        again.stop()
