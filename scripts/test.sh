@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Create the environment (if needed) and run every check: lint, format, types, tests.
 # The store's tests also run against a real PostgreSQL, started here (scripts/postgres.sh)
-# unless TRAINFLEET_TEST_POSTGRES_URL already names one.
+# unless TRAINFLEET_TEST_POSTGRES_URL already names one; the Slurm backend's against a real
+# three-node Slurm cluster on this machine (scripts/slurm.sh), unless
+# TRAINFLEET_TEST_SLURM_CONF already names one's slurm.conf.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 [ -x .venv/bin/python ] || python3 -m venv .venv
@@ -9,6 +11,10 @@ cd "$(dirname "$0")/.."
 if [ -z "${TRAINFLEET_TEST_POSTGRES_URL:-}" ]; then
     TRAINFLEET_TEST_POSTGRES_URL="$(bash scripts/postgres.sh start | tail -n 1)"
     export TRAINFLEET_TEST_POSTGRES_URL
+fi
+if [ -z "${TRAINFLEET_TEST_SLURM_CONF:-}" ]; then
+    TRAINFLEET_TEST_SLURM_CONF="$(bash scripts/slurm.sh start | tail -n 1)"
+    export TRAINFLEET_TEST_SLURM_CONF
 fi
 .venv/bin/ruff check src tests benchmarks examples
 .venv/bin/ruff format --check src tests benchmarks examples

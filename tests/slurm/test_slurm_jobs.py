@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import json
 import re
-import signal
 import subprocess
 import textwrap
 import time
@@ -18,7 +17,7 @@ from pathlib import Path
 
 import psutil
 import pytest
-from conftest import NODES, SlurmUser
+from conftest import NODES, SCRIPT, SlurmUser
 from helpers import trainfleet, wait_for
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -194,23 +193,9 @@ def _slurm_processes(command: str) -> list[psutil.Process]:
     return found
 
 
-def kill_node(node: str) -> None:
+def kill_node(user: SlurmUser, node: str) -> None:
     """Kill one node as a power cut would: its slurmd and every process of its job steps."""
-    victims = []
-    for process in psutil.process_iter(["name", "cmdline"]):
-        with contextlib.suppress(psutil.Error):
-            cmdline = process.info["cmdline"] or []
-            if process.info["name"] == "slurmd" and node in cmdline:
-                victims.append(process)
-            elif process.environ().get("SLURMD_NODENAME") == node:
-                victims.append(process)
-                parent = process.parent()
-                if parent is not None and parent.name().startswith("slurmstepd"):
-                    victims.append(parent)
-    assert any(victim.info.get("name") == "slurmd" for victim in victims if victim.info)
-    for victim in victims:
-        with contextlib.suppress(psutil.Error):
-            victim.send_signal(signal.SIGKILL)
+    subprocess.run(["bash", str(SCRIPT), "node-kill", node], env=user.env, check=True)
 
 
 def test_a_lost_node_restarts_the_job_as_its_policy_says(
@@ -243,7 +228,7 @@ def test_a_lost_node_restarts_the_job_as_its_policy_says(
     details = wait_for(lambda: _running(slurm_user, job_id), timeout=120, what="the job to run")
     assert isinstance(details, dict)
     victim = sorted(hosts_of(details))[-1]
-    kill_node(victim)
+    kill_node(slurm_user, victim)
     started = time.monotonic()
 
     details = wait_for(lambda: _ended(slurm_user, job_id), timeout=240, what="the job to end")

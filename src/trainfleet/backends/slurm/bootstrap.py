@@ -5,7 +5,7 @@ the task's own job step (GROUP: its component of a heterogeneous job). The launc
 (written by the backend) holds each task's argv and environment with a placeholder for
 every task's host. The bootstrap writes this task's ``RECORD.host`` (its node and Slurm
 step), waits until every task of the start has written its own, puts the real host names
-in place of the placeholders, and becomes the shim (backends/local/shim.py) that runs the
+in place of the placeholders, and runs the shim (backends/local/shim.py), which runs the
 task and records its exit, with the task's log as its output.
 
 Standard library only, and no trainfleet import: it starts in a few milliseconds.
@@ -13,14 +13,16 @@ Standard library only, and no trainfleet import: it starts in a few milliseconds
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import socket
 import sys
 import time
+from types import ModuleType
 from typing import Any
 
-POLL_SECONDS = 0.02
+POLL_SECONDS = 0.005
 
 
 def _write(path: str, text: str) -> None:
@@ -89,14 +91,24 @@ def main(argv: list[str]) -> int:
     os.dup2(log, 1)
     os.dup2(log, 2)
     os.close(log)
-    shim = [sys.executable, "-I", "-S", launch["shim"], me["record"], "--", *command]
     try:
         os.chdir(me["cwd"])
-        os.execve(sys.executable, shim, env)
     except OSError as error:
         print(f"trainfleet: cannot start the task: {error}", flush=True)
-    _write(f"{me['record']}.exit", "127")
-    return 127
+        _write(f"{me['record']}.exit", "127")
+        return 127
+    os.environ.clear()
+    os.environ.update(env)
+    return int(_shim(launch["shim"]).main([me["record"], "--", *command]))
+
+
+def _shim(path: str) -> ModuleType:
+    """The shim, loaded from its file: it runs here rather than in a second interpreter."""
+    spec = importlib.util.spec_from_file_location("trainfleet_shim", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 if __name__ == "__main__":

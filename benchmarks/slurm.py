@@ -1,0 +1,204 @@
+"""Slurm benchmark: submit-to-all-tasks-running of a 4-task job, through trainfleet and
+through a hand-written equivalent sbatch script, in the same run on the same cluster.
+
+Each task's command writes the time it started (``date +%s.%N``) to a file of its own; a
+run's figure is the latest of those times minus the time the submission began.
+
+(trainfleet) ``Engine.submit`` of a job of 4 workers with the Slurm backend (what the server
+             does for ``POST /api/v1/jobs``): admission, the controller, the launch file,
+             ``sbatch``, then in the allocation a step per task, whose bootstrap learns where
+             every task landed and builds its environment before it starts the command.
+(cli)        the same job with ``trainfleet run``, a new process each time (Python start-up
+             and the engine's set-up included), for reference.
+(sbatch)     peer: ``sbatch`` of a script with the same allocation (4 tasks, 1 CPU each,
+             spread over the nodes) whose one ``srun`` starts the 4 commands.
+
+Runs alternate between them, one job at a time on an idle cluster. Slurm starts a job at
+its next scheduling pass (about one a second here), so each submission waits a random part
+of a second first: every way gets the same spread of waits for that pass, and the medians
+differ by what each way adds.
+
+usage: SLURM_CONF=... python benchmarks/slurm.py [--runs 20] [--seed 1] [--out FILE]
+(start a local cluster with: export SLURM_CONF=$(bash scripts/slurm.sh start | tail -n1))
+Prints a table and writes the figures as JSON (default benchmarks/results/slurm.json).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from trainfleet.backends.slurm.backend import SlurmBackend
+from trainfleet.control.engine import Engine
+from trainfleet.spec.backends import SlurmConfig
+from trainfleet.spec.models import JobSpec
+from trainfleet.store.layout import DataDir
+from trainfleet.store.records import State
+
+HERE = Path(__file__).resolve().parent
+TASKS = 4
+CONFIG = SlurmConfig(spread=True, memory_per_task=256 * 1024**2, poll_interval=0.2)
+STAMP = "date +%s.%N > {marks}/$TRAINFLEET_INDEX"
+SBATCH = """#!/bin/bash
+#SBATCH --job-name=raw-bench
+#SBATCH --output={out}/raw-%j.out
+#SBATCH --ntasks={tasks} --cpus-per-task=1 --mem-per-cpu=256M --spread-job
+srun bash -c 'date +%s.%N > {marks}/$SLURM_PROCID'
+"""
+
+
+def _latest_start(marks: Path, timeout: float = 120) -> float:
+    """The latest start time the tasks wrote, once all of them have."""
+    deadline = time.monotonic() + timeout
+    while True:
+        files = list(marks.iterdir())
+        texts = [path.read_text().strip() for path in files]
+        if len(files) == TASKS and all(texts):
+            return max(map(float, texts))
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"only {len(files)} of {TASKS} tasks started in {timeout}s")
+        time.sleep(0.01)
+
+
+def _squeue_ended(job: str) -> bool:
+    states = subprocess.run(
+        ["squeue", "-h", "-t", "all", "-j", job, "-o", "%T"], capture_output=True, text=True
+    ).stdout.split()
+    return all(state in ("COMPLETED", "FAILED", "CANCELLED") for state in states)
+
+
+def _idle() -> bool:
+    """Every node idle: the last job has ended everywhere (no node still completing)."""
+    states = subprocess.run(
+        ["sinfo", "-h", "-N", "-o", "%T"], capture_output=True, text=True
+    ).stdout.split()
+    return bool(states) and all(state == "idle" for state in states)
+
+
+def _wait(done: Callable[[], bool], timeout: float = 120) -> None:
+    deadline = time.monotonic() + timeout
+    while not done():
+        if time.monotonic() > deadline:
+            raise RuntimeError("a job did not end in time")
+        time.sleep(0.05)
+
+
+class Bench:
+    """The three ways to start the job, each returning submit-to-all-running seconds."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.engine = Engine(DataDir(root / "data"), SlurmBackend(CONFIG))
+        self.runs = 0
+
+    def _marks(self) -> Path:
+        self.runs += 1
+        marks = self.root / f"marks-{self.runs}"
+        marks.mkdir()
+        return marks
+
+    def _spec(self, marks: Path) -> JobSpec:
+        command = ["bash", "-c", STAMP.format(marks=marks)]
+        return JobSpec.model_validate(
+            {"name": "bench", "roles": {"worker": {"replicas": TASKS, "command": command}}}
+        )
+
+    def trainfleet(self) -> float:
+        marks = self._marks()
+        spec = self._spec(marks)
+        began = time.time()
+        job = self.engine.submit(spec, self.root, start=True)
+        figure = _latest_start(marks) - began
+        if self.engine.wait(job.id, timeout=120).state != State.SUCCEEDED:
+            raise RuntimeError(f"job {job.id} did not succeed")
+        return figure
+
+    def cli(self) -> float:
+        marks = self._marks()
+        job_file = self.root / f"job-{self.runs}.json"
+        job_file.write_text(self._spec(marks).model_dump_json(exclude_defaults=True))
+        config = self.root / "xdg" / "trainfleet" / "config.yaml"
+        config.parent.mkdir(parents=True, exist_ok=True)
+        config.write_text(f"backend: slurm\nslurm: {CONFIG.model_dump_json()}\n")
+        env = {**os.environ, "XDG_CONFIG_HOME": str(config.parent.parent)}
+        argv = [sys.executable, "-m", "trainfleet", "--data-dir", str(self.root / "cli")]
+        began = time.time()
+        run = subprocess.Popen([*argv, "run", str(job_file)], env=env, stdout=subprocess.DEVNULL)
+        figure = _latest_start(marks) - began
+        if run.wait(timeout=120) != 0:
+            raise RuntimeError("`trainfleet run` failed")
+        return figure
+
+    def sbatch(self) -> float:
+        marks = self._marks()
+        script = self.root / f"raw-{self.runs}.sh"
+        script.write_text(SBATCH.format(out=self.root, tasks=TASKS, marks=marks))
+        began = time.time()
+        job = subprocess.run(
+            ["sbatch", "--parsable", str(script)], capture_output=True, text=True, check=True
+        ).stdout.strip()
+        figure = _latest_start(marks) - began
+        _wait(lambda: _squeue_ended(job))
+        return figure
+
+
+def _summary(samples: list[float]) -> dict[str, float]:
+    ordered = sorted(samples)
+    return {
+        "median_s": statistics.median(ordered),
+        "min_s": ordered[0],
+        "max_s": ordered[-1],
+        "runs": len(ordered),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--runs", type=int, default=20)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--out", type=Path, default=HERE / "results" / "slurm.json")
+    args = parser.parse_args()
+    if not os.environ.get("SLURM_CONF"):
+        parser.error("SLURM_CONF is not set (export SLURM_CONF=$(bash scripts/slurm.sh start))")
+    samples: dict[str, list[float]] = {"trainfleet": [], "cli": [], "sbatch": []}
+    with tempfile.TemporaryDirectory(prefix="trainfleet-bench-slurm-") as tmp:
+        bench = Bench(Path(tmp))
+        bench.sbatch()  # warm-up: the first job on a fresh cluster is slower
+        phase = random.Random(args.seed)
+        for run in range(args.runs):
+            order = ("sbatch", "trainfleet", "cli") if run % 2 else ("trainfleet", "sbatch", "cli")
+            for name in order:
+                _wait(_idle)
+                time.sleep(phase.random())
+                samples[name].append(getattr(bench, name)())
+            print(f"run {run + 1}: " + "  ".join(f"{k} {v[-1]:.3f}s" for k, v in samples.items()))
+        bench.engine.shutdown()
+    figures = {name: _summary(values) for name, values in samples.items()}
+    ratio = figures["trainfleet"]["median_s"] / figures["sbatch"]["median_s"]
+    cli_ratio = figures["cli"]["median_s"] / figures["sbatch"]["median_s"]
+    results = {"tasks": TASKS, **figures, "ratio": ratio, "cli_ratio": cli_ratio, "target": 1.2}
+    print(f"\nsubmit-to-all-{TASKS}-tasks-running, median of {args.runs} (min..max):")
+    for name, figure in figures.items():
+        print(
+            f"  {name:<10} {figure['median_s']:.3f} s  "
+            f"({figure['min_s']:.3f}..{figure['max_s']:.3f})"
+        )
+    print(f"  ratio trainfleet/sbatch {ratio:.2f} (target <= 1.2); cli/sbatch {cli_ratio:.2f}")
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(results, indent=2))
+    print(f"written to {args.out}")
+
+
+if __name__ == "__main__":
+    main()
