@@ -240,3 +240,51 @@ def test_a_lost_node_restarts_the_job_as_its_policy_says(
     assert victim not in hosts_of(details), "restarted on the node that died"
     assert len(list(marks.glob("*-1-*"))) == 3  # every task ran its second attempt
     print(f"recovered {time.monotonic() - started:.0f}s after the node died")
+
+
+@pytest.mark.parametrize(
+    ("resources", "message"),
+    [
+        ("{gpu: 0.5}", r"roles\.worker\.resources\.gpu: 0\.5 is a fraction of a GPU"),
+        ("{cpu: 64}", r"cpu"),
+    ],
+)
+def test_a_job_slurm_can_never_run_is_refused_at_once(
+    slurm_user: SlurmUser, tmp_path: Path, resources: str, message: str
+) -> None:
+    job_file = _job_file(
+        tmp_path,
+        f"""
+        name: never
+        roles:
+          worker: {{command: "true", resources: {resources}}}
+        """,
+    )
+    done = subprocess.run(
+        trainfleet("run", job_file), env=slurm_user.env, capture_output=True, text=True
+    )
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert re.search(message, done.stderr) and "Traceback" not in done.stderr, done.stderr
+    submitted = slurm_user.squeue("-t", "all", "-o", "%j").split()
+    assert not any(name.startswith("trainfleet-never-") for name in submitted)
+
+
+def test_a_deadline_stops_the_job_on_slurm(slurm_user: SlurmUser, tmp_path: Path) -> None:
+    job_file = _job_file(
+        tmp_path,
+        """
+        name: late
+        deadline: 4
+        grace_period: 2
+        roles:
+          worker: {replicas: 2, command: "sleep 601"}
+        """,
+    )
+    done = subprocess.run(
+        trainfleet("run", job_file), env=slurm_user.env, capture_output=True, text=True
+    )
+    assert done.returncode != 0, done.stdout
+    details = slurm_user.describe(job_id_in(done.stdout))
+    assert details["job"]["state"] == "failed", details  # type: ignore[index]
+    assert "deadline of 4s exceeded" in details["job"]["reason"], details  # type: ignore[index]
+    wait_for(lambda: not _slurm_processes("sleep 601"), timeout=30, what="the tasks to stop")

@@ -114,6 +114,10 @@ class Backend(Protocol):
         """What jobs are admitted onto: this machine, or a cluster's nodes."""
         ...
 
+    def check(self, spec: JobSpec) -> None:
+        """Raise Unschedulable (naming the field) for a job this backend can never run."""
+        ...
+
     def reserve_ports(self, fixed: Mapping[TaskKey, int | None]) -> dict[TaskKey, int]:
         """A port for every task: the fixed one where given, else a free one."""
         ...

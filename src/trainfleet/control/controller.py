@@ -125,9 +125,9 @@ class JobController:
         # A job that waited in the queue has a waiting reason: it no longer applies.
         self.store.update_job(self.job_id, state=State.STARTING, started_at=time.time(), reason="")
         self._start(self._tasks)
+        self._watch_deadline(time.time())  # time waiting in a cluster's queue counts too
         if not self.backend.queues_tasks:
             self._mark_running()
-            self._watch_deadline(time.time())
 
     def _watch_deadline(self, started_at: float) -> None:
         if self.spec.deadline is not None:
@@ -164,7 +164,8 @@ class JobController:
         pid = task.pid = self.backend.adopt(task.key, record, self)
         if pid is not None:
             note = f"adopted, {self.backend.describe(pid)}"
-            self._set_task(task, State.RUNNING, note, pid=pid, restarts=task.restarts)
+            shown = None if self.backend.queues_tasks else pid  # a handle is not a pid there
+            self._set_task(task, State.RUNNING, note, pid=shown, restarts=task.restarts)
 
     def exited(self, key: TaskKey, returncode: int, outside: Outside | None = None) -> None:
         """The backend's report that a task ended (any thread)."""

@@ -115,6 +115,7 @@ class Engine:
 
         Raises Unschedulable when it could never be admitted.
         """
+        self.backend.check(spec)
         self.scheduler.check(queueing.gang_job(spec.name, spec, time.time()))
         for _ in range(ID_TRIES):
             try:

@@ -20,6 +20,7 @@ from trainfleet.backends.local.machine import local_node
 from trainfleet.backends.local.ports import free_port
 from trainfleet.scheduling.cluster import Node
 from trainfleet.scheduling.placement import TaskKey
+from trainfleet.spec.models import JobSpec
 
 GROUP_POLL_SECONDS = 0.02
 ExitCallback = Callable[[TaskKey, int], None]
@@ -62,6 +63,9 @@ class LocalBackend:
 
     def nodes(self) -> list[Node]:
         return [local_node(self.gpu_inventory())]
+
+    def check(self, spec: JobSpec) -> None:
+        pass  # the scheduler's check covers this machine
 
     def reserve_ports(self, fixed: Mapping[TaskKey, int | None]) -> dict[TaskKey, int]:
         return {key: port or free_port() for key, port in fixed.items()}

@@ -25,14 +25,18 @@ from trainfleet.backends.local.ports import free_port
 from trainfleet.backends.local.processes import SHIM
 from trainfleet.backends.slurm import commands
 from trainfleet.backends.slurm.commands import SlurmError, SlurmJob
-from trainfleet.backends.slurm.script import NotForSlurm, batch_script
+from trainfleet.backends.slurm.script import NotForSlurm, batch_script, task_shape
 from trainfleet.scheduling.cluster import Node
-from trainfleet.scheduling.placement import Placement, TaskKey
+from trainfleet.scheduling.placement import Placement, TaskKey, Unschedulable
 from trainfleet.scheduling.resources import GPU_UNIT, Resources
 from trainfleet.spec.backends import SlurmConfig
+from trainfleet.spec.models import JobSpec
 
 BOOTSTRAP = Path(__file__).with_name("bootstrap.py")
 MIB = 1024**2
+SQUEUE_SECONDS = 2.0
+"""How often ``squeue`` is asked while the tasks' records say nothing needing it (each call
+is a process and a request to slurmctld: asked every poll, they slowed the cluster down)."""
 GONE_GRACE_SECONDS = 3.0
 """How long a task may lack its exit record after Slurm says its step or job ended (the
 record may be on its way through a shared file system)."""
@@ -72,6 +76,8 @@ class SlurmBackend:
         """Slurm jobs this backend cancelled (any other cancel came from outside)."""
         self._lock = threading.Lock()
         self._watcher: threading.Thread | None = None
+        self._asked = 0.0
+        """When ``squeue`` was last asked (monotonic seconds)."""
 
     def host(self) -> str:
         return ""
@@ -84,6 +90,13 @@ class SlurmBackend:
             Node(name, Resources(cpu=cpus * 1000, memory=memory * MIB, gpu=gpus * GPU_UNIT))
             for name, cpus, memory, gpus in commands.nodes()
         ]
+
+    def check(self, spec: JobSpec) -> None:
+        try:
+            for role in spec.roles:
+                task_shape(spec, role, self.config)
+        except NotForSlurm as error:
+            raise Unschedulable(str(error)) from None
 
     def reserve_ports(self, fixed: Mapping[TaskKey, int | None]) -> dict[TaskKey, int]:
         return {key: port or free_port() for key, port in fixed.items()}
@@ -152,7 +165,11 @@ class SlurmBackend:
 
     def adopt(self, key: TaskKey, record: Path, reports: TaskReports) -> int | None:
         status = records.exit_status(record)
-        slurm_job = (record.with_name(record.name + ".slurm")).read_text().strip()
+        try:
+            slurm_job = record.with_name(record.name + ".slurm").read_text().strip()
+        except OSError:  # started by another backend: nothing to follow in Slurm
+            reports.exited(key, -signal.SIGKILL if status is None else status)
+            return None
         if status is not None:
             reports.exited(key, status)
             return None
@@ -207,7 +224,8 @@ class SlurmBackend:
                 print(f"trainfleet: slurm: {error}", file=sys.stderr)
 
     def _look(self) -> None:
-        """One look at every task: its records first, then what Slurm says of its job."""
+        """One look at every task's records, and at what Slurm says of their jobs when a
+        task failed (was it Slurm?) or ``SQUEUE_SECONDS`` have passed."""
         with self._lock:
             tasks = dict(self._tasks)
         if not tasks:
@@ -221,11 +239,18 @@ class SlurmBackend:
                     f"{host}:{task.port}" if task.port else "",
                     f"running on {host} (Slurm job {task.step})",
                 )
+        now = time.monotonic()
+        failed = any(status not in (None, 0) for status in exits.values())
+        if not failed and now - self._asked < SQUEUE_SECONDS:
+            for pid, task in tasks.items():
+                if exits[pid] == 0:
+                    self._report(pid, task, 0, [], False)
+            return
+        self._asked = now
         slurm = commands.jobs({task.job for task in tasks.values()})
         running_steps = commands.steps(
             task.step for pid, task in tasks.items() if task.step and exits[pid] is None
         )
-        now = time.monotonic()
         for pid, task in tasks.items():
             components = slurm.get(task.job, [])
             ended = not components or all(part.ended for part in components)
@@ -237,7 +262,9 @@ class SlurmBackend:
                 if now - task.gone_since >= GONE_GRACE_SECONDS:
                     self._report(pid, task, -signal.SIGKILL, components, True)
             elif components[0].state == "PENDING":
-                note = f"pending in Slurm (job {task.job}): {components[0].reason}"
+                reason = components[0].reason
+                why = "before its first scheduling pass" if reason == "None" else reason
+                note = f"pending in Slurm (job {task.job}): {why}"
                 if note != task.note:
                     task.note = note
                     task.reports.placed(task.key, "", note)
