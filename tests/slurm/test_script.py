@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from trainfleet.backends.slurm import script
+from trainfleet.backends.slurm import script as script_module
 from trainfleet.backends.slurm.commands import _gpus
-from trainfleet.backends.slurm.script import NotForSlurm, batch_script
+from trainfleet.backends.slurm.script import NotForSlurm, batch_script, components
 from trainfleet.spec.backends import SlurmConfig
 from trainfleet.spec.models import JobSpec
 
@@ -32,13 +32,19 @@ KEYS = [("chief", 0), ("worker", 0), ("worker", 1), ("ps", 0)]
 STEP = ["python", "-I", "-S", "/opt/bootstrap.py", "/data/run/start-1.json"]
 
 
+def script(keys: list[tuple[str, int]], config: SlurmConfig, spec: JobSpec = SPEC) -> str:
+    return batch_script(
+        "trainfleet-mnist-1", components(spec, keys, config), config, Path("/o/%j.out"), STEP
+    )
+
+
 def test_docstrings() -> None:
-    assert doctest.testmod(script).failed == 0
+    assert doctest.testmod(script_module).failed == 0
 
 
-def test_one_component_per_shape_and_one_step_per_task() -> None:
+def test_one_component_and_one_step_per_shape() -> None:
     config = SlurmConfig(partition="gpu", account="ml", time_limit="1-00:00:00", spread=True)
-    text = batch_script("trainfleet-mnist-1", SPEC, KEYS, config, Path("/o/%j.out"), STEP)
+    text = script(KEYS, config)
     directives = [
         line[len("#SBATCH ") :] for line in text.splitlines() if line.startswith("#SBATCH")
     ]
@@ -59,19 +65,40 @@ def test_one_component_per_shape_and_one_step_per_task() -> None:
     steps = [
         shlex.split(line.rstrip(" &")) for line in text.splitlines() if line.startswith("srun")
     ]
-    assert [step[-4:] for step in steps] == [
-        ["/data/run/start-1.json", "chief", "0", "0"],
-        ["/data/run/start-1.json", "worker", "0", "0"],
-        ["/data/run/start-1.json", "worker", "1", "0"],
-        ["/data/run/start-1.json", "ps", "0", "1"],
+    assert steps == [
+        [
+            "srun",
+            "--het-group=0",
+            "--ntasks=3",
+            "--cpus-per-task=2",
+            "--mem-per-cpu=512M",
+            "--gpus-per-task=1",
+            *STEP,
+            "0",
+        ],
+        [
+            "srun",
+            "--het-group=1",
+            "--ntasks=1",
+            "--cpus-per-task=1",
+            "--mem-per-cpu=3072M",
+            *STEP,
+            "1",
+        ],
     ]
-    assert all("--exact" in step and "--ntasks=1" in step for step in steps)
-    assert steps[3][1] == "--het-group=1" and "--gpus-per-task=1" not in steps[3]
     assert text.rstrip().endswith("wait")
 
 
+def test_tasks_of_a_component_in_step_order() -> None:
+    assert components(SPEC, KEYS, SlurmConfig())[0][1] == [
+        ("chief", 0),
+        ("worker", 0),
+        ("worker", 1),
+    ]
+
+
 def test_a_plain_job_when_all_tasks_are_alike() -> None:
-    text = batch_script("j", SPEC, KEYS[1:3], SlurmConfig(), Path("/o"), STEP)
+    text = script(KEYS[1:3], SlurmConfig())
     assert "hetjob" not in text and "--het-group" not in text
     assert "--partition" not in text and "--spread-job" not in text
 
@@ -81,7 +108,7 @@ def test_fractions_of_a_gpu_are_refused_by_name() -> None:
         {"name": "half", "roles": {"worker": {"command": "x", "resources": {"gpu": 0.5}}}}
     )
     with pytest.raises(NotForSlurm, match=r"roles\.worker\.resources\.gpu: 0\.5 is a fraction"):
-        batch_script("j", spec, [("worker", 0)], SlurmConfig(), Path("/o"), STEP)
+        script([("worker", 0)], SlurmConfig(), spec)
 
 
 @pytest.mark.parametrize(

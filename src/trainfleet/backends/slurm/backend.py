@@ -8,6 +8,7 @@ their jobs, and reports to the controllers.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import os
@@ -22,10 +23,9 @@ from pathlib import Path
 from trainfleet.backends.api import JobLaunch, Outside, TaskReports
 from trainfleet.backends.local import records
 from trainfleet.backends.local.ports import free_port
-from trainfleet.backends.local.processes import SHIM
 from trainfleet.backends.slurm import commands
 from trainfleet.backends.slurm.commands import SlurmError, SlurmJob
-from trainfleet.backends.slurm.script import NotForSlurm, batch_script, task_shape
+from trainfleet.backends.slurm.script import NotForSlurm, batch_script, components, task_shape
 from trainfleet.scheduling.cluster import Node
 from trainfleet.scheduling.placement import Placement, TaskKey, Unschedulable
 from trainfleet.scheduling.resources import GPU_UNIT, Resources
@@ -140,12 +140,13 @@ class SlurmBackend:
                 "gpus": int(job.spec.roles[key[0]].resources.gpu),
                 "token": tokens[key],
             }
+        groups = components(job.spec, list(job.attempts), self.config)
         launch_file = run / f"{name}.json"
         launch_file.write_text(
             json.dumps(
                 {
                     "tasks": tasks,
-                    "shim": str(SHIM),
+                    "groups": [[f"{role}/{index}" for role, index in keys] for _, keys in groups],
                     "rendezvous_timeout": self.config.rendezvous_timeout,
                 }
             )
@@ -154,8 +155,7 @@ class SlurmBackend:
         script.write_text(
             batch_script(
                 f"trainfleet-{job.job_id}",
-                job.spec,
-                list(job.attempts),
+                groups,
                 self.config,
                 run / "slurm-%j.out",
                 [sys.executable, "-I", "-S", str(BOOTSTRAP), str(launch_file)],
@@ -192,20 +192,21 @@ class SlurmBackend:
         self._signal(pid, "KILL")
 
     def _signal(self, pid: int, name: str) -> None:
-        """Signal the task's step; a task not running yet is cancelled with its whole job."""
+        """Ask the task's bootstrap to signal it; a task not running yet is cancelled with
+        its whole Slurm job."""
         with self._lock:
             task = self._tasks.get(pid)
         if task is None:
             return
-        self._read_step(task)
-        try:
-            if task.step is not None:
-                commands.scancel(task.step, name)
-            else:
-                self._cancelled.add(task.job)
-                commands.scancel(task.job)
-        except SlurmError:
-            pass  # it ended meanwhile: the watcher reports how
+        if self._read_step(task):
+            request = task.record.with_name(task.record.name + ".signal")
+            temporary = request.with_name(request.name + ".tmp")
+            temporary.write_text(name)
+            temporary.replace(request)
+            return
+        self._cancelled.add(task.job)
+        with contextlib.suppress(SlurmError):  # it ended meanwhile: the watcher says how
+            commands.scancel(task.job)
 
     # -- the watcher ----------------------------------------------------------
 

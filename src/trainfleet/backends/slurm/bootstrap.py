@@ -1,28 +1,36 @@
 """A task's start inside a Slurm allocation: learn where every task landed, then run it.
 
-Started by the batch script as ``python -I -S bootstrap.py LAUNCH_FILE ROLE INDEX GROUP`` in
-the task's own job step (GROUP: its component of a heterogeneous job). The launch file
-(written by the backend) holds each task's argv and environment with a placeholder for
-every task's host. The bootstrap writes this task's ``RECORD.host`` (its node and Slurm
-step), waits until every task of the start has written its own, puts the real host names
-in place of the placeholders, and runs the shim (backends/local/shim.py), which runs the
-task and records its exit, with the task's log as its output.
+The batch script starts it as ``python -I -S bootstrap.py LAUNCH_FILE GROUP`` in one step
+per component (GROUP) of the job; the n-th task of the step (``SLURM_PROCID``) is the n-th
+task of the component. The launch file (written by the backend) holds each task's argv and
+environment with a placeholder for every task's host. The bootstrap writes this task's
+``RECORD.host`` (its node and Slurm step), waits until every task of the start has written
+its own, puts the real host names in place of the placeholders, and runs the task with its
+log as output, as the local backend's shim does: ``RECORD.pid`` at the start,
+``RECORD.exit`` (the exit status) at the end.
+
+Tasks of one step share it, so a signal for one task comes as a file: the backend writes
+``TERM`` or ``KILL`` to ``RECORD.signal`` and the bootstrap sends it to the task's process
+group. Signals Slurm sends the bootstrap itself (a cancelled job) go on to the task.
 
 Standard library only, and no trainfleet import: it starts in a few milliseconds.
 """
 
 from __future__ import annotations
 
-import importlib.util
+import contextlib
 import json
 import os
+import signal
 import socket
+import subprocess
 import sys
+import threading
 import time
-from types import ModuleType
 from typing import Any
 
 POLL_SECONDS = 0.005
+SIGNAL_POLL_SECONDS = 0.1
 
 
 def _write(path: str, text: str) -> None:
@@ -64,12 +72,56 @@ def _placed(text: str, tokens: dict[str, str]) -> str:
     return text
 
 
+def _signal(child: subprocess.Popen[bytes], number: int) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(child.pid, number)
+
+
+def _obey_requests(record: str, child: subprocess.Popen[bytes]) -> None:
+    """Send the task the signals the backend asks for in ``RECORD.signal``."""
+    path = f"{record}.signal"
+    while child.poll() is None:
+        try:
+            with open(path) as handle:
+                name = handle.read().strip()
+            os.remove(path)
+        except FileNotFoundError:
+            time.sleep(SIGNAL_POLL_SECONDS)
+            continue
+        if name in ("TERM", "KILL"):
+            _signal(child, getattr(signal, f"SIG{name}"))
+
+
+def _supervise(record: str, command: list[str], env: dict[str, str]) -> int:
+    _write(f"{record}.pid", str(os.getpid()))
+    try:
+        child = subprocess.Popen(command, env=env, start_new_session=True)
+    except OSError as error:
+        print(f"trainfleet: cannot start {command[0]}: {error.strerror or error}", flush=True)
+        _write(f"{record}.exit", "127")
+        return 127
+    for number in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(number, lambda number, _: _signal(child, number))
+    threading.Thread(target=_obey_requests, args=(record, child), daemon=True).start()
+    while True:
+        try:
+            code = child.wait()
+            break
+        except InterruptedError:
+            continue
+    _write(f"{record}.exit", str(code))
+    if code < 0:  # end the way the task did
+        signal.signal(-code, signal.SIG_DFL)
+        os.kill(os.getpid(), -code)
+    return code
+
+
 def main(argv: list[str]) -> int:
-    launch_file, role, index, group = argv
+    launch_file, group = argv
     with open(launch_file) as handle:
         launch = json.load(handle)
     tasks: dict[str, dict[str, Any]] = launch["tasks"]
-    me = tasks[f"{role}/{index}"]
+    me = tasks[launch["groups"][int(group)][int(os.environ["SLURM_PROCID"])]]
     host = os.environ.get("SLURMD_NODENAME") or socket.gethostname()
     # A component of a heterogeneous job has its own job id: its steps are named by it.
     job = os.environ.get(f"SLURM_JOB_ID_HET_GROUP_{group}") or os.environ.get("SLURM_JOB_ID")
@@ -97,18 +149,7 @@ def main(argv: list[str]) -> int:
         print(f"trainfleet: cannot start the task: {error}", flush=True)
         _write(f"{me['record']}.exit", "127")
         return 127
-    os.environ.clear()
-    os.environ.update(env)
-    return int(_shim(launch["shim"]).main([me["record"], "--", *command]))
-
-
-def _shim(path: str) -> ModuleType:
-    """The shim, loaded from its file: it runs here rather than in a second interpreter."""
-    spec = importlib.util.spec_from_file_location("trainfleet_shim", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return _supervise(me["record"], command, env)
 
 
 if __name__ == "__main__":

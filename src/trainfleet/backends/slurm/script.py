@@ -1,8 +1,10 @@
-"""A job's Slurm batch script: one component per shape of task, one job step per task. Pure.
+"""A job's Slurm batch script: one component per shape of task, one job step each. Pure.
 
 Tasks that need the same CPUs, memory and GPUs share one component of a heterogeneous
-job (a plain job when there is only one shape). Each task is its own job step, so that
-it can be signalled alone and its exit status is its own.
+job (a plain job when there is only one shape), and one ``srun`` starts them all, as a
+hand-written script would: the n-th task of the step (``SLURM_PROCID``) is the n-th task of
+its component. (A step per task made slurmd start several at once on a node, which
+Debian's slurmd 22.05 does not always survive.)
 
 >>> from trainfleet.spec.models import JobSpec
 >>> spec = JobSpec.model_validate({"name": "mnist", "roles": {
@@ -90,18 +92,15 @@ def components(
 
 def batch_script(
     name: str,
-    spec: JobSpec,
-    keys: Sequence[TaskKey],
+    groups: Sequence[tuple[Shape, Sequence[TaskKey]]],
     config: SlurmConfig,
     output: Path,
     step_argv: Sequence[str],
 ) -> str:
-    """The script for ``sbatch``: the allocation, then one background step per task.
+    """The script for ``sbatch``: the allocation, then one background step per component.
 
-    ``step_argv`` is the command each step runs, followed there by the task's role, index
-    and component number.
+    ``step_argv`` is the command each task runs, followed there by its component's number.
     """
-    groups = components(spec, keys, config)
     lines = ["#!/bin/bash", f"#SBATCH --job-name={name}", f"#SBATCH --output={output}"]
     lines += ["#SBATCH --open-mode=append", "#SBATCH --no-requeue"]
     for option, value in (
@@ -119,13 +118,11 @@ def batch_script(
         if config.spread:
             options.append("--spread-job")
         lines.append(f"#SBATCH {' '.join(options)}")
-    lines.append("# One step per task; each writes its own log and records.")
+    lines.append("# One step per component; each task writes its own log and records.")
     heterogeneous = len(groups) > 1
     for number, (shape, tasks) in enumerate(groups):
-        for role, index in tasks:
-            srun = ["srun", *([f"--het-group={number}"] if heterogeneous else [])]
-            srun += ["--exact", "--nodes=1", "--ntasks=1", *shape.options()]
-            srun += [f"--job-name={role}-{index}", *step_argv, role, str(index), str(number)]
-            lines.append(f"{shlex.join(srun)} &")
+        srun = ["srun", *([f"--het-group={number}"] if heterogeneous else [])]
+        srun += [f"--ntasks={len(tasks)}", *shape.options(), *step_argv, str(number)]
+        lines.append(f"{shlex.join(srun)} &")
     lines.append("wait")
     return "\n".join(lines) + "\n"
