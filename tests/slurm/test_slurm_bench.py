@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import SlurmUser
+from slurm_cluster import SlurmUser
 
 BENCHMARK = Path(__file__).resolve().parents[2] / "benchmarks" / "slurm.py"
 

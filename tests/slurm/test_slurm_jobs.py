@@ -17,8 +17,8 @@ from pathlib import Path
 
 import psutil
 import pytest
-from conftest import NODES, SCRIPT, SlurmUser
 from helpers import trainfleet, wait_for
+from slurm_cluster import NODES, SCRIPT, SlurmUser
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 TIMEOUT = 420

@@ -8,9 +8,9 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from conftest import NODES, SlurmUser
 from helpers import wait_for
 from server.harness import ServerProcess
+from slurm_cluster import NODES, SlurmUser
 
 from trainfleet.client import Client
 from trainfleet.store.records import State

@@ -16,15 +16,38 @@ import os
 import signal
 import subprocess
 import sys
+from typing import Any
 
 
-def _write(path: str, text: str) -> None:
+def write_record(path: str, text: str) -> None:
+    """Write a record file atomically: readers see all of it or none."""
     temporary = f"{path}.tmp"
     with open(temporary, "w") as handle:
         handle.write(text)
         handle.flush()
         os.fsync(handle.fileno())
     os.replace(temporary, path)
+
+
+def start(prefix: str, command: list[str], **popen: Any) -> subprocess.Popen[bytes] | None:
+    """Record this process's pid and start the task; None (exit 127 recorded) if it cannot."""
+    write_record(f"{prefix}.pid", str(os.getpid()))
+    try:
+        return subprocess.Popen(command, **popen)
+    except OSError as error:
+        print(f"trainfleet: cannot start {command[0]}: {error.strerror or error}", flush=True)
+        write_record(f"{prefix}.exit", "127")
+        return None
+
+
+def finish(prefix: str, child: subprocess.Popen[bytes]) -> int:
+    """Wait for the task, record its exit status and end the way it did."""
+    code = child.wait()
+    write_record(f"{prefix}.exit", str(code))
+    if code < 0:  # so that our parent sees the same signal
+        signal.signal(-code, signal.SIG_DFL)
+        os.kill(os.getpid(), -code)
+    return code
 
 
 def main(argv: list[str]) -> int:
@@ -35,24 +58,8 @@ def main(argv: list[str]) -> int:
     # Caught, not ignored: a caught signal is reset to default in the child at exec.
     for number in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(number, lambda *_: None)
-    _write(f"{prefix}.pid", str(os.getpid()))
-    try:
-        child = subprocess.Popen(command)
-    except OSError as error:
-        print(f"trainfleet: cannot start {command[0]}: {error.strerror or error}", flush=True)
-        _write(f"{prefix}.exit", "127")
-        return 127
-    while True:
-        try:
-            code = child.wait()
-            break
-        except InterruptedError:
-            continue
-    _write(f"{prefix}.exit", str(code))
-    if code < 0:  # end the way the task did, so our parent sees the same signal
-        signal.signal(-code, signal.SIG_DFL)
-        os.kill(os.getpid(), -code)
-    return code
+    child = start(prefix, command)
+    return 127 if child is None else finish(prefix, child)
 
 
 if __name__ == "__main__":

@@ -23,6 +23,7 @@ from pathlib import Path
 from trainfleet.backends.api import JobLaunch, Outside, TaskReports
 from trainfleet.backends.local import records
 from trainfleet.backends.local.ports import free_port
+from trainfleet.backends.local.processes import SHIM
 from trainfleet.backends.slurm import commands
 from trainfleet.backends.slurm.commands import SlurmError, SlurmJob
 from trainfleet.backends.slurm.script import NotForSlurm, batch_script, components, task_shape
@@ -38,6 +39,9 @@ SQUEUE_SECONDS = 2.0
 """How often ``squeue`` is asked while the tasks' records say nothing needing it (each call
 is a process and a request to slurmctld: asked every poll, they slowed the cluster down)."""
 GONE_GRACE_SECONDS = 3.0
+SETTLE_SECONDS = 10.0
+"""How long a task that failed waits for its Slurm job to leave COMPLETING, so that the
+job's verdict (cancelled, node failure) goes with the task's exit."""
 """How long a task may lack its exit record after Slurm says its step or job ended (the
 record may be on its way through a shared file system)."""
 
@@ -60,10 +64,11 @@ class _Task:
     step_host: str = ""
     note: str = ""
     gone_since: float | None = None
+    failed_since: float | None = None
 
 
 class SlurmBackend:
-    """Runs each start of a job's tasks as one Slurm batch job, one step per task."""
+    """Runs each start of a job's tasks as one Slurm batch job, one step per component."""
 
     restarts_whole_jobs = True
     queues_tasks = True
@@ -146,6 +151,7 @@ class SlurmBackend:
             json.dumps(
                 {
                     "tasks": tasks,
+                    "shim": str(SHIM),
                     "groups": [[f"{role}/{index}" for role, index in keys] for _, keys in groups],
                     "rendezvous_timeout": self.config.rendezvous_timeout,
                 }
@@ -256,7 +262,9 @@ class SlurmBackend:
             components = slurm.get(task.job, [])
             ended = not components or all(part.ended for part in components)
             status = exits[pid]
-            if status is not None:
+            if status not in (None, 0) and self._settling(task, components, now):
+                self._asked = 0.0  # ask again at the next look
+            elif status is not None:
                 self._report(pid, task, status, components, ended)
             elif ended or (task.step is not None and task.step not in running_steps):
                 task.gone_since = task.gone_since or now
@@ -269,6 +277,13 @@ class SlurmBackend:
                 if note != task.note:
                     task.note = note
                     task.reports.placed(task.key, "", note)
+
+    def _settling(self, task: _Task, components: list[SlurmJob], now: float) -> bool:
+        """Whether Slurm is still ending the failed task's job (its verdict is to come)."""
+        if not any(part.state == "COMPLETING" for part in components):
+            return False
+        task.failed_since = task.failed_since or now
+        return now - task.failed_since < SETTLE_SECONDS
 
     def _report(
         self, pid: int, task: _Task, status: int, components: list[SlurmJob], ended: bool

@@ -19,6 +19,7 @@ Standard library only, and no trainfleet import: it starts in a few milliseconds
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import json
 import os
 import signal
@@ -27,19 +28,11 @@ import subprocess
 import sys
 import threading
 import time
+from types import ModuleType
 from typing import Any
 
 POLL_SECONDS = 0.005
 SIGNAL_POLL_SECONDS = 0.1
-
-
-def _write(path: str, text: str) -> None:
-    temporary = f"{path}.tmp"
-    with open(temporary, "w") as handle:
-        handle.write(text)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(temporary, path)
 
 
 def _read_host(record: str) -> str | None:
@@ -92,44 +85,40 @@ def _obey_requests(record: str, child: subprocess.Popen[bytes]) -> None:
             _signal(child, getattr(signal, f"SIG{name}"))
 
 
-def _supervise(record: str, command: list[str], env: dict[str, str]) -> int:
-    _write(f"{record}.pid", str(os.getpid()))
-    try:
-        child = subprocess.Popen(command, env=env, start_new_session=True)
-    except OSError as error:
-        print(f"trainfleet: cannot start {command[0]}: {error.strerror or error}", flush=True)
-        _write(f"{record}.exit", "127")
+def _supervise(shim: ModuleType, record: str, command: list[str], env: dict[str, str]) -> int:
+    child = shim.start(record, command, env=env, start_new_session=True)
+    if child is None:
         return 127
     for number in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(number, lambda number, _: _signal(child, number))
     threading.Thread(target=_obey_requests, args=(record, child), daemon=True).start()
-    while True:
-        try:
-            code = child.wait()
-            break
-        except InterruptedError:
-            continue
-    _write(f"{record}.exit", str(code))
-    if code < 0:  # end the way the task did
-        signal.signal(-code, signal.SIG_DFL)
-        os.kill(os.getpid(), -code)
-    return code
+    return int(shim.finish(record, child))
+
+
+def _load_shim(path: str) -> ModuleType:
+    """The local backend's shim (its record writing), loaded from its file."""
+    spec = importlib.util.spec_from_file_location("trainfleet_shim", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def main(argv: list[str]) -> int:
     launch_file, group = argv
     with open(launch_file) as handle:
         launch = json.load(handle)
+    shim = _load_shim(launch["shim"])
     tasks: dict[str, dict[str, Any]] = launch["tasks"]
     me = tasks[launch["groups"][int(group)][int(os.environ["SLURM_PROCID"])]]
     host = os.environ.get("SLURMD_NODENAME") or socket.gethostname()
     # A component of a heterogeneous job has its own job id: its steps are named by it.
     job = os.environ.get(f"SLURM_JOB_ID_HET_GROUP_{group}") or os.environ.get("SLURM_JOB_ID")
     step = f"{job}.{os.environ.get('SLURM_STEP_ID', '')}"
-    _write(f"{me['record']}.host", json.dumps({"host": host, "step": step}))
+    shim.write_record(f"{me['record']}.host", json.dumps({"host": host, "step": step}))
     hosts = _hosts(tasks, time.monotonic() + launch["rendezvous_timeout"])
     if hosts is None:
-        _write(f"{me['record']}.exit", "75")  # EX_TEMPFAIL: trying again may work
+        shim.write_record(f"{me['record']}.exit", "75")  # EX_TEMPFAIL: trying again may work
         return 75
     tokens = {task["token"]: hosts[name] for name, task in tasks.items()}
     env = dict(os.environ)
@@ -147,9 +136,9 @@ def main(argv: list[str]) -> int:
         os.chdir(me["cwd"])
     except OSError as error:
         print(f"trainfleet: cannot start the task: {error}", flush=True)
-        _write(f"{me['record']}.exit", "127")
+        shim.write_record(f"{me['record']}.exit", "127")
         return 127
-    return _supervise(me["record"], command, env)
+    return _supervise(shim, me["record"], command, env)
 
 
 if __name__ == "__main__":

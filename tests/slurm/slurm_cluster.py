@@ -1,0 +1,108 @@
+"""A real Slurm cluster for the backend's tests: a controller and three nodes on this machine.
+
+The cluster comes from ``TRAINFLEET_TEST_SLURM_CONF`` (``scripts/slurm.sh start`` prints the
+path of its slurm.conf). Without the variable these tests skip, except under CI (``CI``
+set), where they fail: CI never skips them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from helpers import in_ci, trainfleet
+
+SLURM_CONF = "TRAINFLEET_TEST_SLURM_CONF"
+SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "slurm.sh"
+NODES = ("tf-node1", "tf-node2", "tf-node3")
+
+
+@dataclass(frozen=True)
+class SlurmUser:
+    """The environment of a user whose config file says ``backend: slurm``."""
+
+    env: dict[str, str]
+    data_dir: Path
+
+    def squeue(self, *args: str) -> str:
+        return subprocess.run(
+            ["squeue", "-h", *args], env=self.env, capture_output=True, text=True, check=True
+        ).stdout
+
+    def describe(self, job_id: str) -> dict[str, object]:
+        done = subprocess.run(
+            trainfleet("describe", job_id, "--output", "json"),
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert done.returncode == 0, done.stderr
+        found: dict[str, object] = json.loads(done.stdout)
+        return found
+
+
+def slurm_conf() -> str:
+    conf = os.environ.get(SLURM_CONF)
+    if conf:
+        return conf
+    message = f"{SLURM_CONF} is not set (run: export {SLURM_CONF}=$(bash {SCRIPT} start))"
+    if in_ci():
+        pytest.fail(f"CI must test the Slurm backend: {message}")
+    pytest.skip(message)
+
+
+@pytest.fixture
+def slurm_user(tmp_path: Path) -> Iterator[SlurmUser]:
+    """A config file that names the Slurm backend, and every node up before the test."""
+    conf = slurm_conf()
+    config = tmp_path / "config" / "trainfleet" / "config.yaml"
+    config.parent.mkdir(parents=True)
+    config.write_text(
+        "backend: slurm\nslurm:\n  spread: true\n  poll_interval: 0.2\n"
+        "  memory_per_task: 256Mi\n  rendezvous_timeout: 120\n"
+    )
+    env = {
+        **os.environ,
+        "SLURM_CONF": conf,
+        "XDG_CONFIG_HOME": str(config.parent.parent),
+        "TRAINFLEET_DATA_DIR": str(tmp_path / "data"),
+    }
+    user = SlurmUser(env, tmp_path / "data")
+    wait_until_idle(user)
+    yield user
+    for line in user.squeue("-o", "%i %j").splitlines():
+        job, name = line.split()
+        if name.startswith("trainfleet-") and str(tmp_path) in _workdir(env, job):
+            subprocess.run(["scancel", job], env=env, check=False)
+
+
+def _workdir(env: dict[str, str], job: str) -> str:
+    shown = subprocess.run(
+        ["scontrol", "show", "job", job], env=env, capture_output=True, text=True, check=False
+    )
+    return shown.stdout
+
+
+def wait_until_idle(user: SlurmUser, timeout: float = 120) -> None:
+    """Every node back in service (a test may have killed one) and none of them busy."""
+    deadline = time.monotonic() + timeout
+    while True:
+        states = subprocess.run(
+            ["sinfo", "-h", "-N", "-o", "%N %T"], env=user.env, capture_output=True, text=True
+        ).stdout.split("\n")
+        nodes = dict(line.split() for line in states if line.strip())
+        if all(nodes.get(node, "").rstrip("*") == "idle" for node in NODES):
+            return
+        for node in NODES:
+            if nodes.get(node, "").endswith("*") or "down" in nodes.get(node, ""):
+                subprocess.run(["bash", str(SCRIPT), "node-start", node], env=user.env)
+        if time.monotonic() > deadline:
+            pytest.fail(f"the Slurm nodes are not all idle: {nodes}")
+        time.sleep(1)
