@@ -14,9 +14,8 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
 import sys
-from typing import Any
+from collections.abc import Mapping
 
 
 def write_record(path: str, text: str) -> None:
@@ -29,20 +28,28 @@ def write_record(path: str, text: str) -> None:
     os.replace(temporary, path)
 
 
-def start(prefix: str, command: list[str], **popen: Any) -> subprocess.Popen[bytes] | None:
-    """Record this process's pid and start the task; None (exit 127 recorded) if it cannot."""
+def start(
+    prefix: str,
+    command: list[str],
+    env: Mapping[str, str] | None = None,
+    new_session: bool = False,
+) -> int | None:
+    """Record this process's pid and start the task (found on ``env``'s PATH); its pid, or
+    None (exit status 127 recorded) when it cannot start."""
     write_record(f"{prefix}.pid", str(os.getpid()))
+    env = os.environ if env is None else env
+    os.environ["PATH"] = env.get("PATH", os.defpath)  # posix_spawnp searches our own PATH
     try:
-        return subprocess.Popen(command, **popen)
+        return os.posix_spawnp(command[0], command, env, setsid=new_session)
     except OSError as error:
         print(f"trainfleet: cannot start {command[0]}: {error.strerror or error}", flush=True)
         write_record(f"{prefix}.exit", "127")
         return None
 
 
-def finish(prefix: str, child: subprocess.Popen[bytes]) -> int:
+def finish(prefix: str, pid: int) -> int:
     """Wait for the task, record its exit status and end the way it did."""
-    code = child.wait()
+    code = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
     write_record(f"{prefix}.exit", str(code))
     if code < 0:  # so that our parent sees the same signal
         signal.signal(-code, signal.SIG_DFL)

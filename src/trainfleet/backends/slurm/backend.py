@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
-import json
+import marshal
 import os
 import signal
 import sys
@@ -146,9 +146,9 @@ class SlurmBackend:
                 "token": tokens[key],
             }
         groups = components(job.spec, list(job.attempts), self.config)
-        launch_file = run / f"{name}.json"
-        launch_file.write_text(
-            json.dumps(
+        launch_file = run / f"{name}.launch"
+        launch_file.write_bytes(
+            marshal.dumps(
                 {
                     "tasks": tasks,
                     "shim": str(SHIM),
@@ -315,8 +315,8 @@ class SlurmBackend:
         if task.step is not None:
             return True
         try:
-            found = json.loads(task.record.with_name(task.record.name + ".host").read_text())
+            host, step = task.record.with_name(task.record.name + ".host").read_text().split()
         except (OSError, ValueError):
             return False
-        task.step, task.step_host = found["step"], found["host"]
+        task.step, task.step_host = step, host
         return True

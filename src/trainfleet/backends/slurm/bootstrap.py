@@ -4,27 +4,26 @@ The batch script starts it as ``python -I -S bootstrap.py LAUNCH_FILE GROUP`` in
 per component (GROUP) of the job; the n-th task of the step (``SLURM_PROCID``) is the n-th
 task of the component. The launch file (written by the backend) holds each task's argv and
 environment with a placeholder for every task's host. The bootstrap writes this task's
-``RECORD.host`` (its node and Slurm step), waits until every task of the start has written
-its own, puts the real host names in place of the placeholders, and runs the task with its
-log as output, as the local backend's shim does: ``RECORD.pid`` at the start,
-``RECORD.exit`` (the exit status) at the end.
+``RECORD.host`` (its node and Slurm step, as ``tf-node2 41.0``), waits until every task of
+the start has written its own, puts the real host names in place of the placeholders, and
+runs the task with its log as output, with the local backend's shim (loaded from its file):
+``RECORD.pid`` at the start, ``RECORD.exit`` (the exit status) at the end.
 
 Tasks of one step share it, so a signal for one task comes as a file: the backend writes
 ``TERM`` or ``KILL`` to ``RECORD.signal`` and the bootstrap sends it to the task's process
 group. Signals Slurm sends the bootstrap itself (a cancelled job) go on to the task.
 
-Standard library only, and no trainfleet import: it starts in a few milliseconds.
+Standard library only, and no trainfleet import; the launch file is in ``marshal``'s format
+and the records are plain text, so that nothing slow to import is needed: it starts in a
+few milliseconds.
 """
 
 from __future__ import annotations
 
-import contextlib
 import importlib.util
-import json
+import marshal
 import os
 import signal
-import socket
-import subprocess
 import sys
 import threading
 import time
@@ -38,8 +37,8 @@ SIGNAL_POLL_SECONDS = 0.1
 def _read_host(record: str) -> str | None:
     try:
         with open(f"{record}.host") as handle:
-            return str(json.load(handle)["host"])
-    except (OSError, ValueError, KeyError):
+            return handle.read().split()[0]
+    except (OSError, IndexError):
         return None
 
 
@@ -65,34 +64,39 @@ def _placed(text: str, tokens: dict[str, str]) -> str:
     return text
 
 
-def _signal(child: subprocess.Popen[bytes], number: int) -> None:
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(child.pid, number)
+def _signal(pid: int, number: int) -> None:
+    try:  # noqa: SIM105 (contextlib takes longer to import than this whole script)
+        os.killpg(pid, number)
+    except ProcessLookupError:
+        pass
 
 
-def _obey_requests(record: str, child: subprocess.Popen[bytes]) -> None:
+def _obey_requests(record: str, pid: int, ended: threading.Event) -> None:
     """Send the task the signals the backend asks for in ``RECORD.signal``."""
     path = f"{record}.signal"
-    while child.poll() is None:
+    while not ended.wait(SIGNAL_POLL_SECONDS):
         try:
             with open(path) as handle:
                 name = handle.read().strip()
             os.remove(path)
         except FileNotFoundError:
-            time.sleep(SIGNAL_POLL_SECONDS)
             continue
         if name in ("TERM", "KILL"):
-            _signal(child, getattr(signal, f"SIG{name}"))
+            _signal(pid, getattr(signal, f"SIG{name}"))
 
 
 def _supervise(shim: ModuleType, record: str, command: list[str], env: dict[str, str]) -> int:
-    child = shim.start(record, command, env=env, start_new_session=True)
-    if child is None:
+    pid = shim.start(record, command, env, new_session=True)
+    if pid is None:
         return 127
     for number in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-        signal.signal(number, lambda number, _: _signal(child, number))
-    threading.Thread(target=_obey_requests, args=(record, child), daemon=True).start()
-    return int(shim.finish(record, child))
+        signal.signal(number, lambda number, _: _signal(pid, number))
+    ended = threading.Event()
+    threading.Thread(target=_obey_requests, args=(record, pid, ended), daemon=True).start()
+    try:
+        return int(shim.finish(record, pid))
+    finally:
+        ended.set()
 
 
 def _load_shim(path: str) -> ModuleType:
@@ -106,16 +110,16 @@ def _load_shim(path: str) -> ModuleType:
 
 def main(argv: list[str]) -> int:
     launch_file, group = argv
-    with open(launch_file) as handle:
-        launch = json.load(handle)
+    with open(launch_file, "rb") as handle:
+        launch = marshal.load(handle)
     shim = _load_shim(launch["shim"])
     tasks: dict[str, dict[str, Any]] = launch["tasks"]
     me = tasks[launch["groups"][int(group)][int(os.environ["SLURM_PROCID"])]]
-    host = os.environ.get("SLURMD_NODENAME") or socket.gethostname()
+    host = os.environ.get("SLURMD_NODENAME") or os.uname().nodename
     # A component of a heterogeneous job has its own job id: its steps are named by it.
     job = os.environ.get(f"SLURM_JOB_ID_HET_GROUP_{group}") or os.environ.get("SLURM_JOB_ID")
     step = f"{job}.{os.environ.get('SLURM_STEP_ID', '')}"
-    shim.write_record(f"{me['record']}.host", json.dumps({"host": host, "step": step}))
+    shim.write_record(f"{me['record']}.host", f"{host} {step}\n")
     hosts = _hosts(tasks, time.monotonic() + launch["rendezvous_timeout"])
     if hosts is None:
         shim.write_record(f"{me['record']}.exit", "75")  # EX_TEMPFAIL: trying again may work
