@@ -31,4 +31,5 @@ def test_one_run_writes_sane_figures(slurm_user: SlurmUser, tmp_path: Path) -> N
     for name in ("trainfleet", "cli", "sbatch"):
         assert figures[name]["runs"] == 1
         assert 0 < figures[name]["median_s"] < 60
-    assert figures["trainfleet_median_ratio"] > 0 and figures["target_ratio"] == 1.2
+    assert figures["paired_ratio_median"] > 0 and figures["target_ratio"] == 1.2
+    assert figures["added_by_trainfleet_median_s"] < 60
