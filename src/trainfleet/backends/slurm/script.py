@@ -11,7 +11,7 @@ Debian's slurmd 22.05 does not always survive.)
 ...     "ps": {"command": "trainfleet tf-server", "resources": {"cpu": 1}},
 ...     "worker": {"replicas": 2, "command": "python train.py",
 ...                "resources": {"cpu": 2, "memory": "2Gi", "gpu": 1}}}})
->>> [(shape, keys) for shape, keys in components(spec, ["ps", "worker"], SlurmConfig())]
+>>> components(spec, [("ps", 0), ("worker", 0), ("worker", 1)], SlurmConfig())
 ... # doctest: +NORMALIZE_WHITESPACE
 [(Shape(cpus=1, memory_mb=1024, gpus=0), [('ps', 0)]),
  (Shape(cpus=2, memory_mb=2048, gpus=1), [('worker', 0), ('worker', 1)])]
@@ -72,21 +72,12 @@ def task_shape(spec: JobSpec, role: str, config: SlurmConfig) -> Shape:
 
 
 def components(
-    spec: JobSpec, keys: Iterable[TaskKey | str], config: SlurmConfig
+    spec: JobSpec, keys: Iterable[TaskKey], config: SlurmConfig
 ) -> list[tuple[Shape, list[TaskKey]]]:
-    """The tasks grouped by shape, in the order the shapes first appear.
-
-    ``keys`` are tasks, or role names standing for all of a role's tasks.
-    """
+    """The tasks grouped by shape, in the order the shapes first appear."""
     groups: dict[Shape, list[TaskKey]] = {}
     for key in keys:
-        tasks = (
-            [(key, index) for index in range(spec.roles[key].replicas)]
-            if isinstance(key, str)
-            else [key]
-        )
-        for task in tasks:
-            groups.setdefault(task_shape(spec, task[0], config), []).append(task)
+        groups.setdefault(task_shape(spec, key[0], config), []).append(key)
     return list(groups.items())
 
 
