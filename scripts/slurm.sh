@@ -35,7 +35,7 @@ if [ -z "${TRAINFLEET_SLURM_DIR:-}" ] && [ -n "${SLURM_CONF:-}" ] \
     DIR="$(cd "$(dirname "$SLURM_CONF")/.." && pwd)"
 fi
 # The port a cluster was created with sticks unless TRAINFLEET_SLURM_PORT says otherwise.
-CTLD_PORT="${TRAINFLEET_SLURM_PORT:-$(sed -n 's/^SlurmctldPort=//p' "$DIR/etc/slurm.conf" 2>/dev/null)}"
+CTLD_PORT="${TRAINFLEET_SLURM_PORT:-$(sed -n 's/^SlurmctldPort=//p' "$DIR/etc/slurm.conf" 2>/dev/null || true)}"
 CTLD_PORT="${CTLD_PORT:-16817}"
 NODES=(tf-node1 tf-node2 tf-node3)
 NET=127.0.10          # node N gets $NET.N (not 127.0.1.x, which Debian gives the host's own name)
