@@ -288,3 +288,34 @@ def test_a_deadline_stops_the_job_on_slurm(slurm_user: SlurmUser, tmp_path: Path
     assert details["job"]["state"] == "failed", details  # type: ignore[index]
     assert "deadline of 4s exceeded" in details["job"]["reason"], details  # type: ignore[index]
     wait_for(lambda: not _slurm_processes("sleep 601"), timeout=30, what="the tasks to stop")
+
+
+def test_stored_jobs_stay_readable_while_slurm_is_unreachable(
+    slurm_user: SlurmUser, tmp_path: Path
+) -> None:
+    """Reading jobs asks nothing of Slurm; submitting to an unreachable Slurm says so (exit 2)."""
+    job_file = _job_file(
+        tmp_path,
+        """
+        name: hello
+        roles:
+          worker: {command: "echo hello from slurm"}
+        """,
+    )
+    job_id = job_id_in(cli(slurm_user, "run", job_file))
+    conf = Path(slurm_user.env["SLURM_CONF"]).read_text()
+    unreachable = tmp_path / "unreachable" / "slurm.conf"
+    unreachable.parent.mkdir()
+    unreachable.write_text(re.sub(r"(?m)^SlurmctldPort=.*$", "SlurmctldPort=9", conf))
+    down = SlurmUser({**slurm_user.env, "SLURM_CONF": str(unreachable)}, slurm_user.data_dir)
+
+    assert job_id in cli(down, "list")
+    assert down.describe(job_id)["job"]["state"] == "succeeded"  # type: ignore[index]
+    assert "hello from slurm" in cli(down, "logs", job_id)
+    done = subprocess.run(
+        trainfleet("run", job_file), env=down.env, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert re.match(r"error: Slurm: sinfo failed: .*Unable to contact", done.stderr), done.stderr
+    assert "Traceback" not in done.stderr
+    assert len(json.loads(cli(down, "list", "--output", "json"))) == 1  # nothing new stored

@@ -92,6 +92,10 @@ class JobLaunch:
         )
 
 
+class BackendError(OSError):
+    """A cluster engine could not be reached, or refused a command; the message says which."""
+
+
 class Backend(Protocol):
     """Where the processes of tasks really run."""
 
@@ -111,7 +115,9 @@ class Backend(Protocol):
         ...
 
     def nodes(self) -> list[Node]:
-        """What jobs are admitted onto: this machine, or a cluster's nodes."""
+        """What jobs are admitted onto: this machine, or a cluster's nodes.
+
+        Raises BackendError where the cluster engine cannot be reached."""
         ...
 
     def check(self, spec: JobSpec) -> None:

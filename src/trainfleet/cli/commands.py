@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 import click
 
+from trainfleet.backends.api import BackendError
 from trainfleet.backends.local.gpus import GpuConfigError
 from trainfleet.backends.local.machine import ResourceConfigError
 from trainfleet.cli.errors import USAGE_ERROR, UserError
@@ -37,6 +38,7 @@ def user_errors() -> Iterator[None]:
         click.echo(f"error: {error}", err=True)
         sys.exit(error.exit_code)
     except (
+        BackendError,
         SpecError,
         Unschedulable,
         JobNotFound,

@@ -65,11 +65,7 @@ class EngineService:
         from trainfleet.backends.choose import backend_for
         from trainfleet.cli.config import backend_config
 
-        config = backend_config()
-        try:
-            return cls(Engine(DataDir.resolve(data_dir), backend_for(config)))
-        except OSError as error:  # the cluster engine cannot be reached
-            raise UserError(f"the {config.backend} backend: {error}") from None
+        return cls(Engine(DataDir.resolve(data_dir), backend_for(backend_config())))
 
     def submit(self, job: JobInput, *, detach: bool) -> JobRecord:
         loaded, folder = load(job)

@@ -8,9 +8,11 @@ from __future__ import annotations
 import getpass
 import secrets
 import shutil
+import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -79,18 +81,40 @@ class Engine:
         self.store = Store.open(database or data_dir.database)
         self.backend: Backend = backend or LocalBackend(supervised=supervised)
         self.runner = Runner(self.controller, on_end=self._ended)
-        self._gpus = self.backend.gpu_inventory()
         self._queues = _stored_queues(self.store)
-        self.scheduler = Scheduler(
-            self.backend.nodes(),
-            [queueing.queue_spec(config) for config in self._queues.values()],
-        )
-        self.admitter = Admitter(
-            self.scheduler,
-            launch=self._launch,
-            preempt=lambda preemption: self.runner.preempt(preemption.job, preemption.reason),
-            note_waiting=lambda job_id, reason: self.store.update_job(job_id, reason=reason),
-        )
+        self._admitter: Admitter | None = None
+        self._admitter_built = threading.Lock()
+
+    @property
+    def admitter(self) -> Admitter:
+        """Admission, built on first use: reading stored jobs (``list``, ``logs``) needs
+        neither the backend's nodes (``sinfo`` on Slurm, which may be down) nor a thread."""
+        with self._admitter_built:
+            if self._admitter is None:
+                scheduler = Scheduler(
+                    self.backend.nodes(),
+                    [queueing.queue_spec(config) for config in self._queues.values()],
+                )
+                self._admitter = Admitter(
+                    scheduler,
+                    launch=self._launch,
+                    preempt=lambda preemption: self.runner.preempt(
+                        preemption.job, preemption.reason
+                    ),
+                    note_waiting=lambda job_id, reason: self.store.update_job(
+                        job_id, reason=reason
+                    ),
+                )
+            return self._admitter
+
+    @property
+    def scheduler(self) -> Scheduler:
+        return self.admitter.scheduler
+
+    @cached_property
+    def _gpus(self) -> list[int]:
+        """This machine's GPUs (read on first use: NVML takes a while to start)."""
+        return self.backend.gpu_inventory()
 
     def plan(self, spec: JobSpec) -> Placement:
         """Place every task: free ports, exclusive GPUs. Raises Unschedulable."""

@@ -7,6 +7,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from trainfleet.backends.api import BackendError
+
 TIMEOUT_SECONDS = 60
 
 ENDED_STATES = frozenset(
@@ -24,7 +26,7 @@ ENDED_STATES = frozenset(
 )
 
 
-class SlurmError(OSError):
+class SlurmError(BackendError):
     """A Slurm command failed or could not be run."""
 
 
@@ -48,10 +50,10 @@ def _run(argv: Sequence[str], env: Mapping[str, str] | None = None) -> str:
             argv, capture_output=True, text=True, timeout=TIMEOUT_SECONDS, env=env
         )
     except (OSError, subprocess.TimeoutExpired) as error:
-        raise SlurmError(f"{argv[0]}: {error}") from None
+        raise SlurmError(f"Slurm: {argv[0]}: {error}") from None
     if done.returncode != 0:
         message = (done.stderr or done.stdout).strip().splitlines()
-        raise SlurmError(f"{argv[0]} failed: {message[-1] if message else done.returncode}")
+        raise SlurmError(f"Slurm: {argv[0]} failed: {message[-1] if message else done.returncode}")
     return done.stdout
 
 
