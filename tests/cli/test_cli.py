@@ -102,6 +102,17 @@ def test_list_describe_and_logs_after_the_job(job_file, engine: Engine) -> None:
     )
 
 
+def test_tables_show_text_as_written(job_file, tmp_path: Path) -> None:
+    """Square brackets in a job's text are not taken for Rich's markup."""
+    job = job_file("name: brackets\nroles:\n  worker: {command: 'true'}\n")
+    workdir = tmp_path / "run [red]"
+    workdir.mkdir()
+    ran = run_cli("run", job, "--workdir", workdir)
+    assert ran.returncode == 0, ran.stderr
+    job_id = re.search(r"job (\S+):", ran.stdout)[1]  # type: ignore[index]
+    assert f"dir {workdir}\n" in run_cli("describe", job_id).stdout
+
+
 def test_logs_follow_from_another_terminal_while_the_job_runs(
     job_file, engine: Engine, tmp_path: Path
 ) -> None:
@@ -127,13 +138,16 @@ def test_dry_run_prints_environment_and_starts_nothing(job_file, engine: Engine)
         framework: tensorflow
         roles:
           ps: {command: trainfleet tf-server}
-          worker: {replicas: 2, command: python train.py --data %input_path%}
+          worker: {replicas: 2, command: "python train.py --data %input_path% --tag [red]"}
         input_path: /data/in
+        env: {STYLE: "[bold]"}
         """
     )
     result = run_cli("run", "--dry-run", job)
     assert result.returncode == 0, result.stderr
-    assert "worker/1  python train.py --data /data/in" in result.stdout
+    assert "worker/1  /bin/sh -c 'python train.py --data /data/in --tag [red]'" in result.stdout
+    assert "command: python train.py --data %input_path% --tag [red]\n" in result.stdout
+    assert "  STYLE=[bold]\n" in result.stdout and "STYLE: '[bold]'\n" in result.stdout
     config = re.search(r"worker/1 .*?TF_CONFIG=(\{.*?\})\n", result.stdout, re.DOTALL)
     assert config is not None
     tf_config = json.loads(config.group(1))

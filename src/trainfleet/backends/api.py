@@ -92,6 +92,15 @@ class JobLaunch:
         )
 
 
+@dataclass(frozen=True)
+class Preview:
+    """What ``start`` would do, started nothing: each task's launch, and the submission a
+    cluster engine would be given (None where tasks start directly)."""
+
+    tasks: list[TaskLaunch]
+    submission: str | None = None
+
+
 class BackendError(OSError):
     """A cluster engine could not be reached, or refused a command; the message says which."""
 
@@ -126,6 +135,10 @@ class Backend(Protocol):
 
     def reserve_ports(self, fixed: Mapping[TaskKey, int | None]) -> dict[TaskKey, int]:
         """A port for every task: the fixed one where given, else a free one."""
+        ...
+
+    def preview(self, job: JobLaunch) -> Preview:
+        """What ``start`` would do with ``job``, without starting or writing anything."""
         ...
 
     def start(self, job: JobLaunch, reports: TaskReports) -> dict[TaskKey, int | str]:

@@ -89,10 +89,10 @@ def _dry_run(options: Options, job: JobInput) -> int:
         loaded, folder = load(job)
         service = EngineService.open(options.data_dir)
         try:
-            launches = service.engine.dry_run(loaded.spec, folder)
+            preview = service.engine.dry_run(loaded.spec, folder)
         finally:
             service.close()
-    tables.print_dry_run(loaded.spec, launches)
+    tables.print_dry_run(loaded.spec, preview)
     return 0
 
 

@@ -8,9 +8,10 @@ import shlex
 from collections.abc import Sequence
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
-from trainfleet.backends.api import TaskLaunch
+from trainfleet.backends.api import Preview
 from trainfleet.control.engine import JobDetails
 from trainfleet.spec.models import JobSpec
 from trainfleet.store.records import JobRecord, State, TaskRecord
@@ -53,7 +54,7 @@ def task_table(tasks: Sequence[TaskRecord]) -> Table:
             task.address,
             task.gpus or "-",
             "-" if task.exit_code is None else str(task.exit_code),
-            task.reason,
+            escape(task.reason),
         )
     return table
 
@@ -64,17 +65,26 @@ def print_jobs(jobs: Sequence[JobRecord]) -> None:
         table.add_column(column)
     for job in jobs:
         table.add_row(
-            job.id, _state(job.state), job.framework, job.user, _when(job.created_at), job.reason
+            job.id,
+            _state(job.state),
+            job.framework,
+            escape(job.user),
+            _when(job.created_at),
+            escape(job.reason),
         )
     console.print(table)
 
 
 def print_details(details: JobDetails) -> None:
     job = details.job
-    console.print(f"[bold]{job.id}[/]  {_state(job.state)}  {job.reason}")
+    console.print(f"[bold]{job.id}[/]  {_state(job.state)}  {escape(job.reason)}")
     spec = json.loads(job.spec)
     console.print(
-        f"framework {job.framework}, source {job.source}, user {job.user or '-'}, dir {job.workdir}"
+        escape(
+            f"framework {job.framework}, source {job.source}, user {job.user or '-'}, "
+            f"dir {job.workdir}"
+        ),
+        soft_wrap=True,
     )
     console.print(f"queue {spec.get('queue', 'default')}, priority {spec.get('priority', 0)}")
     times = (_when(job.created_at), _when(job.started_at), _when(job.finished_at))
@@ -86,22 +96,30 @@ def print_details(details: JobDetails) -> None:
     for column in ("TIME", "WHAT", "STATE", "MESSAGE"):
         events.add_column(column)
     for event in details.events:
-        events.add_row(_when(event.time), event.task or "job", _state(event.state), event.message)
+        events.add_row(
+            _when(event.time), event.task or "job", _state(event.state), escape(event.message)
+        )
     console.print(events)
 
 
-def print_dry_run(spec: JobSpec, launches: Sequence[TaskLaunch]) -> None:
-    """The resolved job, then each task's command, directory and trainfleet-set environment."""
+def print_dry_run(spec: JobSpec, preview: Preview) -> None:
+    """The resolved job, each task's command, directory and trainfleet-set environment, and
+    what a cluster engine would be given."""
     import os
 
     import yaml
 
     console.print(
-        yaml.safe_dump(spec.model_dump(mode="json", exclude_defaults=True), sort_keys=False)
+        yaml.safe_dump(spec.model_dump(mode="json", exclude_defaults=True), sort_keys=False),
+        markup=False,
     )
-    for launch in launches:
+    for launch in preview.tasks:
         role, index = launch.key
-        console.print(f"[bold]{role}/{index}[/]  {shlex.join(launch.argv)}  (in {launch.cwd})")
+        where = escape(f"{shlex.join(launch.argv)}  (in {launch.cwd})")
+        console.print(f"[bold]{role}/{index}[/]  {where}", soft_wrap=True)
         for name, value in sorted(launch.env.items()):
             if os.environ.get(name) != value:
-                console.print(f"  {name}={value}", soft_wrap=True)
+                console.print(f"  {name}={value}", soft_wrap=True, markup=False)
+    if preview.submission:
+        console.print("[bold]submitted as[/]")
+        console.print(preview.submission, markup=False, highlight=False, soft_wrap=True, end="")

@@ -16,7 +16,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from trainfleet.backends.api import Backend, JobLaunch, TaskLaunch
+from trainfleet.backends.api import Backend, JobLaunch, Preview
 from trainfleet.backends.local import LocalBackend
 from trainfleet.control import queueing
 from trainfleet.control.admitter import Admitter
@@ -117,9 +117,11 @@ class Engine:
         return self.backend.gpu_inventory()
 
     def plan(self, spec: JobSpec) -> Placement:
-        """Place every task: free ports, exclusive GPUs. Raises Unschedulable."""
+        """Place every task: free ports, exclusive GPUs of this machine (a cluster engine
+        gives its own GPUs where it places the tasks). Raises Unschedulable."""
         wants_gpus = any(role.resources.gpu for role in spec.roles.values())
-        gpus = assign_gpus(spec, self._gpus) if wants_gpus else {}
+        local_gpus = wants_gpus and not self.backend.queues_tasks
+        gpus = assign_gpus(spec, self._gpus) if local_gpus else {}
         fixed: Mapping[TaskKey, int | None] = {
             (role, index): _fixed_port(spec.roles[role].port, index)
             for role, index in task_keys(spec)
@@ -178,12 +180,15 @@ class Engine:
             job.id, spec, placement, Path(job.workdir), self.store, self.backend, self.data_dir
         )
 
-    def dry_run(self, spec: JobSpec, workdir: Path) -> list[TaskLaunch]:
-        """What ``run`` would start, without storing or starting anything."""
+    def dry_run(self, spec: JobSpec, workdir: Path) -> Preview:
+        """What ``run`` would start, without storing or starting anything.
+
+        Raises Unschedulable for a job the backend can never run."""
+        self.backend.check(spec)
         placement = self.plan(spec)
         attempts = {slot.key: 0 for slot in placement}
         job = JobLaunch(f"{spec.name}-dryrun", spec, placement, workdir, self.data_dir, attempts)
-        return [job.task(key) for key in attempts]
+        return self.backend.preview(job)
 
     def start(self, job_id: str) -> None:
         """Queue a stored job for admission; it runs on a background thread once admitted."""

@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from trainfleet.backends.api import JobLaunch, TaskLaunch, TaskReports
+from trainfleet.backends.api import JobLaunch, Preview, TaskLaunch, TaskReports
 from trainfleet.backends.local import records
 from trainfleet.backends.local.gpus import gpu_inventory
 from trainfleet.backends.local.groups import kill_group, live_members, signal_group
@@ -69,6 +69,9 @@ class LocalBackend:
 
     def reserve_ports(self, fixed: Mapping[TaskKey, int | None]) -> dict[TaskKey, int]:
         return {key: port or free_port() for key, port in fixed.items()}
+
+    def preview(self, job: JobLaunch) -> Preview:
+        return Preview([job.task(key) for key in job.attempts])
 
     def start(self, job: JobLaunch, reports: TaskReports) -> dict[TaskKey, int | str]:
         started: dict[TaskKey, int | str] = {}

@@ -20,13 +20,19 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from trainfleet.backends.api import JobLaunch, Outside, TaskReports
+from trainfleet.backends.api import JobLaunch, Outside, Preview, TaskReports
 from trainfleet.backends.local import records
 from trainfleet.backends.local.ports import free_port
 from trainfleet.backends.local.processes import SHIM
 from trainfleet.backends.slurm import commands
 from trainfleet.backends.slurm.commands import SlurmError, SlurmJob
-from trainfleet.backends.slurm.script import NotForSlurm, batch_script, components, task_shape
+from trainfleet.backends.slurm.script import (
+    NotForSlurm,
+    Shape,
+    batch_script,
+    components,
+    task_shape,
+)
 from trainfleet.scheduling.cluster import Node
 from trainfleet.scheduling.placement import Placement, TaskKey, Unschedulable
 from trainfleet.scheduling.resources import GPU_UNIT, Resources
@@ -49,6 +55,12 @@ record may be on its way through a shared file system)."""
 def host_token(position: int) -> str:
     """The placeholder for the host of the task at ``position``, until it is known."""
     return f"trainfleet-host-{position}.invalid"
+
+
+def _on_hosts(placement: Placement, hosts: Mapping[TaskKey, str]) -> Placement:
+    """``placement`` with each task on the host ``hosts`` names, and no GPUs of this machine's
+    (Slurm gives each step its own)."""
+    return Placement(tuple(replace(slot, host=hosts[slot.key], gpus=()) for slot in placement))
 
 
 @dataclass
@@ -124,15 +136,38 @@ class SlurmBackend:
         self._watch()
         return started
 
+    def preview(self, job: JobLaunch) -> Preview:
+        """The tasks with their hosts and GPUs still to be learnt, and the batch script."""
+        hosts = {slot.key: f"<node of {slot.key[0]}/{slot.key[1]}>" for slot in job.placement}
+        launches = []
+        for key in job.attempts:
+            launch = job.task(key, _on_hosts(job.placement, hosts))
+            if job.spec.roles[key[0]].resources.gpu:
+                gpus = dict.fromkeys(("CUDA_VISIBLE_DEVICES", "TRAINFLEET_GPUS"), "<from Slurm>")
+                launch = replace(launch, env={**launch.env, **gpus})
+            launches.append(launch)
+        groups = components(job.spec, list(job.attempts), self.config)
+        launch_file = job.data_dir.run_dir(job.job_id) / "start-<time>.launch"
+        return Preview(launches, self._script(job, groups, launch_file))
+
+    def _script(
+        self, job: JobLaunch, groups: list[tuple[Shape, list[TaskKey]]], launch_file: Path
+    ) -> str:
+        return batch_script(
+            f"trainfleet-{job.job_id}",
+            groups,
+            self.config,
+            launch_file.parent / "slurm-%j.out",
+            [sys.executable, "-I", "-S", str(BOOTSTRAP), str(launch_file)],
+        )
+
     def _submit(self, job: JobLaunch) -> str:
         """Write the launch file and the batch script, and hand them to sbatch."""
         run = job.data_dir.run_dir(job.job_id)
         run.mkdir(parents=True, exist_ok=True)
         name = f"start-{time.time_ns()}"
         tokens = {slot.key: host_token(n) for n, slot in enumerate(job.placement)}
-        placeholders = Placement(
-            tuple(replace(slot, host=tokens[slot.key], gpus=()) for slot in job.placement)
-        )
+        placeholders = _on_hosts(job.placement, tokens)
         tasks = {}
         for key in job.attempts:
             launch = job.task(key, placeholders)
@@ -158,15 +193,7 @@ class SlurmBackend:
             )
         )
         script = run / f"{name}.sh"
-        script.write_text(
-            batch_script(
-                f"trainfleet-{job.job_id}",
-                groups,
-                self.config,
-                run / "slurm-%j.out",
-                [sys.executable, "-I", "-S", str(BOOTSTRAP), str(launch_file)],
-            )
-        )
+        script.write_text(self._script(job, groups, launch_file))
         return commands.sbatch(script, dict(os.environ))
 
     def adopt(self, key: TaskKey, record: Path, reports: TaskReports) -> int | None:

@@ -1,0 +1,74 @@
+"""``trainfleet run --dry-run`` with ``backend: slurm``: the batch script and each task's
+environment, with the hosts and GPUs Slurm decides shown as such. It asks nothing of Slurm
+(no cluster is needed: ``SLURM_CONF`` names none), and stores and submits nothing."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import textwrap
+from pathlib import Path
+
+from helpers import trainfleet
+
+JOB = """
+name: mnist
+framework: tensorflow
+roles:
+  chief: {command: python train.py, resources: {cpu: 2, gpu: 1}}
+  worker: {replicas: 2, command: python train.py, resources: {cpu: 2, gpu: 1}}
+  ps: {command: trainfleet tf-server, resources: {memory: 3Gi}}
+"""
+
+
+def dry_run(tmp_path: Path, job: str) -> subprocess.CompletedProcess[str]:
+    config = tmp_path / "config" / "trainfleet" / "config.yaml"
+    config.parent.mkdir(parents=True, exist_ok=True)
+    config.write_text("backend: slurm\nslurm: {partition: gpu, spread: true}\n")
+    job_file = tmp_path / "job.yaml"
+    job_file.write_text(textwrap.dedent(job))
+    env = {
+        **os.environ,
+        "SLURM_CONF": str(tmp_path / "no-cluster.conf"),
+        "XDG_CONFIG_HOME": str(config.parent.parent),
+        "TRAINFLEET_DATA_DIR": str(tmp_path / "data"),
+    }
+    return subprocess.run(
+        trainfleet("run", "--dry-run", job_file), env=env, capture_output=True, text=True
+    )
+
+
+def test_dry_run_shows_the_batch_script_and_tasks_on_nodes_to_come(tmp_path: Path) -> None:
+    done = dry_run(tmp_path, JOB)
+    assert done.returncode == 0, done.stderr
+    tasks, _, script = done.stdout.partition("submitted as\n")
+    assert script.startswith("#!/bin/bash\n#SBATCH --job-name=trainfleet-mnist-dryrun\n")
+    assert "#SBATCH --partition=gpu\n" in script
+    assert "#SBATCH --ntasks=3 --cpus-per-task=2 --mem-per-cpu=512M --gpus-per-task=1" in script
+    assert "#SBATCH hetjob\n#SBATCH --ntasks=1 --cpus-per-task=1 --mem-per-cpu=3072M" in script
+    assert len(re.findall(r"(?m)^srun --het-group=\d .* &$", script)) == 2
+
+    worker = re.search(r"(?s)^worker/1  python train.py .*?(?=^\S)", tasks, re.MULTILINE)
+    assert worker, tasks
+    environment = dict(re.findall(r"(?m)^  (\w+)=(.*)$", worker[0]))
+    tf_config = json.loads(environment["TF_CONFIG"])
+    assert re.fullmatch(r"<node of ps/0>:\d+", tf_config["cluster"]["ps"][0])
+    assert all(
+        address.startswith(f"<node of worker/{n}>:")
+        for n, address in enumerate(tf_config["cluster"]["worker"])
+    )
+    assert environment["CUDA_VISIBLE_DEVICES"] == "<from Slurm>"
+    ps = re.search(r"(?s)^ps/0  .*", tasks, re.MULTILINE)
+    assert ps and "CUDA_VISIBLE_DEVICES=\n" in ps[0]
+    assert not (tmp_path / "data" / "jobs").exists()
+
+
+def test_dry_run_refuses_what_slurm_can_never_run(tmp_path: Path) -> None:
+    done = dry_run(
+        tmp_path, "name: half\nroles:\n  worker: {command: 'true', resources: {gpu: 0.5}}\n"
+    )
+    assert done.returncode == 2, done.stdout
+    assert re.match(r"error: roles\.worker\.resources\.gpu: 0\.5 is a fraction", done.stderr)
+    assert "Traceback" not in done.stderr
