@@ -20,6 +20,7 @@
 # node gets its own loopback address 127.0.10.N, with an /etc/hosts entry, so a process in a
 # job step can use the node name as a host name.
 #
+# Partitions: trainfleet (the default, every node) and small (tf-node1 only).
 # The cluster is built for fast turnaround, not fidelity: 4 CPUs, 4000 MB and 2 fake GPUs per
 # node whatever the hardware (SlurmdParameters=config_overrides), no cgroups (task/none,
 # proctrack/linuxproc), no slurmdbd (plain sacct says "accounting storage is disabled"; finished
@@ -234,6 +235,8 @@ CONF
         echo "NodeName=$node NodeHostname=$host NodeAddr=$NET.$n Port=$((CTLD_PORT + n)) CPUs=4 RealMemory=4000 Gres=gpu:2 State=UNKNOWN" >>"$out/slurm.conf"
     done
     echo "PartitionName=trainfleet Nodes=ALL Default=YES MaxTime=INFINITE State=UP" >>"$out/slurm.conf"
+    # A second, smaller partition, for trying `slurm: {partition: small}`.
+    echo "PartitionName=small Nodes=${NODES[0]} MaxTime=INFINITE State=UP" >>"$out/slurm.conf"
 
     # Fake GPUs. slurmd drops a GPU without a File ("Removing file-less GPU") and ignores a File
     # that is not a device node, so each node gets two character devices with the NVIDIA major
@@ -315,7 +318,7 @@ wait_node() {
             idle | mixed | allocated | completing) return ;;
             drained | draining)
                 if [ "$resumed" = 0 ]; then
-                    say "resuming $node (was $state: $(sl sinfo -h -N -n "$node" -o %E))"
+                    say "resuming $node (was $state: $(sl sinfo -h -N -n "$node" -o %E | head -n1))"
                     sl scontrol update nodename="$node" state=resume >&2 || true
                     resumed=1
                 fi ;;
@@ -324,7 +327,7 @@ wait_node() {
         esac
         sleep 0.1
     done
-    die "node $node is '$state': $(sl sinfo -h -N -n "$node" -o %E) (see $DIR/log/slurmd-$node.log)"
+    die "node $node is '$state': $(sl sinfo -h -N -n "$node" -o %E | head -n1) (see $DIR/log/slurmd-$node.log)"
 }
 
 # kill -9 the slurmstepd processes of node $1 and their tasks, as a crashing node would.
@@ -362,7 +365,7 @@ start() {
     local node
     for node in "${NODES[@]}"; do start_slurmd "$node"; done
     for node in "${NODES[@]}"; do wait_node "$node"; done
-    say "cluster up: $(sl sinfo -h -o '%D nodes %T' | paste -sd, -)"
+    say "cluster up: $(sl sinfo -h -p trainfleet -o '%D nodes %T' | paste -sd, -)"
     echo "$CONF"
 }
 

@@ -319,3 +319,35 @@ def test_stored_jobs_stay_readable_while_slurm_is_unreachable(
     assert re.match(r"error: Slurm: sinfo failed: .*Unable to contact", done.stderr), done.stderr
     assert "Traceback" not in done.stderr
     assert len(json.loads(cli(down, "list", "--output", "json"))) == 1  # nothing new stored
+
+
+def test_a_partition_bounds_where_jobs_run_and_what_they_may_ask(
+    slurm_user: SlurmUser, tmp_path: Path
+) -> None:
+    """``slurm.partition: small`` (tf-node1 only): tasks land there, and admission counts only
+    its nodes; a partition Slurm lacks is named as such (exit 2)."""
+    config = Path(slurm_user.env["XDG_CONFIG_HOME"]) / "trainfleet" / "config.yaml"
+    config.write_text("backend: slurm\nslurm: {partition: small, poll_interval: 0.2}\n")
+    fits = _job_file(tmp_path, "name: fits\nroles:\n  worker: {replicas: 2, command: 'true'}\n")
+    details = slurm_user.describe(job_id_in(cli(slurm_user, "run", fits)))
+    assert details["job"]["state"] == "succeeded"  # type: ignore[index]
+    assert hosts_of(details) == {"tf-node1"}
+
+    too_big = tmp_path / "big" / "job.yaml"
+    too_big.parent.mkdir()
+    too_big.write_text(
+        "name: big\nroles:\n  worker: {replicas: 2, command: 'true', resources: {cpu: 3}}\n"
+    )
+    refused = subprocess.run(
+        trainfleet("run", too_big), env=slurm_user.env, capture_output=True, text=True
+    )
+    assert refused.returncode == 2 and "cpu" in refused.stderr, refused.stderr
+
+    config.write_text("backend: slurm\nslurm: {partition: nope}\n")
+    unknown = subprocess.run(
+        trainfleet("run", fits), env=slurm_user.env, capture_output=True, text=True
+    )
+    assert unknown.returncode == 2, unknown.stdout + unknown.stderr
+    assert unknown.stderr == (
+        "error: slurm.partition: Slurm has no partition 'nope' (partitions: trainfleet*, small)\n"
+    )

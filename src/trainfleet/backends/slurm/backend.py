@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from trainfleet.backends.api import JobLaunch, Outside, Preview, TaskReports
+from trainfleet.backends.api import BackendError, JobLaunch, Outside, Preview, TaskReports
 from trainfleet.backends.local import records
 from trainfleet.backends.local.ports import free_port
 from trainfleet.backends.local.processes import SHIM
@@ -103,9 +103,18 @@ class SlurmBackend:
         return []
 
     def nodes(self) -> list[Node]:
+        """The nodes of the configured partition (the default one where none is)."""
+        found = commands.nodes(self.config.partition)
+        if not found:
+            problem = (
+                f"slurm.partition: Slurm has no partition {self.config.partition!r}"
+                if self.config.partition
+                else "slurm.partition is not set and Slurm has no default partition"
+            )
+            raise BackendError(f"{problem} (partitions: {', '.join(commands.partitions())})")
         return [
             Node(name, Resources(cpu=cpus * 1000, memory=memory * MIB, gpu=gpus * GPU_UNIT))
-            for name, cpus, memory, gpus in commands.nodes()
+            for name, cpus, memory, gpus in found
         ]
 
     def check(self, spec: JobSpec) -> None:

@@ -95,14 +95,22 @@ def scancel(target: str, signal: str | None = None) -> None:
     _run(argv)
 
 
-def nodes() -> list[tuple[str, int, int, int]]:
-    """``(name, cpus, memory MiB, gpus)`` of every node of the default partition."""
-    out = _run(["sinfo", "-h", "-N", "-o", "%N|%c|%m|%G"])
+def nodes(partition: str | None) -> list[tuple[str, int, int, int]]:
+    """``(name, cpus, memory MiB, gpus)`` of every node of ``partition``, or of the default
+    partition where None; none where there is no such partition."""
+    only = ["-p", partition] if partition else []
+    out = _run(["sinfo", "-h", "-N", "-o", "%N|%c|%m|%G|%P", *only])
     found = {}
     for line in out.splitlines():
-        name, cpus, memory, gres = line.split("|", 3)
-        found[name] = (name, int(cpus), int(memory.rstrip("+")), _gpus(gres))
+        name, cpus, memory, gres, of = line.split("|", 4)
+        if partition or of.endswith("*"):  # sinfo marks the default partition with a star
+            found[name] = (name, int(cpus), int(memory.rstrip("+")), _gpus(gres))
     return list(found.values())
+
+
+def partitions() -> list[str]:
+    """The names of the cluster's partitions (the default one marked ``*``)."""
+    return _run(["sinfo", "-h", "-o", "%P"]).split()
 
 
 def _gpus(gres: str) -> int:
