@@ -94,7 +94,7 @@ class JobLaunch:
 
 @dataclass(frozen=True)
 class Preview:
-    """What ``start`` would do, started nothing: each task's launch, and the submission a
+    """What ``start`` would do, with nothing started: each task's launch, and the submission a
     cluster engine would be given (None where tasks start directly)."""
 
     tasks: list[TaskLaunch]
