@@ -13,6 +13,7 @@ import subprocess
 import sys
 import time
 import uuid
+import warnings
 from pathlib import Path
 
 import psutil
@@ -70,6 +71,13 @@ def assert_no_task_left(marker: str, grace: float = 5.0) -> None:
             break
         time.sleep(0.2)
     assert not left, f"tasks left running after the job ended: {left}"
+
+
+def warn_of_restarts(stdout: str) -> None:
+    """Make a restart visible in the test report: the job succeeded, but something failed."""
+    restarts = [line for line in stdout.splitlines() if "restarting" in line]
+    if restarts:
+        warnings.warn("the job restarted:\n" + "\n".join(restarts), stacklevel=2)
 
 
 def task_output(stdout: str, task: str) -> list[str]:
@@ -134,6 +142,7 @@ def test_tf_multiworker_keeps_workers_in_sync(tmp_path: Path) -> None:
 def test_torch_ddp_trains(tmp_path: Path, job_file: str) -> None:
     pytest.importorskip("torch")
     stdout = run_example(EXAMPLES / "torch_ddp" / job_file, tmp_path)
+    warn_of_restarts(stdout)
 
     master = task_output(stdout, "master/0")
     epochs = numbers(master, r"epoch (\d+): loss=([\d.]+)")
