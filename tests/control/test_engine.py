@@ -115,3 +115,24 @@ def test_a_taken_job_id_is_drawn_again(engine: Engine, tmp_path: Path, monkeypat
     assert engine.submit(spec, tmp_path).id == "twin-aaaaaaaa"
     assert engine.submit(spec, tmp_path).id == "twin-bbbbbbbb"
     assert len(engine.list()) == 2
+
+
+def test_the_gpus_are_read_once(engine: Engine, tmp_path: Path, monkeypatch) -> None:
+    """NVML takes a while to start: planning, admission and placement share one reading."""
+    readings: list[int] = []
+
+    def inventory() -> list[int]:
+        readings.append(1)
+        return [0, 1]
+
+    monkeypatch.setattr("trainfleet.backends.local.processes.gpu_inventory", inventory)
+    spec = _spec(
+        "name: gpu\nroles:\n  worker: {replicas: 2, command: 'true', resources: {gpu: 1}}\n"
+    )
+    engine.plan(spec)
+    engine.dry_run(spec, tmp_path)
+    job = engine.submit(spec, tmp_path)
+    engine.start(job.id)
+    assert engine.wait(job.id, timeout=30).state == State.SUCCEEDED
+    assert engine.backend.nodes()[0].gpus == 2
+    assert len(readings) == 1

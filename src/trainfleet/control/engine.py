@@ -12,7 +12,6 @@ import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
-from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -111,9 +110,9 @@ class Engine:
     def scheduler(self) -> Scheduler:
         return self.admitter.scheduler
 
-    @cached_property
+    @property
     def _gpus(self) -> list[int]:
-        """This machine's GPUs (read on first use: NVML takes a while to start)."""
+        """This machine's GPUs."""
         return self.backend.gpu_inventory()
 
     def plan(self, spec: JobSpec) -> Placement:

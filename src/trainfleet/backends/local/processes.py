@@ -10,6 +10,7 @@ import sys
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 
 from trainfleet.backends.api import JobLaunch, Preview, TaskLaunch, TaskReports
@@ -59,6 +60,11 @@ class LocalBackend:
         return "127.0.0.1"
 
     def gpu_inventory(self) -> list[int]:
+        return self._gpus
+
+    @cached_property
+    def _gpus(self) -> list[int]:
+        """Read once, on first use: NVML takes a while to start, and GPUs stay put."""
         return gpu_inventory()
 
     def nodes(self) -> list[Node]:
