@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import secrets
+import signal
 import textwrap
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -16,6 +17,15 @@ from helpers import in_ci, kill_processes_under
 
 from trainfleet.control.engine import Engine
 from trainfleet.store.layout import DataDir
+
+
+def pytest_configure() -> None:
+    """Let Ctrl-C reach the programs the tests start, and press it for them.
+
+    A shell started in the background ignores SIGINT, and so would every program it starts,
+    as POSIX asks; a handled signal is reset to its default in a child instead.
+    """
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture
