@@ -20,10 +20,10 @@ from trainfleet.store.layout import DataDir
 
 
 def pytest_configure() -> None:
-    """Let Ctrl-C reach the programs the tests start, and press it for them.
+    """Programs the tests start take Ctrl-C, however the suite itself was started.
 
-    A shell started in the background ignores SIGINT, and so would every program it starts,
-    as POSIX asks; a handled signal is reset to its default in a child instead.
+    From a shell in the background, pytest would inherit SIGINT as ignored and pass that on
+    to every program (as POSIX asks); a handled signal is reset to its default in a child.
     """
     signal.signal(signal.SIGINT, signal.default_int_handler)
 
