@@ -333,10 +333,10 @@ def test_a_partition_bounds_where_jobs_run_and_what_they_may_ask(
     assert details["job"]["state"] == "succeeded"  # type: ignore[index]
     assert hosts_of(details) == {"tf-node1"}
 
-    too_big = tmp_path / "big" / "job.yaml"
-    too_big.parent.mkdir()
-    too_big.write_text(
-        "name: big\nroles:\n  worker: {replicas: 2, command: 'true', resources: {cpu: 3}}\n"
+    (tmp_path / "big").mkdir()
+    too_big = _job_file(
+        tmp_path / "big",
+        "name: big\nroles:\n  worker: {replicas: 2, command: 'true', resources: {cpu: 3}}\n",
     )
     refused = subprocess.run(
         trainfleet("run", too_big), env=slurm_user.env, capture_output=True, text=True
