@@ -133,8 +133,15 @@ class Backend(Protocol):
         """Raise Unschedulable (naming the field) for a job this backend can never run."""
         ...
 
-    def reserve_ports(self, fixed: Mapping[TaskKey, int | None]) -> dict[TaskKey, int]:
-        """A port for every task: the fixed one where given, else a free one."""
+    def reserve_ports(self, job_id: str, fixed: Mapping[TaskKey, int | None]) -> dict[TaskKey, int]:
+        """A port for every task: the fixed one where given, else a free one, held for
+        ``job_id`` until ``release_ports``. All fixed: holds them again (an adopted job).
+
+        Raises OSError (NoFreePort) when no port is free; then none is held."""
+        ...
+
+    def release_ports(self, job_id: str) -> None:
+        """The job has ended: its ports may be given to other jobs."""
         ...
 
     def preview(self, job: JobLaunch) -> Preview:

@@ -125,7 +125,11 @@ class Engine:
             (role, index): _fixed_port(spec.roles[role].port, index)
             for role, index in task_keys(spec)
         }
-        ports = self.backend.reserve_ports(fixed)
+        owner = f"plan-{secrets.token_hex(4)}"  # shown, never run: held only for the moment
+        try:
+            ports = self.backend.reserve_ports(owner, fixed)
+        finally:
+            self.backend.release_ports(owner)
         return build_placement(spec, self.backend.host(), ports, gpus)
 
     def submit(
@@ -206,8 +210,8 @@ class Engine:
         keys = task_keys(spec)
         fixed = {key: _fixed_port(spec.roles[key[0]].port, key[1]) for key in keys}
         try:
-            ports = self.backend.reserve_ports(fixed)
-        except OSError as error:
+            ports = self.backend.reserve_ports(job.id, fixed)
+        except OSError as error:  # no free port: fail now, with the reason, rather than wait
             reason = f"could not reserve ports: {error}"
             self.scheduler.finished(job.id)
             self.store.update_job(
@@ -232,6 +236,7 @@ class Engine:
 
     def _ended(self, job_id: str) -> None:
         """A job's controller returned: free its resources; a preempted one waits again."""
+        self.backend.release_ports(job_id)
         job = self.store.get_job(job_id)
         if job is not None and job.state == State.QUEUED:
             # Its next run starts from attempt 0 again: drop the old attempts' records.
@@ -258,12 +263,18 @@ class Engine:
                 if not self.data_dir.run_dir(job.id).is_dir():
                     continue  # run by another process (an embedded `trainfleet run`)
                 self.scheduler.adopt(gang, self._allocations(job.id, gang))
+                self._hold_ports(job.id)
                 self.runner.start(job.id, resume=True)
                 resumed.append(job.id)
             for gang in waiting:
                 self.scheduler.submit(gang)
         self.admitter.wake()
         return resumed
+
+    def _hold_ports(self, job_id: str) -> None:
+        """An adopted job keeps its ports: no other job may be given them."""
+        placed = [_slot(task) for task in self.store.list_tasks(job_id) if task.address]
+        self.backend.reserve_ports(job_id, {slot.key: slot.port for slot in placed})
 
     def _allocations(self, job_id: str, gang: GangJob) -> list[TaskAllocation]:
         """What a running job holds: the GPUs it was given here, else any place that fits

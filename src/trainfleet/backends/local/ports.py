@@ -1,21 +1,130 @@
-"""Free TCP ports on this machine, never handed out twice by one process."""
+"""Free TCP ports on this machine, each held by one job until the job ends.
+
+A job's ports stay its own across its tasks' restarts (every task's address is in the
+others' environment) and come free again when it ends; a restarted server holds again
+the ports of the jobs it adopts. Free ports are looked for in the ephemeral range, round
+robin from where the last search stopped, so a port just given back (perhaps still in
+TIME_WAIT) is the last to come round again. A port is free when a probe can bind it
+without SO_REUSEADDR: a port with connections in TIME_WAIT is skipped, since a task
+whose server socket lacks SO_REUSEADDR could not bind it.
+"""
 
 from __future__ import annotations
 
+import random
 import socket
 import threading
+from collections.abc import Hashable, Iterable, Mapping
+from pathlib import Path
+from typing import TypeVar
 
-_handed_out: set[int] = set()
-_lock = threading.Lock()
+Key = TypeVar("Key", bound=Hashable)
+
+EPHEMERAL_RANGE = Path("/proc/sys/net/ipv4/ip_local_port_range")
+RESERVED_PORTS = Path("/proc/sys/net/ipv4/ip_local_reserved_ports")
+DEFAULT_RANGE = (32768, 60999)  # Linux's own default, where /proc cannot be read
+
+
+class NoFreePort(OSError):
+    """Every port of the ephemeral range is held by a job or in use on this machine."""
+
+
+class PortPool:
+    """The ports this process has given to jobs; thread-safe, never blocks for long."""
+
+    def __init__(self) -> None:
+        self._held: dict[str, set[int]] = {}
+        self._lock = threading.Lock()
+        self._next: int | None = None
+
+    def hold(self, owner: str, ports: Iterable[int]) -> None:
+        """Count ``ports`` as ``owner``'s (fixed ports, or an adopted job's)."""
+        with self._lock:
+            self._held.setdefault(owner, set()).update(ports)
+
+    def take(self, owner: str, count: int) -> list[int]:
+        """``count`` free ports for ``owner``; raises NoFreePort after one pass over the range,
+        taking none."""
+        with self._lock:
+            taken: list[int] = []
+            held = set().union(*self._held.values())
+            low, high = ephemeral_range()
+            size = high - low + 1
+            start = self._next if self._next is not None and low <= self._next <= high else None
+            if start is None:
+                start = random.randint(low, high)
+            skip = reserved_ports()
+            for step in range(size):
+                if len(taken) == count:
+                    break
+                port = low + (start - low + step) % size
+                if port not in held and port not in skip and _bindable(port):
+                    taken.append(port)
+                    self._next = low + (port - low + 1) % size
+            if len(taken) < count:
+                raise NoFreePort(
+                    f"no free port: {count} wanted, {len(taken)} of the {size} ports of the"
+                    f" ephemeral range {low}-{high} free ({len(held)} held by jobs here)"
+                )
+            self._held.setdefault(owner, set()).update(taken)
+            return taken
+
+    def reserve(self, owner: str, fixed: Mapping[Key, int | None]) -> dict[Key, int]:
+        """A port for every key: the fixed one where given, else a free one, all ``owner``'s."""
+        wanted = [key for key, port in fixed.items() if port is None]
+        free = iter(self.take(owner, len(wanted)) if wanted else [])
+        ports = {key: port if port is not None else next(free) for key, port in fixed.items()}
+        self.hold(owner, ports.values())
+        return ports
+
+    def release(self, owner: str) -> None:
+        """``owner`` has ended: its ports may be given out again."""
+        with self._lock:
+            self._held.pop(owner, None)
+
+    def held(self) -> set[int]:
+        with self._lock:
+            return set().union(*self._held.values())
+
+
+PORTS = PortPool()
+"""The ports of this process's jobs: one pool, whichever backend gives them out."""
 
 
 def free_port() -> int:
-    """A port that nothing listens on now, and that this process has not handed out before."""
-    with _lock:
-        while True:
-            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-                probe.bind(("", 0))
-                port: int = probe.getsockname()[1]
-            if port not in _handed_out:
-                _handed_out.add(port)
-                return port
+    """A free port that no job of this process holds, held by no one: for a port used at once
+    (a test's server). A job's ports come from ``PORTS.take``."""
+    port = PORTS.take("", 1)[0]
+    PORTS.release("")
+    return port
+
+
+def ephemeral_range() -> tuple[int, int]:
+    """The kernel's range of ports for ``bind(0)`` and outgoing connections."""
+    try:
+        low, high = (int(word) for word in EPHEMERAL_RANGE.read_text().split())
+    except (OSError, ValueError):
+        return DEFAULT_RANGE
+    return low, high
+
+
+def reserved_ports() -> set[int]:
+    """Ports the administrator keeps out of the ephemeral range (``8080,9000-9010``)."""
+    try:
+        text = RESERVED_PORTS.read_text().strip()
+    except OSError:
+        return set()
+    found: set[int] = set()
+    for part in filter(None, text.split(",")):
+        first, _, last = part.partition("-")
+        found.update(range(int(first), int(last or first) + 1))
+    return found
+
+
+def _bindable(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        try:
+            probe.bind(("", port))
+        except OSError:
+            return False
+    return True

@@ -18,7 +18,7 @@ from trainfleet.backends.local import records
 from trainfleet.backends.local.gpus import gpu_inventory
 from trainfleet.backends.local.groups import kill_group, live_members, signal_group
 from trainfleet.backends.local.machine import local_node
-from trainfleet.backends.local.ports import free_port
+from trainfleet.backends.local.ports import PORTS
 from trainfleet.scheduling.cluster import Node
 from trainfleet.scheduling.placement import TaskKey
 from trainfleet.spec.models import JobSpec
@@ -73,8 +73,11 @@ class LocalBackend:
     def check(self, spec: JobSpec) -> None:
         pass  # the scheduler's check covers this machine
 
-    def reserve_ports(self, fixed: Mapping[TaskKey, int | None]) -> dict[TaskKey, int]:
-        return {key: port or free_port() for key, port in fixed.items()}
+    def reserve_ports(self, job_id: str, fixed: Mapping[TaskKey, int | None]) -> dict[TaskKey, int]:
+        return PORTS.reserve(job_id, fixed)
+
+    def release_ports(self, job_id: str) -> None:
+        PORTS.release(job_id)
 
     def preview(self, job: JobLaunch) -> Preview:
         return Preview([job.task(key) for key in job.attempts])

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from trainfleet.backends.api import BackendError, JobLaunch, Outside, Preview, TaskReports
 from trainfleet.backends.local import records
-from trainfleet.backends.local.ports import free_port
+from trainfleet.backends.local.ports import PORTS
 from trainfleet.backends.local.processes import SHIM
 from trainfleet.backends.slurm import commands
 from trainfleet.backends.slurm.commands import SlurmError, SlurmJob
@@ -124,8 +124,11 @@ class SlurmBackend:
         except NotForSlurm as error:
             raise Unschedulable(str(error)) from None
 
-    def reserve_ports(self, fixed: Mapping[TaskKey, int | None]) -> dict[TaskKey, int]:
-        return {key: port or free_port() for key, port in fixed.items()}
+    def reserve_ports(self, job_id: str, fixed: Mapping[TaskKey, int | None]) -> dict[TaskKey, int]:
+        return PORTS.reserve(job_id, fixed)
+
+    def release_ports(self, job_id: str) -> None:
+        PORTS.release(job_id)
 
     def start(self, job: JobLaunch, reports: TaskReports) -> dict[TaskKey, int | str]:
         keys = list(job.attempts)

@@ -1,0 +1,62 @@
+"""Ports come free again when their job ends: a small ephemeral range is never spent, and
+a job that finds no free port fails with the reason instead of hanging the server."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from helpers import in_ci
+
+PORT_JOBS = Path(__file__).with_name("port_jobs.py")
+
+
+def in_small_namespace(command: list[str], ports: str) -> list[str]:
+    """``command`` in a network namespace of its own whose ephemeral range is ``ports``."""
+    script = (
+        f'ip link set lo up && sysctl -q -w net.ipv4.ip_local_port_range="{ports}" && exec "$@"'
+    )
+    return ["unshare", "--net", "sh", "-c", script, "sh", *command]
+
+
+def run_jobs(data: Path, count: int, replicas: int, ports: str) -> tuple[int, list[str]]:
+    """Runs port_jobs.py in a namespace with the range ``ports``: its exit code and lines."""
+    if os.geteuid() != 0 or not (shutil.which("unshare") and shutil.which("ip")):
+        if in_ci():
+            pytest.fail("CI runs as root with unshare and ip: a network namespace must work")
+        pytest.skip("needs root, unshare and ip to make a network namespace with few ports")
+    driver = [sys.executable, str(PORT_JOBS), str(data), str(count), str(replicas)]
+    try:
+        result = subprocess.run(
+            in_small_namespace(driver, ports), capture_output=True, text=True, timeout=900
+        )
+    except subprocess.TimeoutExpired as timeout:
+        output = timeout.stdout.decode() if isinstance(timeout.stdout, bytes) else ""
+        pytest.fail(f"the jobs hung; last lines:\n{output[-1000:]}")
+    assert "Traceback" not in result.stderr, result.stderr
+    return result.returncode, result.stdout.splitlines()
+
+
+def test_300_one_task_jobs_run_in_a_100_port_range(reap: Path) -> None:
+    """Each job's task listens on its port; 300 jobs one after another all succeed.
+
+    Before ports were given back, the 51st job never ended: the admitter looked for a port
+    it had not handed out before, forever, holding its lock (the driver ran into the timeout).
+    """
+    code, lines = run_jobs(reap / "data", 300, 1, "40000 40099")
+    assert code == 0, "\n".join(lines[-5:])
+    assert lines[-1] == "all succeeded" and len(lines) == 301
+
+
+def test_a_job_that_finds_no_free_port_fails_with_the_reason(reap: Path) -> None:
+    """Three tasks in a range of two ports: the job fails, saying why, and nothing hangs."""
+    code, lines = run_jobs(reap / "data", 1, 3, "40000 40001")
+    assert code == 1
+    assert lines[-1].endswith(
+        "failed could not reserve ports: no free port: 3 wanted, 2 of the 2 ports of the"
+        " ephemeral range 40000-40001 free (0 held by jobs here)"
+    ), lines
