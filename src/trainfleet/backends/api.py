@@ -21,6 +21,10 @@ from trainfleet.scheduling.placement import Placement, TaskKey
 from trainfleet.spec.models import JobSpec
 from trainfleet.store.layout import DataDir
 
+ATTEMPT_VARIABLE = "TRAINFLEET_ATTEMPT"
+"""Set in every task's environment to its attempt's record prefix: the kernel shows it in
+``/proc/PID/environ``, which finds the attempt's processes when pids have been reused."""
+
 
 @dataclass(frozen=True)
 class Outside:
@@ -82,13 +86,16 @@ class JobLaunch:
         env["PATH"] = os.pathsep.join([os.path.dirname(sys.executable), env.get("PATH", "")])
         env.setdefault("PYTHONUNBUFFERED", "1")
         env.update(task_environment(context))
+        record = self.data_dir.record(self.job_id, *key, self.attempts.get(key, 0))
+        # Every process of the attempt inherits it, even one that leaves the task's group.
+        env[ATTEMPT_VARIABLE] = str(record)
         return TaskLaunch(
             key=key,
             argv=task_argv(context),
             env=env,
             cwd=self.workdir / role.working_dir if role.working_dir else self.workdir,
             log_path=self.data_dir.log_path(self.job_id, *key),
-            record=self.data_dir.record(self.job_id, *key, self.attempts.get(key, 0)),
+            record=record,
         )
 
 

@@ -45,3 +45,48 @@ def kill_group(pgid: int, timeout: float = 5.0) -> bool:
             return False
         time.sleep(0.005)
     return True
+
+
+def marked_processes(marker: str) -> list[tuple[int, int]]:
+    """``(pid, pgid)`` of the live processes whose environment holds ``marker`` (``NAME=value``).
+
+    The kernel shows a process's starting environment in ``/proc/PID/environ``; a zombie's
+    reads empty. Processes of other users cannot be read, and are left out.
+    """
+    needle = b"\0" + marker.encode() + b"\0"
+    found = []
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/environ", "rb") as handle:
+                environ = handle.read()
+            if needle in b"\0" + environ + b"\0":
+                found.append((int(entry.name), os.getpgid(int(entry.name))))
+        except OSError:  # gone meanwhile, or another user's
+            continue
+    return found
+
+
+def end_attempt(marker: str, group: int | None = None, timeout: float = 5.0) -> bool:
+    """SIGKILL every process of a task's attempt and wait until none runs (False if some
+    outlive ``timeout``).
+
+    The attempt's processes are the members of ``group`` (its process group, where it is
+    known to be the attempt's) and every process whose environment holds ``marker``, with
+    the groups they lead: a process that left the task's group (``setsid``) is found too,
+    and pids that were reused are not mistaken for the attempt's.
+    """
+    deadline = time.monotonic() + timeout
+    while True:
+        marked = marked_processes(marker)
+        for pgid in {pgid for _, pgid in marked} | ({group} if group is not None else set()):
+            signal_group(pgid, signal.SIGKILL)
+        for pid, _ in marked:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        if not marked and (group is None or not live_members(group)):
+            return True
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.005)

@@ -13,10 +13,10 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 
-from trainfleet.backends.api import JobLaunch, Preview, TaskLaunch, TaskReports
+from trainfleet.backends.api import ATTEMPT_VARIABLE, JobLaunch, Preview, TaskLaunch, TaskReports
 from trainfleet.backends.local import records
 from trainfleet.backends.local.gpus import gpu_inventory
-from trainfleet.backends.local.groups import kill_group, live_members, signal_group
+from trainfleet.backends.local.groups import end_attempt, live_members, signal_group
 from trainfleet.backends.local.machine import local_node
 from trainfleet.backends.local.ports import PORTS
 from trainfleet.scheduling.cluster import Node
@@ -33,6 +33,8 @@ class _Running:
     """A started task until its whole process group is gone."""
 
     pid: int
+    marker: str
+    """``TRAINFLEET_ATTEMPT=<record>``: in the environment of every process of the attempt."""
     terminating: threading.Event = field(default_factory=threading.Event)
     killed: threading.Event = field(default_factory=threading.Event)
 
@@ -107,15 +109,18 @@ class LocalBackend:
                 stderr=subprocess.STDOUT,
                 start_new_session=True,  # its own group, out of reach of our Ctrl-C and death
             )
-        self._follow(launch.key, process.pid, process.wait, on_exit)
+        self._follow(launch.key, process.pid, _marker(launch.record), process.wait, on_exit)
         return process.pid
 
     def adopt(self, key: TaskKey, record: Path, reports: TaskReports) -> int | None:
         pid = records.supervisor_pid(record)
         if pid is None or not _is_shim_of(pid, record):
+            # The shim is gone (kill -9): what it ran may not be. End it before a new attempt.
+            end_attempt(_marker(record))
             reports.exited(key, _recorded_exit(record))
             return None
-        self._follow(key, pid, lambda: _wait_foreign(pid, record), reports.exited)
+        wait = lambda: _wait_foreign(pid, record)  # noqa: E731
+        self._follow(key, pid, _marker(record), wait, reports.exited)
         return pid
 
     def describe(self, pid: int) -> str:
@@ -138,9 +143,9 @@ class LocalBackend:
             return self._running.get(pid)
 
     def _follow(
-        self, key: TaskKey, pid: int, wait: Callable[[], int], on_exit: ExitCallback
+        self, key: TaskKey, pid: int, marker: str, wait: Callable[[], int], on_exit: ExitCallback
     ) -> None:
-        running = _Running(pid)
+        running = _Running(pid, marker)
         with self._lock:
             self._running[pid] = running
         threading.Thread(target=self._wait, args=(key, running, wait, on_exit), daemon=True).start()
@@ -153,10 +158,14 @@ class LocalBackend:
             # Being stopped: the rest of the group has its grace period, until kill().
             while live_members(running.pid) and not running.killed.wait(GROUP_POLL_SECONDS):
                 pass
-        kill_group(running.pid)
+        end_attempt(running.marker, running.pid)
         with self._lock:
             del self._running[running.pid]
         on_exit(key, code)
+
+
+def _marker(record: Path) -> str:
+    return f"{ATTEMPT_VARIABLE}={record}"
 
 
 def _is_shim_of(pid: int, record: Path) -> bool:
