@@ -23,13 +23,15 @@ def in_small_namespace(command: list[str], ports: str) -> list[str]:
     return ["unshare", "--net", "sh", "-c", script, "sh", *command]
 
 
-def run_jobs(data: Path, count: int, replicas: int, ports: str) -> tuple[int, list[str]]:
+def run_jobs(
+    data: Path, count: int, replicas: int, ports: str, *more: int
+) -> tuple[int, list[str]]:
     """Runs port_jobs.py in a namespace with the range ``ports``: its exit code and lines."""
     if os.geteuid() != 0 or not (shutil.which("unshare") and shutil.which("ip")):
         if in_ci():
             pytest.fail("CI runs as root with unshare and ip: a network namespace must work")
         pytest.skip("needs root, unshare and ip to make a network namespace with few ports")
-    driver = [sys.executable, str(PORT_JOBS), str(data), str(count), str(replicas)]
+    driver = [sys.executable, str(PORT_JOBS), str(data), str(count), str(replicas), *map(str, more)]
     try:
         result = subprocess.run(
             in_small_namespace(driver, ports), capture_output=True, text=True, timeout=900
@@ -60,3 +62,11 @@ def test_a_job_that_finds_no_free_port_fails_with_the_reason(reap: Path) -> None
         "failed could not reserve ports: no free port: 3 wanted, 2 of the 2 ports of the"
         " ephemeral range 40000-40001 free (0 held by jobs here)"
     ), lines
+
+
+def test_a_port_in_time_wait_is_handed_out_when_no_other_is_free(reap: Path) -> None:
+    """Two ports, one in TIME_WAIT after serving a connection: a job of two tasks whose
+    servers set SO_REUSEADDR gets both and runs. Before, it hung, as with no port free."""
+    code, lines = run_jobs(reap / "data", 1, 2, "40000 40001", 40000)
+    assert code == 0, lines
+    assert lines[-1] == "all succeeded"

@@ -5,8 +5,10 @@ others' environment) and come free again when it ends; a restarted server holds 
 the ports of the jobs it adopts. Free ports are looked for in the ephemeral range, round
 robin from where the last search stopped, so a port just given back (perhaps still in
 TIME_WAIT) is the last to come round again. A port is free when a probe can bind it
-without SO_REUSEADDR: a port with connections in TIME_WAIT is skipped, since a task
-whose server socket lacks SO_REUSEADDR could not bind it.
+without SO_REUSEADDR. Only where too few are, ports whose sole users are connections in
+TIME_WAIT (a task that served connections leaves its port so for a minute) are handed
+out too: a server socket with SO_REUSEADDR, as torch's, gRPC's and Python's own servers
+set, binds them; the alternative would be a failed job.
 """
 
 from __future__ import annotations
@@ -47,6 +49,7 @@ class PortPool:
         taking none."""
         with self._lock:
             taken: list[int] = []
+            waiting: list[int] = []  # free but for connections in TIME_WAIT
             held = set().union(*self._held.values())
             low, high = ephemeral_range()
             size = high - low + 1
@@ -58,9 +61,14 @@ class PortPool:
                 if len(taken) == count:
                     break
                 port = low + (start - low + step) % size
-                if port not in held and port not in skip and _bindable(port):
+                if port in held or port in skip:
+                    continue
+                if _bindable(port):
                     taken.append(port)
                     self._next = low + (port - low + 1) % size
+                elif len(waiting) < count and _bindable(port, reuse=True):
+                    waiting.append(port)
+            taken += waiting[: count - len(taken)]
             if len(taken) < count:
                 raise NoFreePort(
                     f"no free port: {count} wanted, {len(taken)} of the {size} ports of the"
@@ -121,8 +129,13 @@ def reserved_ports() -> set[int]:
     return found
 
 
-def _bindable(port: int) -> bool:
+def _bindable(port: int, reuse: bool = False) -> bool:
+    """Whether a socket can bind ``port`` now; with ``reuse`` (SO_REUSEADDR), whether only
+    connections in TIME_WAIT, or sockets that are bound with SO_REUSEADDR but do not
+    listen, use it."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        if reuse:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             probe.bind(("", port))
         except OSError:
