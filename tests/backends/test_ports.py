@@ -4,6 +4,7 @@ a job that finds no free port fails with the reason instead of hanging the serve
 from __future__ import annotations
 
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -13,6 +14,7 @@ import pytest
 from helpers import in_ci
 
 PORT_JOBS = Path(__file__).with_name("port_jobs.py")
+PORT_ADOPT = Path(__file__).with_name("port_adopt.py")
 
 
 def in_small_namespace(command: list[str], ports: str) -> list[str]:
@@ -27,11 +29,16 @@ def run_jobs(
     data: Path, count: int, replicas: int, ports: str, *more: int
 ) -> tuple[int, list[str]]:
     """Runs port_jobs.py in a namespace with the range ``ports``: its exit code and lines."""
+    driver = [sys.executable, str(PORT_JOBS), str(data), str(count), str(replicas), *map(str, more)]
+    return run_in_namespace(driver, ports)
+
+
+def run_in_namespace(driver: list[str], ports: str) -> tuple[int, list[str]]:
+    """Runs ``driver`` in a namespace with the range ``ports``: its exit code and lines."""
     if os.geteuid() != 0 or not (shutil.which("unshare") and shutil.which("ip")):
         if in_ci():
             pytest.fail("CI runs as root with unshare and ip: a network namespace must work")
         pytest.skip("needs root, unshare and ip to make a network namespace with few ports")
-    driver = [sys.executable, str(PORT_JOBS), str(data), str(count), str(replicas), *map(str, more)]
     try:
         result = subprocess.run(
             in_small_namespace(driver, ports), capture_output=True, text=True, timeout=900
@@ -70,3 +77,20 @@ def test_a_port_in_time_wait_is_handed_out_when_no_other_is_free(reap: Path) -> 
     code, lines = run_jobs(reap / "data", 1, 2, "40000 40001", 40000)
     assert code == 0, lines
     assert lines[-1] == "all succeeded"
+
+
+def test_an_adopted_job_keeps_its_ports_until_it_ends(reap: Path) -> None:
+    """One port; an engine dies while a job (a sleeper, not bound to its port) holds it.
+    The next engine adopts the job: a new job finds no free port, and gets it once the
+    adopted job has been stopped. Before, the new job was given the adopted job's port."""
+    run = shlex.join([sys.executable, str(PORT_ADOPT), str(reap / "data")])
+    code, lines = run_in_namespace(["sh", "-c", f"{run} first && exec {run} second"], "40000 40000")
+    assert code == 0, lines
+    held = lines[0].split()[1]
+    assert lines[1:] == [
+        f"adopted {held}",
+        "0 failed could not reserve ports: no free port: 1 wanted, 0 of the 1 ports of the"
+        " ephemeral range 40000-40000 free (1 held by jobs here)",
+        f"stopped {held}: cancelled",
+        "1 succeeded worker/0 succeeded",
+    ]
