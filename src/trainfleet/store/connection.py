@@ -2,9 +2,11 @@
 
 A call that finds the database unreachable (stopped, restarting, the link cut) tries again
 with backoff: for ``WAIT`` seconds by default, then it raises StoreUnavailable (a request
-answers 503 at once rather than hanging); on a thread inside ``patiently()`` (a job's
-controller, the admitter) until the database is back. An outage is logged once when it
-begins and once when it ends, whatever the number of calls that waited on it.
+answers 503 rather than hanging); on a thread inside ``patiently()`` (a job's controller,
+the admitter) until the database is back. While an outage is known, a call that is not
+patient tries once and gives up at once: requests (some run on the server's event loop)
+never queue up behind it. An outage is logged once when it begins and once when it ends,
+whatever the number of calls that waited on it.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ Row = dict[str, Any]
 Params = Mapping[str, Any]
 T = TypeVar("T")
 
-WAIT = 3.0
+WAIT = 2.0
 """Seconds a call waits for an unreachable database before it raises StoreUnavailable."""
 BACKOFF_FIRST = 0.05
 BACKOFF_MOST = 1.0
@@ -169,7 +171,10 @@ class Connection:
 
     def _deadline(self, wait: float | None) -> float:
         if wait is None:
-            wait = math.inf if getattr(_patience, "on", False) else self.wait
+            if getattr(_patience, "on", False):
+                wait = math.inf
+            else:
+                wait = 0.0 if self._down_since is not None else self.wait
         return time.monotonic() + wait
 
     def _retrying(self, attempt: Callable[[], T], deadline: float) -> T:
