@@ -595,19 +595,18 @@ async def _outage_active(load: Load) -> bool:
 def run_outage(args: argparse.Namespace) -> dict[str, Any]:
     """The outage run, on a private PostgreSQL (the test suite's helper starts it)."""
     sys.path.insert(0, str(HERE.parent / "tests"))
-    from private_postgres import PrivatePostgres, unavailable
+    from private_postgres import private_postgres, unavailable
 
     why = unavailable()
     if why is not None:
         raise SystemExit(f"--outage needs a private PostgreSQL: {why}")
     token = secrets.token_hex(16)
     results: dict[str, Any] = {"cpus": os.cpu_count(), "database": "postgresql (private)"}
-    with tempfile.TemporaryDirectory(prefix="trainfleet-bench-outage-") as tmp:
-        root = Path(tmp)
-        root.chmod(0o755)  # the postgres user enters it
-        postgres = PrivatePostgres(root / "postgres")
-        postgres.start()
-        server = Server(root / "data", token, postgres.url)
+    with (
+        tempfile.TemporaryDirectory(prefix="trainfleet-bench-outage-") as tmp,
+        private_postgres() as postgres,
+    ):
+        server = Server(Path(tmp) / "data", token, postgres.url)
         try:
             with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
                 load = Load(server.port, token)
@@ -619,7 +618,6 @@ def run_outage(args: argparse.Namespace) -> dict[str, Any]:
         finally:
             results["server_exit_code"] = server.stop()
             results["server_output_lines"] = server.lines
-            postgres.close()
     return results
 
 

@@ -2,7 +2,8 @@
 
 The shared test database (TRAINFLEET_TEST_POSTGRES_URL) is never stopped: other tests use
 it. This one lives in a temporary directory, on a free port, run by the ``postgres`` user
-(initdb refuses root) with the server binaries of /usr/lib/postgresql/*/bin.
+(initdb refuses root; ``runuser`` as root, ``sudo`` otherwise, as scripts/postgres.sh does)
+with the server binaries of /usr/lib/postgresql/*/bin.
 """
 
 from __future__ import annotations
@@ -11,6 +12,9 @@ import os
 import shutil
 import socket
 import subprocess
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 
@@ -24,9 +28,34 @@ def unavailable() -> str | None:
     """Why a private cluster cannot run here, or None when it can."""
     if binaries() is None:
         return "no PostgreSQL server binaries under /usr/lib/postgresql"
-    if os.geteuid() != 0 or shutil.which("runuser") is None:
-        return "starting a private PostgreSQL as the postgres user needs root and runuser"
+    if not _as_postgres_prefix():
+        return "no way to run as the postgres user (runuser as root, or sudo without a password)"
     return None
+
+
+def _as_postgres_prefix() -> list[str]:
+    if os.geteuid() == 0 and shutil.which("runuser"):
+        return ["runuser", "-u", "postgres", "--"]
+    sudo = shutil.which("sudo")
+    if sudo and subprocess.run([sudo, "-n", "true"], capture_output=True).returncode == 0:
+        return [sudo, "-n", "-u", "postgres", "--"]
+    return []
+
+
+@contextmanager
+def private_postgres() -> Iterator[PrivatePostgres]:
+    """A started cluster in a new temporary directory; stopped and removed afterwards."""
+    # Not under pytest's tmp_path: the postgres user cannot enter root's 0700 folders there.
+    root = Path(tempfile.mkdtemp(prefix="trainfleet-pg-"))
+    cluster: PrivatePostgres | None = None
+    try:
+        cluster = PrivatePostgres(root)
+        cluster.start()
+        yield cluster
+    finally:
+        if cluster is not None:
+            cluster.close()
+        shutil.rmtree(root, ignore_errors=True)
 
 
 class PrivatePostgres:
@@ -40,7 +69,10 @@ class PrivatePostgres:
         self.data = root / "pgdata"
         self.port = _free_port()
         root.mkdir(parents=True, exist_ok=True)
-        shutil.chown(root, "postgres", "postgres")
+        if os.geteuid() == 0:
+            shutil.chown(root, "postgres", "postgres")
+        else:
+            subprocess.run(["sudo", "-n", "chown", "postgres:postgres", str(root)], check=True)
         self._as_postgres(
             str(bin_dir / "initdb"), "-D", str(self.data), "-A", "trust", "-U", "postgres"
         )
@@ -70,7 +102,7 @@ class PrivatePostgres:
 
     def _as_postgres(self, *argv: str) -> None:
         done = subprocess.run(
-            ["runuser", "-u", "postgres", "--", *argv],
+            [*_as_postgres_prefix(), *argv],
             capture_output=True,
             text=True,
             timeout=60,

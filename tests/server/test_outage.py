@@ -7,8 +7,6 @@ is never restarted: every job it acknowledged must end as it should, by itself.
 
 from __future__ import annotations
 
-import shutil
-import tempfile
 import threading
 import time
 from collections import Counter
@@ -18,7 +16,7 @@ from pathlib import Path
 import httpx
 import pytest
 from helpers import in_ci, wait_for
-from private_postgres import PrivatePostgres, unavailable
+from private_postgres import PrivatePostgres, private_postgres, unavailable
 
 from .harness import ServerProcess
 
@@ -41,14 +39,8 @@ def postgres() -> Iterator[PrivatePostgres]:
             pytest.fail(f"CI must run the outage test: {why}")
         pytest.skip(why)
     # Not under pytest's tmp_path: the postgres user cannot enter root's 0700 folders.
-    root = Path(tempfile.mkdtemp(prefix="trainfleet-pg-"))
-    cluster = PrivatePostgres(root)
-    cluster.start()
-    try:
+    with private_postgres() as cluster:
         yield cluster
-    finally:
-        cluster.close()
-        shutil.rmtree(root, ignore_errors=True)
 
 
 class Submitter:

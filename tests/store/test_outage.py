@@ -6,16 +6,13 @@ stopped); ``pg_ctl stop -m fast`` cuts every connection, as a crash or a restart
 
 from __future__ import annotations
 
-import shutil
-import tempfile
 import threading
 from collections.abc import Callable, Iterator
-from pathlib import Path
 
 import psycopg
 import pytest
 from helpers import in_ci
-from private_postgres import PrivatePostgres, unavailable
+from private_postgres import PrivatePostgres, private_postgres, unavailable
 
 from trainfleet.store.connection import Connection, Transaction, patiently
 from trainfleet.store.database import Store
@@ -31,14 +28,8 @@ def postgres() -> Iterator[PrivatePostgres]:
         if in_ci():
             pytest.fail(f"CI must run the outage tests: {why}")
         pytest.skip(why)
-    root = Path(tempfile.mkdtemp(prefix="trainfleet-pg-"))  # the postgres user can enter it
-    cluster = PrivatePostgres(root)
-    cluster.start()
-    try:
+    with private_postgres() as cluster:
         yield cluster
-    finally:
-        cluster.close()
-        shutil.rmtree(root, ignore_errors=True)
 
 
 @pytest.fixture
