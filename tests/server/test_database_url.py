@@ -51,3 +51,15 @@ def test_an_unusable_url_file_is_refused_with_exit_code_2(
     assert done.returncode == 2, done.stderr
     assert message in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_token_commands_take_the_url_from_a_file_too(postgres_url: str, tmp_path: Path) -> None:
+    url_file = tmp_path / "database-url"
+    url_file.write_text(f"{postgres_url}\n")
+    where = ["--data-dir", tmp_path / "data", "token", "--database-url-file", url_file]
+    created = run_cli(*where, "create", "alice")
+    assert created.returncode == 0, created.stderr
+    listed = run_cli(*where, "list")
+    assert listed.returncode == 0 and "alice" in listed.stdout, listed.stderr
+    twice = run_cli(*where, "--database-url", postgres_url, "list")
+    assert twice.returncode == 2 and "give the database URL once" in twice.stderr

@@ -241,11 +241,24 @@ def server(
 @click.option(
     "--database-url",
     envvar="TRAINFLEET_DATABASE_URL",
-    help="The server's database, when it is not SQLite in the data directory.",
+    help="The server's database, when it is not SQLite in the data directory [default: "
+    "TRAINFLEET_DATABASE_URL]. Given here, its password shows in `ps`.",
+)
+@click.option(
+    "--database-url-file",
+    type=click.Path(dir_okay=False),
+    help="A file whose first line is the server's database URL.",
 )
 @click.pass_context
-def token(ctx: click.Context, database_url: str | None) -> None:
+def token(ctx: click.Context, database_url: str | None, database_url_file: str | None) -> None:
     """Make, list and revoke the server's API tokens (run where the server's data is)."""
+    from trainfleet.server.serve import database_url_of
+
+    try:
+        database_url = database_url_of(database_url, database_url_file)
+    except ValueError as error:
+        click.echo(f"error: {error}", err=True)
+        sys.exit(2)
     ctx.obj = (ctx.find_object(Options) or Options(), database_url)
 
 
