@@ -20,8 +20,18 @@ figures are the server's rather than an HTTP client library's.
          offered rates, with the highest rate whose p99 stays under 20 ms;
          peer: GET /healthz under the same load.
 
+(outage) with --outage, instead of the above: a server on a private PostgreSQL (started
+         here; needs root and the PostgreSQL server binaries), a burst of POST /api/v1/jobs
+         of a short job (`sleep 0.5`) from several clients, the database stopped
+         (`pg_ctl stop -m fast`) for --outage-seconds mid-burst, then started again, the
+         server never restarted. Reports the answers (201 / 503 / 500), /readyz during and
+         after, and of the acknowledged (201) jobs how many are present and ended
+         correctly (succeeded) once all have ended.
+
 usage: python benchmarks/api.py [--submit-count 2000] [--out FILE]
-Prints a table and writes the figures as JSON (default benchmarks/results/api.json).
+       python benchmarks/api.py --outage [--submit-count 2000] [--outage-seconds 20]
+Prints a table and writes the figures as JSON (default benchmarks/results/api.json, or
+benchmarks/results/api-outage.json with --outage).
 """
 
 from __future__ import annotations
@@ -503,6 +513,132 @@ async def bench_all(port: int, token: str, args: argparse.Namespace) -> dict[str
     return results
 
 
+# -- the database outage ------------------------------------------------------
+
+OUTAGE_BODY = json.dumps(
+    {
+        "name": "bench-outage",
+        "roles": {"worker": {"command": ["sleep", "0.5"], "resources": {"cpu": 0.1}}},
+    }
+).encode()
+
+
+async def bench_outage(
+    load: Load, args: argparse.Namespace, stop: Callable[[], None], start: Callable[[], None]
+) -> dict[str, Any]:
+    """(outage) a burst of submissions with the database stopped mid-burst."""
+    readyz: list[tuple[float, int]] = []
+    began = time.perf_counter()
+
+    async def watch_readiness() -> None:
+        while True:
+            status, _ = await load.one("GET", "/readyz")
+            readyz.append((time.perf_counter() - began, status))
+            await asyncio.sleep(0.5)
+
+    async def outage() -> tuple[float, float]:
+        await asyncio.sleep(args.outage_after)
+        stopped = time.perf_counter() - began
+        await asyncio.to_thread(stop)
+        await asyncio.sleep(args.outage_seconds)
+        await asyncio.to_thread(start)
+        return stopped, time.perf_counter() - began
+
+    watcher = asyncio.create_task(watch_readiness())
+    window = asyncio.create_task(outage())
+    burst = await load.run(
+        args.submit_clients,
+        args.submit_count,
+        lambda n: ("POST", f"{API}/jobs", OUTAGE_BODY),
+        expect=201,
+    )
+    stopped, restarted = await window
+    ids = [json.loads(body)["job"]["id"] for body in burst["bodies"]]
+    deadline = time.perf_counter() + args.drain_timeout
+    while await _outage_active(load) and time.perf_counter() < deadline:
+        await asyncio.sleep(0.5)
+    drained = time.perf_counter() - began
+    watcher.cancel()
+    states: Counter[str] = Counter()
+    for job_id in ids:
+        status, body = await load.one("GET", f"{API}/jobs/{job_id}")
+        states[json.loads(body)["job"]["state"] if status == 200 else f"http {status}"] += 1
+    during = [status for at, status in readyz if stopped + 2 <= at <= restarted]
+    return {
+        "jobs_sent": args.submit_count,
+        "outage_s": args.outage_seconds,
+        "stopped_at_s": stopped,
+        "restarted_at_s": restarted,
+        "burst": _strip(burst),
+        "answers": {code: burst["statuses"].get(code, 0) for code in ("201", "503", "500")},
+        "acknowledged": len(ids),
+        "present": sum(n for state, n in states.items() if not state.startswith("http")),
+        "ended_correctly": states.get(str(State.SUCCEEDED), 0),
+        "still_active_at_the_end": sum(states.get(str(state), 0) for state in ACTIVE_STATES),
+        "states": dict(states),
+        "all_ended_s": drained,
+        "readyz_during_outage": dict(Counter(str(status) for status in during)),
+        "readyz_after": readyz[-1][1] if readyz else None,
+    }
+
+
+async def _outage_active(load: Load) -> bool:
+    """Whether a job of the outage run is still active (or the server cannot say)."""
+    for state in ACTIVE_STATES:
+        target = f"{API}/jobs?state={state}&name=bench-outage&limit=1"
+        status, body = await load.one("GET", target)
+        if status != 200 or json.loads(body)["jobs"]:
+            return True
+    return False
+
+
+def run_outage(args: argparse.Namespace) -> dict[str, Any]:
+    """The outage run, on a private PostgreSQL (the test suite's helper starts it)."""
+    sys.path.insert(0, str(HERE.parent / "tests"))
+    from private_postgres import private_postgres, unavailable
+
+    why = unavailable()
+    if why is not None:
+        raise SystemExit(f"--outage needs a private PostgreSQL: {why}")
+    token = secrets.token_hex(16)
+    results: dict[str, Any] = {"cpus": os.cpu_count(), "database": "postgresql (private)"}
+    with (
+        tempfile.TemporaryDirectory(prefix="trainfleet-bench-outage-") as tmp,
+        private_postgres() as postgres,
+    ):
+        server = Server(Path(tmp) / "data", token, postgres.url)
+        try:
+            with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+                load = Load(server.port, token)
+                outage = bench_outage(load, args, postgres.stop, postgres.start)
+                results["outage"] = runner.run(asyncio.wait_for(outage, args.timeout))
+        except BaseException:
+            print("\n".join(server.tail), file=sys.stderr)
+            raise
+        finally:
+            results["server_exit_code"] = server.stop()
+            results["server_output_lines"] = server.lines
+    return results
+
+
+def outage_table(results: dict[str, Any]) -> str:
+    run = results["outage"]
+    rows = [
+        ("measure", "figure"),
+        ("jobs sent / database stopped for", f"{run['jobs_sent']} / {run['outage_s']:g} s"),
+        ("answers 201 / 503 / 500", " / ".join(str(n) for n in run["answers"].values())),
+        ("acknowledged (201) jobs", str(run["acknowledged"])),
+        ("of them present afterwards", str(run["present"])),
+        ("of them ended correctly (succeeded)", str(run["ended_correctly"])),
+        ("still active at the end", str(run["still_active_at_the_end"])),
+        ("/readyz during the outage", json.dumps(run["readyz_during_outage"])),
+        ("/readyz after", str(run["readyz_after"])),
+        ("all ended after (from the burst's start)", f"{run['all_ended_s']:.1f} s"),
+    ]
+    width = max(len(row[0]) for row in rows)
+    return "\n".join(f"{name:<{width}}  {figure}" for name, figure in rows)
+
+
 # -- output -------------------------------------------------------------------
 
 
@@ -631,8 +767,17 @@ def main() -> None:
         "--database-url",
         help="PostgreSQL URL for the server's store (only if `trainfleet server` accepts it)",
     )
-    parser.add_argument("--out", type=Path, default=HERE / "results" / "api.json")
+    parser.add_argument("--out", type=Path)
+    parser.add_argument("--outage", action="store_true", help="the database-outage run only")
+    parser.add_argument("--outage-seconds", type=float, default=20.0)
+    parser.add_argument("--outage-after", type=float, default=3.0, help="seconds into the burst")
     args = parser.parse_args()
+    if args.outage:
+        outage = run_outage(args)
+        print(outage_table(outage))
+        _write(args.out or HERE / "results" / "api-outage.json", outage)
+        return
+    args.out = args.out or HERE / "results" / "api.json"
     if args.database_url and not _server_accepts("--database-url"):
         parser.error("this `trainfleet server` has no --database-url option")
     token = secrets.token_hex(16)
@@ -660,9 +805,13 @@ def main() -> None:
             results["server_exit_code"] = server.stop()
             results["server_output_lines"] = server.lines
     print(table(results))
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(results, indent=2))
-    print(f"written to {args.out}")
+    _write(args.out, results)
+
+
+def _write(out: Path, results: dict[str, Any]) -> None:
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(results, indent=2))
+    print(f"written to {out}")
 
 
 if __name__ == "__main__":

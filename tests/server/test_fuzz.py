@@ -32,6 +32,7 @@ JOB = "/api/v1/jobs/{job_id}"
 LOG = f"{JOB}/tasks/{{role}}/{{index}}/log"
 OPERATIONS = [
     ("GET", "/healthz"),
+    ("GET", "/readyz"),
     ("GET", "/metrics"),
     ("POST", "/api/v1/jobs"),
     ("GET", "/api/v1/jobs"),
@@ -80,7 +81,7 @@ def test_every_operation_of_the_document_is_fuzzed_and_all_but_health_need_a_tok
     }
     for path, methods in document["paths"].items():
         for operation in methods.values():
-            wanted = [] if path == "/healthz" else [{"HTTPBearer": []}]
+            wanted = [] if path in ("/healthz", "/readyz") else [{"HTTPBearer": []}]
             assert operation.get("security", []) == wanted, path
 
 

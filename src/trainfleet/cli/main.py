@@ -190,7 +190,14 @@ def delete(options: Options, job_id: str, force: bool) -> None:
 @click.option(
     "--database-url",
     envvar="TRAINFLEET_DATABASE_URL",
-    help="postgresql://user:password@host/db [default: SQLite in the data directory].",
+    help="postgresql://user:password@host/db [default: TRAINFLEET_DATABASE_URL, then SQLite "
+    "in the data directory]. Given here, its password shows in `ps`: prefer the variable or "
+    "--database-url-file.",
+)
+@click.option(
+    "--database-url-file",
+    type=click.Path(dir_okay=False),
+    help="A file whose first line is the database URL (keep it readable by the server only).",
 )
 @click.option(
     "--queues",
@@ -200,7 +207,12 @@ def delete(options: Options, job_id: str, force: bool) -> None:
 )
 @click.pass_obj
 def server(
-    options: Options, host: str, port: int, database_url: str | None, queues_file: str | None
+    options: Options,
+    host: str,
+    port: int,
+    database_url: str | None,
+    database_url_file: str | None,
+    queues_file: str | None,
 ) -> None:
     """Serve the REST API and run submitted jobs (stop with Ctrl-C).
 
@@ -210,12 +222,13 @@ def server(
     from trainfleet.backends.choose import backend_for
     from trainfleet.cli.config import backend_config
     from trainfleet.cli.errors import UserError
-    from trainfleet.server.serve import serve
+    from trainfleet.server.serve import database_url_of, serve
     from trainfleet.spec.errors import SpecError
     from trainfleet.spec.loading import load_queues_file
     from trainfleet.store.errors import StoreError
 
     try:
+        database_url = database_url_of(database_url, database_url_file)
         queues = load_queues_file(queues_file) if queues_file else None
         backend = backend_for(backend_config(), supervised=True)
         serve(options.data_dir, host, port, database_url, queues, backend)
@@ -228,11 +241,24 @@ def server(
 @click.option(
     "--database-url",
     envvar="TRAINFLEET_DATABASE_URL",
-    help="The server's database, when it is not SQLite in the data directory.",
+    help="The server's database, when it is not SQLite in the data directory [default: "
+    "TRAINFLEET_DATABASE_URL]. Given here, its password shows in `ps`.",
+)
+@click.option(
+    "--database-url-file",
+    type=click.Path(dir_okay=False),
+    help="A file whose first line is the server's database URL.",
 )
 @click.pass_context
-def token(ctx: click.Context, database_url: str | None) -> None:
+def token(ctx: click.Context, database_url: str | None, database_url_file: str | None) -> None:
     """Make, list and revoke the server's API tokens (run where the server's data is)."""
+    from trainfleet.server.serve import database_url_of
+
+    try:
+        database_url = database_url_of(database_url, database_url_file)
+    except ValueError as error:
+        click.echo(f"error: {error}", err=True)
+        sys.exit(2)
     ctx.obj = (ctx.find_object(Options) or Options(), database_url)
 
 

@@ -13,6 +13,7 @@ import time
 from collections.abc import Callable
 
 from trainfleet.scheduling.admission import Admission, Decisions, Preemption, Scheduler
+from trainfleet.store.connection import patiently
 
 MIN_INTERVAL = 0.005
 """Seconds from the start of one pass to the next, at least."""
@@ -20,6 +21,9 @@ BUSY_SHARE = 0.1
 """The most of the time passes may take while they follow each other: a long pass is
 followed by a longer pause, so that a burst of submissions leaves the server time to
 answer them."""
+LONGEST_PAUSE = 1.0
+"""Seconds between two passes, at most: a pass that waited out a store outage is long, and
+the jobs queued meanwhile must not wait ten times as long again."""
 
 
 class Admitter:
@@ -41,7 +45,7 @@ class Admitter:
         """Held while the scheduler is used; notified after every pass and every end."""
         self._reasons: dict[str, str] = {}
         self._wanted = threading.Event()
-        self._thread = threading.Thread(target=self._loop, name="admitter", daemon=True)
+        self._thread = threading.Thread(target=self._patiently, name="admitter", daemon=True)
         self._thread.start()
 
     def wake(self) -> None:
@@ -82,6 +86,11 @@ class Admitter:
             self.lock.notify_all()
         return decisions
 
+    def _patiently(self) -> None:
+        # A pass waits out a store outage: what it admitted is launched, not dropped.
+        with patiently():
+            self._loop()
+
     def _loop(self) -> None:
         next_pass = 0.0
         while True:
@@ -92,4 +101,4 @@ class Admitter:
             began = time.monotonic()
             self._pass()
             took = time.monotonic() - began
-            next_pass = began + max(MIN_INTERVAL, took / BUSY_SHARE)
+            next_pass = began + min(LONGEST_PAUSE, max(MIN_INTERVAL, took / BUSY_SHARE))

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from trainfleet.control.controller import JobController
+from trainfleet.store.connection import patiently
+
+log = logging.getLogger("trainfleet.control")
 
 
 @dataclass
@@ -47,15 +51,23 @@ class Runner:
     def _run(
         self, job_id: str, controller: JobController, done: threading.Event, resume: bool
     ) -> None:
+        # A job's thread waits out a store outage (its tasks keep running) and then goes on:
+        # every exit, and the job's end, is written once the store is back.
+        try:
+            with patiently():
+                self._follow(job_id, controller, resume)
+        finally:
+            done.set()
+
+    def _follow(self, job_id: str, controller: JobController, resume: bool) -> None:
         try:
             controller.run(resume)
+        except Exception:
+            log.exception("job %s: its controller failed", job_id)
         finally:
             with self._lock:
                 self._running.pop(job_id, None)
-            try:
-                self._on_end(job_id)
-            finally:
-                done.set()
+            self._on_end(job_id)
 
     def cancel(self, job_id: str, reason: str = "cancelled by user") -> bool:
         """Stop a running job; False when it is not running here."""

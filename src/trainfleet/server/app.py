@@ -15,15 +15,19 @@ from trainfleet.server.auth import authenticator
 from trainfleet.server.metrics import CONTENT_TYPE, LatencyMiddleware, Metrics
 from trainfleet.server.models import Health
 from trainfleet.server.params import known_query_only
+from trainfleet.server.readiness import Readiness
 from trainfleet.server.settings import API_PREFIX, Settings
 
 
 def create_app(engine: Engine, settings: Settings) -> FastAPI:
     """The API over ``engine``; when the server stops, the jobs it runs are stopped."""
 
+    readiness = Readiness(engine.store)
+
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         yield
+        readiness.close()
         await run_in_threadpool(engine.shutdown)
 
     app = FastAPI(
@@ -52,6 +56,24 @@ def create_app(engine: Engine, settings: Settings) -> FastAPI:
     async def healthz() -> Health:
         """Whether the server answers; needs no token."""
         return Health()
+
+    @app.get(
+        "/readyz",
+        tags=["health"],
+        dependencies=[Depends(known_query_only)],
+        responses={
+            "400": errors.ERROR_RESPONSES["400"],
+            "503": errors.answer("Not ready: the store cannot answer now (see Retry-After)."),
+        },
+    )
+    async def readyz() -> Health:
+        """Whether the server can serve requests now (its store answers); needs no token."""
+        problem = await readiness.problem()
+        if problem is not None:
+            raise errors.ApiError(
+                503, f"not ready: {problem}", {"Retry-After": str(errors.RETRY_AFTER)}
+            )
+        return Health(status="ready")
 
     @app.get(
         "/metrics",

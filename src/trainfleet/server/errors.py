@@ -19,8 +19,12 @@ from trainfleet.control.engine import JobActive, JobNotFound
 from trainfleet.scheduling.placement import Unschedulable
 from trainfleet.server.models import ErrorBody, Problem
 from trainfleet.spec.errors import SpecError
+from trainfleet.store.errors import StoreConflict, StoreError
 
 log = logging.getLogger("trainfleet.server")
+
+RETRY_AFTER = 2
+"""Seconds a client is told to wait (``Retry-After``) when the store cannot answer."""
 
 
 class ApiError(Exception):
@@ -49,6 +53,7 @@ ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
     "401": answer("No token, or one that is unknown or revoked."),
     "404": answer("No such job or task."),
     "422": answer("A parameter is out of range or malformed."),
+    "503": answer("The store cannot answer now: try again after Retry-After seconds."),
 }
 """The errors any authenticated endpoint may answer, for the OpenAPI document."""
 
@@ -102,6 +107,15 @@ def install(app: FastAPI) -> None:
     async def gpu_config(_: Request, error: GpuConfigError) -> JSONResponse:
         # The server's own environment is wrong, not the request: say so, and how.
         return error_response(503, f"the server cannot place GPU jobs: {error}")
+
+    @app.exception_handler(StoreError)
+    async def store_error(request: Request, error: StoreError) -> JSONResponse:
+        # The database is down or failing, not the request: one line, no traceback.
+        if isinstance(error, StoreConflict):
+            return error_response(409, str(error))
+        log.warning("503 for %s %s: %s", request.method, request.url.path, error)
+        detail = f"the server's store cannot answer now, try again later: {error}"
+        return error_response(503, detail, headers={"Retry-After": str(RETRY_AFTER)})
 
     @app.exception_handler(RequestValidationError)
     async def invalid(_: Request, error: RequestValidationError) -> JSONResponse:

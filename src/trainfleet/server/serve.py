@@ -20,6 +20,29 @@ GRACEFUL_SHUTDOWN = 3
 """Seconds a stopping server waits for open requests before it cuts them."""
 
 
+def database_url_of(given: str | None, file: str | None) -> str | None:
+    """The database URL from ``--database-url`` (or TRAINFLEET_DATABASE_URL) or from the
+    first line of ``--database-url-file``; ValueError naming the option when it is unusable.
+
+    A file or the environment keeps the password out of the process list (``ps``).
+    """
+    if file is None:
+        return given
+    if given is not None:
+        raise ValueError(
+            "--database-url-file: give the database URL once, not also with --database-url "
+            "or TRAINFLEET_DATABASE_URL"
+        )
+    try:
+        lines = Path(file).read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as error:
+        raise ValueError(f"--database-url-file: cannot read {file}: {error}") from None
+    url = lines[0].strip() if lines else ""
+    if not url:
+        raise ValueError(f"--database-url-file: {file} is empty (its first line is the URL)")
+    return url
+
+
 def serve(
     data_dir: str | None,
     host: str,

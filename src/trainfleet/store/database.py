@@ -1,6 +1,7 @@
 """The store: jobs, tasks, events, labels and API tokens in SQLite (WAL) or PostgreSQL.
 
-Every change is one transaction. The store speaks plain DB-API SQL (sqlite3 or psycopg):
+Every change is one transaction, written so that it can run again whole where the database
+was lost midway (see ``Connection.write``). The store speaks plain DB-API SQL (sqlite3 or psycopg):
 ``trainfleet run`` opens it on every start, and a mapper's import alone would cost more than
 the rest of the start-up. SQLAlchemy and Alembic are imported only to upgrade the schema.
 """
@@ -14,14 +15,14 @@ from types import TracebackType
 from typing import Any
 
 from trainfleet.store import queries, schema
-from trainfleet.store.connection import Connection, Row, Transaction
-from trainfleet.store.errors import StoreConflict, StoreError
+from trainfleet.store.connection import Connection, Row, Transaction, patiently
+from trainfleet.store.errors import StoreConflict, StoreError, StoreUnavailable
 from trainfleet.store.migrate import ensure_current
 from trainfleet.store.paging import decode_cursor, encode_cursor
 from trainfleet.store.records import EventRecord, JobPage, JobRecord, State, TaskRecord, TokenRecord
 from trainfleet.store.targets import Target, parse_target
 
-__all__ = ["Store", "StoreConflict", "StoreError"]
+__all__ = ["Store", "StoreConflict", "StoreError", "StoreUnavailable", "patiently"]
 
 TASK_KEY = 'job_id = :job_id AND role = :role AND "index" = :index'
 SELECT_JOBS = f"SELECT {queries.columns(schema.JOB_COLUMNS)} FROM jobs"
@@ -61,6 +62,10 @@ class Store:
     def close(self) -> None:
         self._db.close()
 
+    def check(self, wait: float) -> None:
+        """Raise StoreUnavailable unless the database answers within about ``wait`` seconds."""
+        self._db.rows("SELECT 1 AS ok", wait=wait)
+
     def __enter__(self) -> Store:
         return self
 
@@ -77,9 +82,13 @@ class Store:
     def add_job(self, job: JobRecord, job_tasks: Sequence[TaskRecord]) -> None:
         """Store a new job, its labels and its tasks, all queued.
 
-        StoreConflict when a job with that id exists (nothing is stored then).
+        StoreConflict when a job with that id exists (nothing is stored then). A try that
+        lost the database while committing is not stored twice.
         """
-        with self._db.transaction() as db:
+
+        def add(db: Transaction) -> None:
+            if db.retried and db.rows("SELECT id FROM jobs WHERE id = :id", {"id": job.id}):
+                return  # the try that lost its link had committed
             db.execute(
                 queries.insert("jobs", schema.JOB_COLUMNS), job.model_dump(exclude={"labels"})
             )
@@ -93,10 +102,13 @@ class Store:
             )
             _event(db, job.id, "", job.state, f"submitted by {job.user or 'unknown'}")
 
+        self._db.write(add)
+
     def update_job(self, job_id: str, message: str = "", **fields: Any) -> None:
         """Change a job's fields; a change of ``state`` is recorded as an event."""
         sets = queries.assignments(fields, schema.JOB_COLUMNS)
-        with self._db.transaction() as db:
+
+        def update(db: Transaction) -> None:
             if fields:
                 db.execute(
                     f"UPDATE jobs SET {sets} WHERE id = :job_id", {**fields, "job_id": job_id}
@@ -104,17 +116,22 @@ class Store:
             if "state" in fields:
                 _event(db, job_id, "", fields["state"], message)
 
+        self._db.write(update)
+
     def update_task(
         self, job_id: str, role: str, index: int, message: str = "", **fields: Any
     ) -> None:
         """Change a task's fields; a change of ``state`` is recorded as an event."""
         sets = queries.assignments(fields, schema.TASK_COLUMNS)
         key = {"job_id": job_id, "role": role, "index": index}
-        with self._db.transaction() as db:
+
+        def update(db: Transaction) -> None:
             if fields:
                 db.execute(f"UPDATE tasks SET {sets} WHERE {TASK_KEY}", {**fields, **key})
             if "state" in fields:
                 _event(db, job_id, f"{role}/{index}", fields["state"], message)
+
+        self._db.write(update)
 
     def place_tasks(self, job_id: str, places: Mapping[tuple[str, int], tuple[str, str]]) -> None:
         """Record where each task runs, ``{(role, index): (address, gpus)}``, at once."""
@@ -122,18 +139,22 @@ class Store:
             {"job_id": job_id, "role": role, "index": index, "address": address, "gpus": gpus}
             for (role, index), (address, gpus) in places.items()
         ]
-        with self._db.transaction() as db:
-            db.execute_many(
+        self._db.write(
+            lambda db: db.execute_many(
                 f"UPDATE tasks SET address = :address, gpus = :gpus WHERE {TASK_KEY}", rows
             )
+        )
 
     def delete_job(self, job_id: str) -> bool:
         """Forget a job with its tasks, events and labels; False if there was no such job."""
         key = {"job_id": job_id}
-        with self._db.transaction() as db:
+
+        def delete(db: Transaction) -> bool:
             for table in ("events", "tasks", "job_labels"):
                 db.execute(f"DELETE FROM {table} WHERE job_id = :job_id", key)
-            return db.execute("DELETE FROM jobs WHERE id = :job_id", key) > 0
+            return db.execute("DELETE FROM jobs WHERE id = :job_id", key) > 0 or db.retried
+
+        return self._db.write(delete)
 
     # -- jobs: reads ----------------------------------------------------------
 
@@ -231,13 +252,14 @@ class Store:
 
     def put_queue(self, name: str, config: str) -> None:
         """Create or replace a queue's configuration (JSON)."""
-        with self._db.transaction() as db:
-            db.execute(
+        self._db.write(
+            lambda db: db.execute(
                 "INSERT INTO queues (name, config, updated_at) VALUES (:name, :config, "
                 ":updated_at) ON CONFLICT (name) DO UPDATE SET config = excluded.config, "
                 "updated_at = excluded.updated_at",
                 {"name": name, "config": config, "updated_at": time.time()},
             )
+        )
 
     def list_queues(self) -> dict[str, str]:
         """Every stored queue's configuration (JSON), by name."""
@@ -248,8 +270,13 @@ class Store:
 
     def add_token(self, token: TokenRecord) -> None:
         """Store a token (its digest only); StoreConflict if its id or digest is taken."""
-        with self._db.transaction() as db:
+
+        def add(db: Transaction) -> None:
+            if db.retried and db.rows("SELECT id FROM tokens WHERE id = :id", {"id": token.id}):
+                return  # the try that lost its link had committed
             db.execute(queries.insert("tokens", schema.TOKEN_COLUMNS), token.model_dump())
+
+        self._db.write(add)
 
     def token_by_digest(self, digest: str) -> TokenRecord | None:
         """The token with this digest, revoked or not (see ``TokenRecord.revoked``)."""
@@ -266,12 +293,20 @@ class Store:
 
         A revoked token stays listed, with the time of its (first) revocation.
         """
-        with self._db.transaction() as db:
+        now = time.time()
+
+        def revoke(db: Transaction) -> bool:
+            if db.retried:  # the try that lost its link may have revoked it
+                query = "SELECT id FROM tokens WHERE id = :id AND revoked_at = :now"
+                if db.rows(query, {"id": token_id, "now": now}):
+                    return True
             changed = db.execute(
                 "UPDATE tokens SET revoked_at = :now WHERE id = :id AND revoked_at IS NULL",
-                {"now": time.time(), "id": token_id},
+                {"now": now, "id": token_id},
             )
-        return changed > 0
+            return changed > 0
+
+        return self._db.write(revoke)
 
 
 def _event(db: Transaction, job_id: str, task: str, state: State | str, message: str) -> None:

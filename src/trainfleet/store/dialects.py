@@ -17,8 +17,11 @@ from collections.abc import Callable
 from functools import lru_cache
 from typing import Any
 
-from trainfleet.store.errors import StoreError
+from trainfleet.store.errors import StoreError, StoreUnavailable
 from trainfleet.store.targets import Target
+
+CONNECT_TIMEOUT = 3
+"""Seconds to wait for a PostgreSQL server to answer a new connection (2 at least)."""
 
 _NAMED_PARAMETER = re.compile(r"(?<![:\w]):([A-Za-z_]\w*)")
 
@@ -53,6 +56,11 @@ class Dialect(ABC):
     def is_driver_error(self, error: BaseException) -> bool:
         """Whether ``error`` came from the database driver."""
 
+    @abstractmethod
+    def is_transient(self, error: BaseException) -> bool:
+        """Whether ``error`` may go away by itself (the database is down, busy or restarting),
+        so that the same statements are worth trying again later."""
+
 
 class SQLite(Dialect):
     """The standard library's sqlite3, in WAL mode; writers take the lock up front."""
@@ -84,6 +92,10 @@ class SQLite(Dialect):
     def is_driver_error(self, error: BaseException) -> bool:
         return isinstance(error, sqlite3.Error)
 
+    def is_transient(self, error: BaseException) -> bool:
+        text = str(error)
+        return isinstance(error, sqlite3.OperationalError) and ("locked" in text or "busy" in text)
+
 
 class PostgreSQL(Dialect):
     """psycopg 3 in autocommit mode; transactions are opened with an explicit BEGIN."""
@@ -94,10 +106,10 @@ class PostgreSQL(Dialect):
 
         try:
             return psycopg.connect(
-                target.url, autocommit=True, row_factory=dict_row, connect_timeout=10
+                target.url, autocommit=True, row_factory=dict_row, connect_timeout=CONNECT_TIMEOUT
             )
         except psycopg.Error as error:
-            raise StoreError(f"cannot connect to the store {target}: {error}") from error
+            raise StoreUnavailable(f"cannot connect to the store {target}: {error}") from error
 
     def sql(self, query: str) -> str:
         return _pyformat(query)
@@ -119,6 +131,13 @@ class PostgreSQL(Dialect):
         from psycopg import Error
 
         return isinstance(error, Error)
+
+    def is_transient(self, error: BaseException) -> bool:
+        # The server shut down, restarts or cut the link (AdminShutdown, CannotConnectNow),
+        # or rolled back a deadlock or serialization failure: all OperationalErrors.
+        from psycopg import OperationalError
+
+        return isinstance(error, OperationalError)
 
 
 def _retry_while_locked(statement: Callable[[], object], timeout: float = 30) -> None:

@@ -7,6 +7,11 @@ class StoreError(RuntimeError):
     """The database cannot be used: unreachable, unreadable, or written by a newer trainfleet."""
 
 
+class StoreUnavailable(StoreError):
+    """The database cannot be reached now (stopped, restarting, cut off or locked): the same
+    call may succeed later. Raised once a call has waited for it as long as it may."""
+
+
 class StoreConflict(StoreError):
     """A write was refused because a row with the same key already exists."""
 

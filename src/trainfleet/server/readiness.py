@@ -1,0 +1,51 @@
+"""Readiness: whether the server can serve now (its store answers), checked cheaply.
+
+``/healthz`` says the process answers (liveness); ``/readyz`` says whether requests can be
+served: a load balancer stops sending work while it is 503. One check runs at a time, on a
+thread of its own (never behind requests that wait for the store), bounded by ``WAIT``
+seconds, and its answer is reused for ``FRESH`` seconds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+from trainfleet.store.database import Store
+from trainfleet.store.errors import StoreError
+
+WAIT = 1.0
+"""Seconds one check waits for the store."""
+FRESH = 1.0
+"""Seconds an answer is reused before the store is asked again."""
+
+
+class Readiness:
+    """Asks ``store`` whether it answers, at most once per ``FRESH`` seconds."""
+
+    def __init__(self, store: Store) -> None:
+        self._store = store
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="readyz")
+        self._lock = asyncio.Lock()
+        self._checked_at = -FRESH
+        self._problem: str | None = None
+
+    async def problem(self) -> str | None:
+        """Why the server is not ready, or None when it is."""
+        async with self._lock:
+            if time.monotonic() - self._checked_at >= FRESH:
+                loop = asyncio.get_running_loop()
+                self._problem = await loop.run_in_executor(self._executor, self._check)
+                self._checked_at = time.monotonic()
+            return self._problem
+
+    def _check(self) -> str | None:
+        try:
+            self._store.check(wait=WAIT)
+        except StoreError as error:
+            return f"the store cannot answer: {error}"
+        return None
+
+    def close(self) -> None:
+        self._executor.shutdown(wait=False, cancel_futures=True)

@@ -1,0 +1,133 @@
+"""A database outage in the middle of a burst: 503s, not 500s; nothing stalls afterwards.
+
+A real `trainfleet server` on a real PostgreSQL of this test's own, stopped (``pg_ctl stop
+-m fast``, which cuts every connection) while clients submit, then started again. The server
+is never restarted: every job it acknowledged must end as it should, by itself.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from helpers import in_ci, wait_for
+from private_postgres import PrivatePostgres, private_postgres, unavailable
+
+from .harness import ServerProcess
+
+TOKEN = "outage-test-admin-token"
+AUTH = {"Authorization": f"Bearer {TOKEN}"}
+SHORT_JOB = "name: nap\nroles:\n  main: {command: sleep 0.5, resources: {cpu: 0.1}}\n"
+LONG_JOB = "name: long\nroles:\n  main: {command: sleep 4, resources: {cpu: 0.1}}\n"
+OUTAGE = 20.0
+"""Seconds the database stays stopped."""
+CLIENTS = 16
+HEALTH_TIMEOUT = 5.0
+"""Seconds /healthz may take during the outage (it answers in milliseconds)."""
+
+
+@pytest.fixture
+def postgres() -> Iterator[PrivatePostgres]:
+    why = unavailable()
+    if why is not None:
+        if in_ci():
+            pytest.fail(f"CI must run the outage test: {why}")
+        pytest.skip(why)
+    # Not under pytest's tmp_path: the postgres user cannot enter root's 0700 folders.
+    with private_postgres() as cluster:
+        yield cluster
+
+
+class Submitter:
+    """Clients that submit short jobs until told to stop; what they got back is kept."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.statuses: Counter[int] = Counter()
+        self.acknowledged: list[str] = []
+        self.retry_after: set[str] = set()
+        self._stop = threading.Event()
+        self._threads = [threading.Thread(target=self._submit) for _ in range(CLIENTS)]
+
+    def __enter__(self) -> Submitter:
+        for thread in self._threads:
+            thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        for thread in self._threads:
+            thread.join(timeout=60)
+
+    def _submit(self) -> None:
+        with httpx.Client(base_url=self.url, headers=AUTH, timeout=30) as client:
+            while not self._stop.is_set():
+                response = client.post(
+                    "/api/v1/jobs",
+                    content=SHORT_JOB,
+                    headers={"Content-Type": "application/yaml"},
+                )
+                self.statuses[response.status_code] += 1
+                if response.status_code == 201:
+                    self.acknowledged.append(response.json()["job"]["id"])
+                elif response.status_code == 503:
+                    self.retry_after.add(response.headers.get("retry-after", ""))
+                    time.sleep(0.2)
+                time.sleep(0.1)
+
+
+def test_a_database_outage_mid_burst_gives_503s_and_every_acknowledged_job_ends(
+    postgres: PrivatePostgres, tmp_path: Path
+) -> None:
+    url_file = tmp_path / "database-url"
+    url_file.write_text(postgres.url + "\n")
+    server = ServerProcess(
+        tmp_path / "data",
+        {"TRAINFLEET_ADMIN_TOKEN": TOKEN},
+        ["--database-url-file", str(url_file)],
+    )
+    try:
+        client = httpx.Client(base_url=server.url, headers=AUTH, timeout=30)
+        assert client.get("/readyz").status_code == 200
+        long_job = client.post("/api/v1/jobs", content=LONG_JOB).json()["job"]["id"]
+        wait_for(lambda: _state(client, long_job) == "running", 30, "the long job running")
+        with Submitter(server.url) as submitter:
+            wait_for(lambda: len(submitter.acknowledged) >= 10, 30, "10 jobs acknowledged")
+            postgres.stop()
+            stopped = time.monotonic()
+            # /readyz says so within a few seconds; /healthz (liveness) stays 200.
+            wait_for(lambda: client.get("/readyz").status_code == 503, 10, "/readyz: 503")
+            not_ready = client.get("/readyz")
+            assert "store" in not_ready.json()["detail"]
+            assert not_ready.headers["retry-after"]
+            # Liveness all along: no request waits on the store for long, so none holds up
+            # the server (a generous timeout: a blocked event loop took 21 s to answer).
+            while time.monotonic() < stopped + OUTAGE:  # the long job ends meanwhile
+                assert client.get("/healthz", timeout=HEALTH_TIMEOUT).status_code == 200
+                time.sleep(0.5)
+            postgres.start()
+            wait_for(lambda: client.get("/readyz").status_code == 200, 15, "/readyz: 200")
+            before = len(submitter.acknowledged)
+            wait_for(lambda: len(submitter.acknowledged) >= before + 10, 30, "10 more acknowledged")
+        assert submitter.statuses[503] > 0, submitter.statuses
+        assert submitter.statuses[500] == 0, submitter.statuses
+        assert set(submitter.statuses) <= {201, 503}, submitter.statuses
+        assert submitter.retry_after == {"2"}
+        for job_id in [long_job, *submitter.acknowledged]:
+            wait_for(lambda: _state(client, job_id) == "succeeded", 60, job_id)  # noqa: B023
+        assert not [line for line in server.lines if "Traceback" in line]
+        assert not [line for line in server.lines if "Exception in thread" in line]
+        outage_lines = [line for line in server.lines if "waiting for it" in line]
+        assert 1 <= len(outage_lines) <= 3, outage_lines  # once per outage, not per call
+    finally:
+        server.stop()
+
+
+def _state(client: httpx.Client, job_id: str) -> str:
+    response = client.get(f"/api/v1/jobs/{job_id}")
+    return str(response.json()["job"]["state"]) if response.status_code == 200 else "?"

@@ -1,0 +1,104 @@
+"""The store through a real PostgreSQL outage: bounded calls fail clearly, patient ones wait.
+
+The database is a private cluster of this module (the shared test database is never
+stopped); ``pg_ctl stop -m fast`` cuts every connection, as a crash or a restart does.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+
+import psycopg
+import pytest
+from helpers import in_ci
+from private_postgres import PrivatePostgres, private_postgres, unavailable
+
+from trainfleet.store.connection import Connection, Transaction, patiently
+from trainfleet.store.database import Store
+from trainfleet.store.errors import StoreUnavailable
+from trainfleet.store.records import JobRecord, State, TaskRecord
+from trainfleet.store.targets import parse_target
+
+
+@pytest.fixture(scope="module")
+def postgres() -> Iterator[PrivatePostgres]:
+    why = unavailable()
+    if why is not None:
+        if in_ci():
+            pytest.fail(f"CI must run the outage tests: {why}")
+        pytest.skip(why)
+    with private_postgres() as cluster:
+        yield cluster
+
+
+@pytest.fixture
+def store(postgres: PrivatePostgres) -> Iterator[Store]:
+    with Store.open(postgres.url) as store:
+        yield store
+
+
+def test_a_call_during_an_outage_raises_store_unavailable_and_works_once_it_is_back(
+    postgres: PrivatePostgres, store: Store, make_job: Callable[..., JobRecord]
+) -> None:
+    store.add_job(make_job("before"), [TaskRecord(job_id="before", role="w", index=0)])
+    postgres.stop()
+    try:
+        with pytest.raises(StoreUnavailable, match=r"unavailable|cannot connect"):
+            store.get_job("before")
+        with pytest.raises(StoreUnavailable):
+            store.check(wait=0.5)
+    finally:
+        postgres.start()
+    job = store.get_job("before")
+    assert job is not None and job.id == "before"
+
+
+def test_a_patient_write_waits_for_the_database_and_is_stored_once(
+    postgres: PrivatePostgres, store: Store, make_job: Callable[..., JobRecord]
+) -> None:
+    store.add_job(make_job("waits"), [TaskRecord(job_id="waits", role="w", index=0)])
+    postgres.stop()
+    errors: list[BaseException] = []
+
+    def write() -> None:
+        try:
+            with patiently():
+                store.update_task("waits", "w", 0, "exit code 0", state=State.SUCCEEDED)
+        except BaseException as error:
+            errors.append(error)
+
+    writer = threading.Thread(target=write)
+    try:
+        writer.start()
+        writer.join(timeout=5)  # longer than a request would wait: it still waits
+        assert writer.is_alive() and not errors
+    finally:
+        postgres.start()
+    writer.join(timeout=60)
+    assert not writer.is_alive() and not errors
+    assert [task.state for task in store.list_tasks("waits")] == [State.SUCCEEDED]
+    events = [e for e in store.list_events("waits") if e.task == "w/0"]
+    assert [e.state for e in events] == [State.SUCCEEDED]
+
+
+def test_a_transaction_whose_link_was_cut_runs_again_whole(postgres: PrivatePostgres) -> None:
+    connection = Connection(parse_target(postgres.url))
+    tries: list[bool] = []
+
+    def body(db: Transaction) -> None:
+        tries.append(db.retried)
+        db.execute("CREATE TABLE IF NOT EXISTS cut (n integer)")
+        db.execute("INSERT INTO cut (n) VALUES (1)")
+        if len(tries) == 1:  # the database ends this session mid-transaction
+            with pytest.raises(psycopg.OperationalError):
+                db.execute("SELECT pg_terminate_backend(pg_backend_pid())")
+            raise psycopg.OperationalError("cut")
+
+    try:
+        connection.write(body)
+        assert tries == [False, False]  # cut before COMMIT: nothing was committed then
+        assert connection.rows("SELECT COUNT(*) AS n FROM cut") == [{"n": 1}]
+    finally:
+        connection.write(lambda db: db.execute("DROP TABLE IF EXISTS cut"))
+        connection.close()
