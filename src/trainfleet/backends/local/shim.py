@@ -1,21 +1,30 @@
 """A task's supervisor: runs the task, and records how it ended, whatever happens to trainfleet.
 
-Started as ``python -I -S shim.py RECORD_PREFIX -- ARGV...`` in the task's own session and
-process group. It writes ``RECORD_PREFIX.pid`` (its own pid) at once, runs ARGV as its
-child, writes the child's exit status to ``RECORD_PREFIX.exit`` (atomically) and then ends
-the way the child did. SIGTERM and SIGINT sent to the group reach the task; the shim only
-waits. A server that dies leaves the shim and its task running; a restarted server finds
-the ``.pid`` and ``.exit`` records and carries on.
+Started as ``python -I -S shim.py RECORD_PREFIX [--tether PID[:GRACE]] -- ARGV...`` in the
+task's own session and process group. It writes ``RECORD_PREFIX.pid`` (its own pid) at
+once, runs ARGV as its child, writes the child's exit status to ``RECORD_PREFIX.exit``
+(atomically) and then ends the way the child did. SIGTERM and SIGINT sent to the group
+reach the task; the shim only waits. A server that dies leaves the shim and its task
+running; a restarted server finds the ``.pid`` and ``.exit`` records and carries on.
+``--tether`` (an embedded ``trainfleet run``) ties the task to that process instead: when
+it dies, the task's group gets SIGTERM, then SIGKILL after GRACE seconds.
 
 Standard library only, and no trainfleet import: it starts in a few milliseconds.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
+import select
 import signal
 import sys
-from collections.abc import Mapping
+import threading
+import time
+from collections.abc import Callable, Mapping
+
+TETHER_GRACE = 10.0
+"""Seconds a tethered task has between SIGTERM and SIGKILL once its runner died."""
 
 
 def write_record(path: str, text: str) -> None:
@@ -47,26 +56,90 @@ def start(
         return None
 
 
-def finish(prefix: str, pid: int) -> int:
-    """Wait for the task, record its exit status and end the way it did."""
+def finish(prefix: str, pid: int, settle: Callable[[], None] = lambda: None) -> int:
+    """Wait for the task, record its exit status, ``settle()`` and end the way it did."""
     code = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
     write_record(f"{prefix}.exit", str(code))
+    settle()
     if code < 0:  # so that our parent sees the same signal
-        signal.signal(-code, signal.SIG_DFL)
+        if code != -signal.SIGKILL:  # whose handler cannot be set (and is the default)
+            signal.signal(-code, signal.SIG_DFL)
         os.kill(os.getpid(), -code)
     return code
 
 
+def tether(runner: int, grace: float) -> None:
+    """End the task's group when ``runner`` dies: SIGTERM, then SIGKILL for what is left
+    after ``grace`` seconds (the shim lives on to record the exit). Runs on a thread.
+
+    A runner that is not our parent any more has died already (its pid may belong to
+    another process by now): it is taken as dead, not watched.
+    """
+    if os.getppid() == runner:
+        try:
+            descriptor = os.pidfd_open(runner)
+        except OSError:  # gone between the two calls
+            pass
+        else:
+            select.select([descriptor], [], [])  # readable once the runner has ended
+            os.close(descriptor)
+    os.killpg(os.getpid(), signal.SIGTERM)  # the shim itself only catches it
+    deadline = time.monotonic() + grace
+    while group_members() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    for pid in group_members():
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+
+
+def group_members() -> list[int]:
+    """The live processes of the shim's group but the shim (zombies are dead already)."""
+    own, found = os.getpid(), []
+    for name in os.listdir("/proc"):
+        if not name.isdigit() or int(name) == own:
+            continue
+        try:
+            with open(f"/proc/{name}/stat") as stat:
+                state, _, group = stat.read().rpartition(")")[2].split()[:3]
+        except (OSError, ValueError):
+            continue
+        if int(group) == own and state != "Z":
+            found.append(int(name))
+    return found
+
+
+def parse_tether(value: str) -> tuple[int, float]:
+    """``PID`` or ``PID:GRACE_SECONDS``."""
+    pid, _, grace = value.partition(":")
+    return int(pid), float(grace) if grace else TETHER_GRACE
+
+
 def main(argv: list[str]) -> int:
+    runner: tuple[int, float] | None = None
+    if argv[1:2] == ["--tether"] and len(argv) > 2:
+        runner = parse_tether(argv[2])
+        argv = [argv[0], *argv[3:]]
     prefix, separator, *command = argv
     if separator != "--" or not command:
-        print("usage: shim.py RECORD_PREFIX -- ARGV...", file=sys.stderr)
+        print("usage: shim.py RECORD_PREFIX [--tether PID[:GRACE]] -- ARGV...", file=sys.stderr)
         return 2
     # Caught, not ignored: a caught signal is reset to default in the child at exec.
     for number in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(number, lambda *_: None)
     child = start(prefix, command)
-    return 127 if child is None else finish(prefix, child)
+    if child is None:
+        return 127
+    if runner is None:
+        return finish(prefix, child)
+    runner_pid = runner[0]
+    watcher = threading.Thread(target=tether, args=runner, daemon=True)
+    watcher.start()
+
+    def settle() -> None:  # a task that ended because its runner died: the rest ends too
+        if os.getppid() != runner_pid:
+            watcher.join()
+
+    return finish(prefix, child, settle)
 
 
 if __name__ == "__main__":
