@@ -16,6 +16,7 @@ from trainfleet.cli.follow import EventFollower, LogFollower, describe_event
 from trainfleet.cli.service import JobService
 from trainfleet.store.records import State, TaskRecord
 
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
 EXIT_CODES = {State.SUCCEEDED: 0, State.FAILED: 1, State.CANCELLED: 130}
 
 
@@ -35,7 +36,8 @@ class RunView:
         self.tty = sys.stdout.isatty()
 
     def run(self) -> int:
-        previous = signal.signal(signal.SIGTERM, _interrupt)
+        # SIGTERM, and SIGHUP (its terminal closed), stop the job as Ctrl-C does.
+        previous = {number: signal.signal(number, _interrupt) for number in STOP_SIGNALS}
         self._say(f"job {self.job_id}: {self.service.attach(self.job_id)}")
         try:
             if self.tty:
@@ -43,7 +45,8 @@ class RunView:
             else:
                 self._watch(self._show)
         finally:
-            signal.signal(signal.SIGTERM, previous)
+            for number, handler in previous.items():
+                signal.signal(number, handler)
         job = self.service.get(self.job_id)
         if not self.tty:
             for line in plain_task_table(self.service.tasks(self.job_id)):

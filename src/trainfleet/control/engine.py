@@ -10,7 +10,7 @@ import secrets
 import shutil
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -41,6 +41,8 @@ if TYPE_CHECKING:
     from trainfleet.spec.queues import QueueConfig
 
 ID_TRIES = 5
+ADMIT_SECONDS = 30.0
+"""Seconds ``admit_beside`` waits for a job that fits to start, at most."""
 
 
 class JobNotFound(LookupError):
@@ -194,6 +196,48 @@ class Engine:
         job = self.get(job_id)
         self._queue(job, JobSpec.model_validate_json(job.spec))
 
+    def admit_beside(self, job_id: str, others: Sequence[JobRecord]) -> list[str] | None:
+        """Queue a stored job here if it fits beside ``others`` (jobs that other processes
+        run on this machine, holding what they were given), and wait until it has started.
+
+        None then (or once it ended), else the resources it lacks (it is not queued).
+        The caller holds the machine's admission lock (``local_admission``).
+        """
+        job = self.get(job_id)
+        spec = JobSpec.model_validate_json(job.spec)
+        gang = queueing.gang_job(job.id, spec, job.created_at)
+        cluster = self.scheduler.cluster
+        try:
+            with self.admitter.lock:
+                for other in others:
+                    held = queueing.gang_job(
+                        other.id, JobSpec.model_validate_json(other.spec), other.created_at
+                    )
+                    self.scheduler.adopt(held, self._allocations(other.id, held))
+                if State(self.get(job_id).state).is_final:  # cancelled meanwhile
+                    return None
+                if cluster.place(job_id, gang.tasks) is None:
+                    return gang.total.shortfall(cluster.free)
+                cluster.release(job_id)
+                self._queue(job, spec)
+            self.admitter.wait(lambda: job_id not in self.scheduler.pending(), ADMIT_SECONDS)
+            deadline = time.monotonic() + ADMIT_SECONDS
+            while self.get(job_id).state == State.QUEUED and time.monotonic() < deadline:
+                with self.admitter.lock:
+                    if job_id in self.scheduler.pending():  # held back here (a quota)
+                        reason = self.scheduler.waiting_reason(job_id) or "its turn"
+                        self.admitter.withdraw(job_id)
+                        return [reason]
+                time.sleep(0.005)
+            return None
+        finally:
+            self._let_go(others)
+
+    def _let_go(self, others: Sequence[JobRecord]) -> None:
+        with self.admitter.lock:
+            for other in others:
+                self.scheduler.finished(other.id)
+
     def _queue(self, job: JobRecord, spec: JobSpec) -> None:
         with self.admitter.lock:
             self.scheduler.submit(queueing.gang_job(job.id, spec, job.created_at))
@@ -255,7 +299,7 @@ class Engine:
                 if job.state == State.QUEUED:
                     waiting.append(gang)
                     continue
-                if not self.data_dir.run_dir(job.id).is_dir():
+                if not self.data_dir.run_dir(job.id).is_dir() or self._embedded(job.id):
                     continue  # run by another process (an embedded `trainfleet run`)
                 self.scheduler.adopt(gang, self._allocations(job.id, gang))
                 self.runner.start(job.id, resume=True)
@@ -264,6 +308,12 @@ class Engine:
                 self.scheduler.submit(gang)
         self.admitter.wake()
         return resumed
+
+    def _embedded(self, job_id: str) -> bool:
+        """Whether an embedded engine runs (or ran) the job: it has a runner record."""
+        from trainfleet.control.local_admission import RUNNER_RECORD
+
+        return (self.data_dir.job_dir(job_id) / RUNNER_RECORD).exists()
 
     def _allocations(self, job_id: str, gang: GangJob) -> list[TaskAllocation]:
         """What a running job holds: the GPUs it was given here, else any place that fits
