@@ -14,14 +14,12 @@ Standard library only, and no trainfleet import: it starts in a few milliseconds
 
 from __future__ import annotations
 
-import contextlib
 import os
 import select
 import signal
 import sys
-import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 
 TETHER_GRACE = 10.0
 """Seconds a tethered task has between SIGTERM and SIGKILL once its runner died."""
@@ -56,11 +54,10 @@ def start(
         return None
 
 
-def finish(prefix: str, pid: int, settle: Callable[[], None] = lambda: None) -> int:
-    """Wait for the task, record its exit status, ``settle()`` and end the way it did."""
+def finish(prefix: str, pid: int) -> int:
+    """Wait for the task, record its exit status and end the way it did."""
     code = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
     write_record(f"{prefix}.exit", str(code))
-    settle()
     if code < 0:  # so that our parent sees the same signal
         if code != -signal.SIGKILL:  # whose handler cannot be set (and is the default)
             signal.signal(-code, signal.SIG_DFL)
@@ -68,32 +65,40 @@ def finish(prefix: str, pid: int, settle: Callable[[], None] = lambda: None) -> 
     return code
 
 
-def tether(runner: int, grace: float) -> None:
-    """End the task's group when ``runner`` dies: SIGTERM, then SIGKILL for what is left
-    after ``grace`` seconds (the shim lives on to record the exit). Runs on a thread.
+def tether(child: int, runner: int, grace: float) -> None:
+    """Return once the task has ended, or once ``runner`` died and the task's group was
+    ended: SIGTERM, then SIGKILL for what is left after ``grace`` seconds.
 
     A runner that is not our parent any more has died already (its pid may belong to
     another process by now): it is taken as dead, not watched.
     """
+    task = os.pidfd_open(child)
+    watched = [task]
     if os.getppid() == runner:
-        try:
-            descriptor = os.pidfd_open(runner)
+        try:  # noqa: SIM105 (importing contextlib would slow every task's start)
+            watched.append(os.pidfd_open(runner))
         except OSError:  # gone between the two calls
             pass
-        else:
-            select.select([descriptor], [], [])  # readable once the runner has ended
+    try:
+        if len(watched) > 1 and task in select.select(watched, [], [])[0]:
+            return  # the task ended (its runner may live on)
+    finally:
+        for descriptor in watched:
             os.close(descriptor)
     os.killpg(os.getpid(), signal.SIGTERM)  # the shim itself only catches it
     deadline = time.monotonic() + grace
     while group_members() and time.monotonic() < deadline:
         time.sleep(0.05)
     for pid in group_members():
-        with contextlib.suppress(ProcessLookupError):
+        try:  # noqa: SIM105
             os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
 
 
 def group_members() -> list[int]:
-    """The live processes of the shim's group but the shim (zombies are dead already)."""
+    """The live processes of the shim's group but the shim (zombies, the task among them
+    once it ended, are dead already)."""
     own, found = os.getpid(), []
     for name in os.listdir("/proc"):
         if not name.isdigit() or int(name) == own:
@@ -129,17 +134,9 @@ def main(argv: list[str]) -> int:
     child = start(prefix, command)
     if child is None:
         return 127
-    if runner is None:
-        return finish(prefix, child)
-    runner_pid = runner[0]
-    watcher = threading.Thread(target=tether, args=runner, daemon=True)
-    watcher.start()
-
-    def settle() -> None:  # a task that ended because its runner died: the rest ends too
-        if os.getppid() != runner_pid:
-            watcher.join()
-
-    return finish(prefix, child, settle)
+    if runner is not None:
+        tether(child, *runner)
+    return finish(prefix, child)
 
 
 if __name__ == "__main__":
