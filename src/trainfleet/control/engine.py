@@ -196,11 +196,11 @@ class Engine:
         job = self.get(job_id)
         self._queue(job, JobSpec.model_validate_json(job.spec))
 
-    def admit_beside(self, job_id: str, others: Sequence[JobRecord]) -> list[str] | None:
+    def admit_beside(self, job_id: str, others: Sequence[JobRecord]) -> str | None:
         """Queue a stored job here if it fits beside ``others`` (jobs that other processes
         run on this machine, holding what they were given), and wait until it has started.
 
-        None then (or once it ended), else the resources it lacks (it is not queued).
+        None then (or once it ended), else why it waits (it is not queued then).
         The caller holds the machine's admission lock (``local_admission``).
         """
         job = self.get(job_id)
@@ -217,7 +217,7 @@ class Engine:
                 if State(self.get(job_id).state).is_final:  # cancelled meanwhile
                     return None
                 if cluster.place(job_id, gang.tasks) is None:
-                    return gang.total.shortfall(cluster.free)
+                    return _held_elsewhere(gang.total.shortfall(cluster.free), others)
                 cluster.release(job_id)
                 self._queue(job, spec)
             self.admitter.wait(lambda: job_id not in self.scheduler.pending(), ADMIT_SECONDS)
@@ -225,9 +225,9 @@ class Engine:
             while self.get(job_id).state == State.QUEUED and time.monotonic() < deadline:
                 with self.admitter.lock:
                     if job_id in self.scheduler.pending():  # held back here (a quota)
-                        reason = self.scheduler.waiting_reason(job_id) or "its turn"
+                        reason = self.scheduler.waiting_reason(job_id) or "waiting"
                         self.admitter.withdraw(job_id)
-                        return [reason]
+                        return reason
                 time.sleep(0.005)
             return None
         finally:
@@ -448,6 +448,17 @@ def _stored_queues(store: Store) -> dict[str, QueueConfig]:
     from trainfleet.spec.queues import QueueConfig  # its models load only when queues exist
 
     return {name: QueueConfig.model_validate_json(text) for name, text in stored.items()}
+
+
+def _held_elsewhere(lacks: Sequence[str], others: Sequence[JobRecord]) -> str:
+    """``waiting for resources: gpu held by job a-1 of another trainfleet process``."""
+    waiting = f"waiting for resources: {', '.join(lacks) or 'capacity'} held by"
+    if not others:
+        return f"{waiting} another trainfleet process"
+    names = ", ".join(job.id for job in others[:3]) + (" ..." if len(others) > 3 else "")
+    if len(others) == 1:
+        return f"{waiting} job {names} of another trainfleet process"
+    return f"{waiting} jobs {names} of other trainfleet processes"
 
 
 def _fixed_port(first: int | None, index: int) -> int | None:

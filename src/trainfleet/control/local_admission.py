@@ -193,24 +193,12 @@ class SharedAdmission:
             with machine_lock(engine.data_dir):
                 if State(engine.get(self.job_id).state).is_final:
                     return
-                others = holders(engine, self.job_id)
-                short = engine.admit_beside(self.job_id, others)
-                if short is None:
+                reason = engine.admit_beside(self.job_id, holders(engine, self.job_id))
+                if reason is None:
                     return
-            reason = f"waiting for resources: {', '.join(short) or 'capacity'} held by " + (
-                _jobs(others) + " of another trainfleet process"
-                if others
-                else "another trainfleet process"
-            )
             with engine.admitter.lock:  # as a cancel does: no cancelled job turns queued
                 if reason != noted and not State(engine.get(self.job_id).state).is_final:
                     noted = reason
                     engine.store.update_job(self.job_id, reason, state=State.QUEUED, reason=reason)
             if engine.wait_ended(self.job_id, RETRY_SECONDS):
                 return
-
-
-def _jobs(jobs: list[JobRecord]) -> str:
-    """``job a-1``, ``jobs a-1, b-2``: the first three named."""
-    names = ", ".join(job.id for job in jobs[:3]) + (" ..." if len(jobs) > 3 else "")
-    return f"job {names}" if len(jobs) == 1 else f"jobs {names}"
