@@ -175,3 +175,35 @@ def test_ctrl_c_cancels_a_run_waiting_for_another(engine: Engine, job_file, tmp_
     (tmp_path / "DONE").touch()
     first_output, _ = first.communicate(timeout=60)
     assert first.returncode == 0, first_output
+
+
+def test_a_submitted_job_and_a_run_take_turns_and_a_killed_waiter_is_lost(
+    engine: Engine, job_file, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TRAINFLEET_GPUS", "0")
+    shutil.copy(SERVE, tmp_path / "serve.py")
+    submitted = run_cli("submit", _machine_job(job_file, "first", WHOLE_MACHINE["gpu"]))
+    assert submitted.returncode == 0, submitted.stderr
+    first_id = _job(engine, "first").id
+    _running_groups(engine, first_id)  # run by the background runner of `submit`
+    second = _start(_machine_job(job_file, "second", WHOLE_MACHINE["gpu"]))
+    second_id = _job(engine, "second").id
+    wait_for(
+        lambda: (
+            engine.get(second_id).reason
+            == f"waiting for resources: gpu held by job {first_id} of another trainfleet process"
+        ),
+        what="the run waiting for the submitted job",
+    )
+
+    second.kill()
+    second.communicate(timeout=60)
+    listed = run_cli("list")
+    assert listed.returncode == 0, listed.stderr
+    lost = engine.get(second_id)
+    assert lost.state == State.FAILED
+    assert lost.reason == f"lost: the trainfleet process running it ended (pid {second.pid})"
+    assert engine.get(first_id).state == State.RUNNING
+
+    (tmp_path / "DONE").touch()
+    wait_for(lambda: engine.get(first_id).state == State.SUCCEEDED, what="the first job done")
