@@ -16,6 +16,7 @@ import pytest
 from helpers import process_group_alive, run_cli, trainfleet, wait_for
 
 from trainfleet.control.engine import Engine
+from trainfleet.store.layout import DataDir
 from trainfleet.store.records import JobRecord, State
 
 pytestmark = pytest.mark.usefixtures("reap")  # a failed test's runs and tasks are killed
@@ -207,3 +208,32 @@ def test_a_submitted_job_and_a_run_take_turns_and_a_killed_waiter_is_lost(
 
     (tmp_path / "DONE").touch()
     wait_for(lambda: engine.get(first_id).state == State.SUCCEEDED, what="the first job done")
+
+
+def test_a_server_started_beside_embedded_runs_leaves_their_jobs_alone(
+    engine: Engine, job_file, tmp_path: Path, data_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TRAINFLEET_GPUS", "0")
+    first = _start(_machine_job(job_file, "first", WHOLE_MACHINE["gpu"]))
+    first_id = _job(engine, "first").id
+    _running_groups(engine, first_id)
+    second = _start(_machine_job(job_file, "second", WHOLE_MACHINE["gpu"]))
+    second_id = _job(engine, "second").id
+    wait_for(
+        lambda: "waiting for resources" in engine.get(second_id).reason,
+        what="the second run waiting",
+    )
+
+    server = Engine(DataDir(data_dir), supervised=True)  # what `trainfleet server` resumes
+    try:
+        assert server.resume() == []
+        with server.admitter.lock:
+            assert second_id not in server.scheduler.pending()
+            assert second_id not in server.scheduler.admitted()
+    finally:
+        server.store.close()
+
+    (tmp_path / "DONE").touch()
+    for run in (first, second):
+        output, _ = run.communicate(timeout=60)
+        assert run.returncode == 0, output

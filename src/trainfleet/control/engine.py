@@ -294,12 +294,14 @@ class Engine:
             for job in self.store.list_jobs(limit=1_000_000):
                 if State(job.state).is_final or job.id in self.runner.running():
                     continue
+                if self._embedded(job.id):
+                    continue  # an embedded `trainfleet run`'s, waiting or running there
                 spec = JobSpec.model_validate_json(job.spec)
                 gang = queueing.gang_job(job.id, spec, job.created_at)
                 if job.state == State.QUEUED:
                     waiting.append(gang)
                     continue
-                if not self.data_dir.run_dir(job.id).is_dir() or self._embedded(job.id):
+                if not self.data_dir.run_dir(job.id).is_dir():
                     continue  # run by another process (an embedded `trainfleet run`)
                 self.scheduler.adopt(gang, self._allocations(job.id, gang))
                 self.runner.start(job.id, resume=True)
