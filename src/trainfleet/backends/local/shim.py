@@ -21,6 +21,9 @@ import sys
 import time
 from collections.abc import Mapping
 
+DURABLE = True
+"""Whether records are synced to disk: a server reads them after any crash. A tethered
+task's runner learns its exit from the kernel, so it skips the fsyncs (10 ms a task)."""
 TETHER_GRACE = 10.0
 """Seconds a tethered task has between SIGTERM and SIGKILL once its runner died."""
 
@@ -31,7 +34,8 @@ def write_record(path: str, text: str) -> None:
     with open(temporary, "w") as handle:
         handle.write(text)
         handle.flush()
-        os.fsync(handle.fileno())
+        if DURABLE:
+            os.fsync(handle.fileno())
     os.replace(temporary, path)
 
 
@@ -120,9 +124,10 @@ def parse_tether(value: str) -> tuple[int, float]:
 
 
 def main(argv: list[str]) -> int:
+    global DURABLE
     runner: tuple[int, float] | None = None
     if argv[1:2] == ["--tether"] and len(argv) > 2:
-        runner = parse_tether(argv[2])
+        runner, DURABLE = parse_tether(argv[2]), False
         argv = [argv[0], *argv[3:]]
     prefix, separator, *command = argv
     if separator != "--" or not command:
