@@ -159,7 +159,8 @@ class EngineService:
             self.engine.cancel(job_id, "interrupted")  # still waiting: it never starts
 
     def delete(self, job_id: str, force: bool) -> None:
-        if not State(self.get(job_id).state).is_final and force:  # a lost job ends here
+        job = self.get(job_id)  # a lost job is recorded as failed here
+        if force and not State(job.state).is_final:
             self.cancel(job_id, "deleted")
         self.engine.delete(job_id, force=force)
 
