@@ -41,8 +41,10 @@ if TYPE_CHECKING:
     from trainfleet.spec.queues import QueueConfig
 
 ID_TRIES = 5
+PASS_SECONDS = 2.0
+"""Seconds ``admit_beside`` waits for a pass to admit a job that fits, at most."""
 ADMIT_SECONDS = 30.0
-"""Seconds ``admit_beside`` waits for a job that fits to start, at most."""
+"""Seconds ``admit_beside`` waits for an admitted job to start, at most."""
 
 
 class JobNotFound(LookupError):
@@ -220,7 +222,7 @@ class Engine:
                     return _held_elsewhere(gang.total.shortfall(cluster.free), others)
                 cluster.release(job_id)
                 self._queue(job, spec)
-            self.admitter.wait(lambda: job_id not in self.scheduler.pending(), ADMIT_SECONDS)
+            self.admitter.wait(lambda: job_id not in self.scheduler.pending(), PASS_SECONDS)
             deadline = time.monotonic() + ADMIT_SECONDS
             while self.get(job_id).state == State.QUEUED and time.monotonic() < deadline:
                 with self.admitter.lock:
@@ -234,9 +236,11 @@ class Engine:
             self._let_go(others)
 
     def _let_go(self, others: Sequence[JobRecord]) -> None:
+        """Forget other processes' jobs again (one "preempted" here would be queued anew)."""
         with self.admitter.lock:
             for other in others:
                 self.scheduler.finished(other.id)
+                self.scheduler.withdraw(other.id)
 
     def _queue(self, job: JobRecord, spec: JobSpec) -> None:
         with self.admitter.lock:
