@@ -7,9 +7,11 @@ for a machine with one GPU (there is none here); the tasks only see the index th
 from __future__ import annotations
 
 import os
+import select
 import shutil
 import signal
 import subprocess
+import threading
 from pathlib import Path
 
 import pytest
@@ -93,13 +95,53 @@ def test_sighup_stops_the_run_like_ctrl_c(engine: Engine, job_file) -> None:
     job_id = _job(engine, "hungup").id
     groups = _running_groups(engine, job_id)
 
-    run.send_signal(signal.SIGHUP)  # its terminal was closed
+    run.send_signal(signal.SIGHUP)
     output, _ = run.communicate(timeout=60)
 
     assert run.returncode == 130, output
     for pgid in groups:
         assert not process_group_alive(pgid), f"process group {pgid} survived"
     assert engine.get(job_id).state == State.CANCELLED
+
+
+def test_a_closed_terminal_stops_the_run_like_ctrl_c(engine: Engine, job_file) -> None:
+    """The run's controlling terminal is a real pseudo-terminal: closing its master end is
+    what closing a terminal window does (SIGHUP, and writes to it fail from then on)."""
+    job = job_file(STUBBORN.format(name="closed"))
+    shutil.copy(SERVE, job.parent / "serve.py")
+    master, terminal = os.openpty()
+    run = subprocess.Popen(
+        ["setsid", "--ctty", *trainfleet("run", job)],
+        stdin=terminal,
+        stdout=terminal,
+        stderr=terminal,
+    )
+    os.close(terminal)
+    stop_reading = threading.Event()
+    reader = threading.Thread(target=_drain, args=(master, stop_reading), daemon=True)
+    reader.start()
+    try:
+        job_id = _job(engine, "closed").id
+        groups = _running_groups(engine, job_id)
+    finally:
+        stop_reading.set()
+        reader.join()
+        os.close(master)
+
+    assert run.wait(timeout=60) == 130
+    for pgid in groups:
+        assert not process_group_alive(pgid), f"process group {pgid} survived"
+    assert engine.get(job_id).state == State.CANCELLED
+
+
+def _drain(master: int, stop: threading.Event) -> None:
+    """Read what the run shows on its terminal, so that it never blocks on a full one."""
+    while not stop.is_set():
+        if select.select([master], [], [], 0.05)[0]:
+            try:
+                os.read(master, 65536)
+            except OSError:  # the run closed its end
+                return
 
 
 WHOLE_MACHINE = {

@@ -7,6 +7,7 @@ The same view shows a job run by the embedded engine and one run by a server.
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
 from collections.abc import Callable, Sequence
@@ -16,7 +17,6 @@ from trainfleet.cli.follow import EventFollower, LogFollower, describe_event
 from trainfleet.cli.service import JobService
 from trainfleet.store.records import State, TaskRecord
 
-STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
 EXIT_CODES = {State.SUCCEEDED: 0, State.FAILED: 1, State.CANCELLED: 130}
 
 
@@ -37,7 +37,10 @@ class RunView:
 
     def run(self) -> int:
         # SIGTERM, and SIGHUP (its terminal closed), stop the job as Ctrl-C does.
-        previous = {number: signal.signal(number, _interrupt) for number in STOP_SIGNALS}
+        previous = {
+            signal.SIGTERM: signal.signal(signal.SIGTERM, _interrupt),
+            signal.SIGHUP: signal.signal(signal.SIGHUP, _hang_up),
+        }
         self._say(f"job {self.job_id}: {self.service.attach(self.job_id)}")
         try:
             if self.tty:
@@ -125,4 +128,14 @@ def _exit(code: int | None) -> str:
 
 
 def _interrupt(_signum: int, _frame: FrameType | None) -> None:
+    raise KeyboardInterrupt
+
+
+def _hang_up(_signum: int, _frame: FrameType | None) -> None:
+    """The terminal closed: what is shown goes nowhere (a write to it would fail), and
+    the job stops as on Ctrl-C."""
+    nowhere = os.open(os.devnull, os.O_WRONLY)
+    for stream in (sys.stdout, sys.stderr):
+        os.dup2(nowhere, stream.fileno())
+    os.close(nowhere)
     raise KeyboardInterrupt
