@@ -43,9 +43,14 @@ class RunView:
         }
         self._say(f"job {self.job_id}: {self.service.attach(self.job_id)}")
         try:
-            if self.tty:
-                self._watch_live()
-            else:
+            try:
+                if self.tty:
+                    self._watch_live()
+                else:
+                    self._watch(self._show)
+            except KeyboardInterrupt:  # before the watch took over (Rich was loading)
+                self._say("stopping the job (Ctrl-C again to kill it)")
+                self.service.interrupt(self.job_id)
                 self._watch(self._show)
         finally:
             for number, handler in previous.items():
