@@ -114,3 +114,21 @@ def test_tracked_tasks_ending_without_success_fail_the_job() -> None:
     }
     outcome = job_outcome(job, states, {})
     assert outcome is not None and outcome[0] is State.FAILED
+
+
+def test_a_role_named_for_success_is_waited_for_even_if_untracked() -> None:
+    job = _job(
+        {"worker": {"replicas": 2, "command": "w"}, "ps": {"command": "p"}},
+        success=["worker", "ps"],
+    )
+    workers_done = {
+        ("worker", 0): State.SUCCEEDED,
+        ("worker", 1): State.SUCCEEDED,
+        ("ps", 0): State.RUNNING,
+    }
+    assert job_outcome(job, workers_done, {}) is None
+    all_done = workers_done | {("ps", 0): State.SUCCEEDED}
+    assert job_outcome(job, all_done, {}) == (
+        State.SUCCEEDED,
+        "worker/0, worker/1, ps/0 succeeded",
+    )

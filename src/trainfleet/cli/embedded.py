@@ -3,7 +3,8 @@
 A job submitted with ``detach`` runs in a background ``trainfleet _runner JOB_ID``
 process (its own session, output in the job's folder: ``runner.log``); every process
 that runs a job leaves its pid in ``runner.pid``, so ``trainfleet stop`` from another
-terminal can ask it to stop the job.
+terminal can ask it to stop the job, and a job whose process is gone is found lost
+(``control.local_admission``). Jobs are admitted against every local process's jobs.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import click
 
 from trainfleet.cli.errors import UserError
 from trainfleet.cli.service import JobInput
+from trainfleet.control import local_admission
 from trainfleet.control.engine import Engine, JobActive, JobDetails
 from trainfleet.spec.loading import LoadedJob, load_job_file
 from trainfleet.store.layout import DataDir
@@ -89,12 +91,11 @@ class EngineService:
                 stderr=subprocess.STDOUT,
                 start_new_session=True,  # Ctrl-C in this terminal must not reach it
             )
-        self._pid_file(job_id).write_text(str(process.pid))
+        local_admission.record_runner(self.engine.data_dir, job_id, process.pid)
 
     def attach(self, job_id: str) -> str:
-        self._pid_file(job_id).parent.mkdir(parents=True, exist_ok=True)
-        self._pid_file(job_id).write_text(str(os.getpid()))
-        self.engine.start(job_id)
+        local_admission.record_runner(self.engine.data_dir, job_id)
+        local_admission.SharedAdmission(self.engine, job_id).start()
         return f"logs in {self.engine.data_dir.job_dir(job_id)}"
 
     def wait(self, job_id: str, timeout: float) -> bool:
@@ -112,9 +113,10 @@ class EngineService:
         return next(queue for queue in self.queues() if queue.queue.name == name)
 
     def get(self, job_id: str) -> JobRecord:
-        return self.engine.get(job_id)
+        return self._checked(self.engine.get(job_id))
 
     def describe(self, job_id: str) -> JobDetails:
+        self.get(job_id)
         return self.engine.describe(job_id)
 
     def tasks(self, job_id: str) -> list[TaskRecord]:
@@ -130,14 +132,17 @@ class EngineService:
         limit: int,
     ) -> list[JobRecord]:
         page = self.engine.find(state=state, name=name, user=user, labels=labels, limit=limit)
-        return page.jobs
+        return [self._checked(job) for job in page.jobs]
 
     def cancel(self, job_id: str, reason: str = "cancelled by user") -> JobRecord:
         """Stop the job here, or ask the local process that runs it to stop it (SIGTERM)."""
         try:
             return self.engine.cancel(job_id, reason)
         except JobActive:
-            pid = self._runner_pid(job_id)
+            job = self.get(job_id)  # a lost job is failed now
+            if State(job.state).is_final:
+                return job
+            pid = local_admission.live_runner(self.engine.data_dir, job_id)
             if pid is None:
                 raise
         os.kill(pid, signal.SIGTERM)
@@ -150,10 +155,12 @@ class EngineService:
         raise UserError(f"job {job_id} did not stop within {STOP_TIMEOUT:.0f}s", exit_code=1)
 
     def interrupt(self, job_id: str) -> None:
-        self.engine.runner.cancel(job_id, "interrupted")
+        if not self.engine.runner.cancel(job_id, "interrupted"):
+            self.engine.cancel(job_id, "interrupted")  # still waiting: it never starts
 
     def delete(self, job_id: str, force: bool) -> None:
-        if force and not State(self.engine.get(job_id).state).is_final:
+        job = self.get(job_id)  # a lost job is recorded as failed here
+        if force and not State(job.state).is_final:
             self.cancel(job_id, "deleted")
         self.engine.delete(job_id, force=force)
 
@@ -166,17 +173,6 @@ class EngineService:
     def close(self) -> None:
         self.engine.store.close()
 
-    def _pid_file(self, job_id: str) -> Path:
-        return self.engine.data_dir.job_dir(job_id) / "runner.pid"
-
-    def _runner_pid(self, job_id: str) -> int | None:
-        """The pid of the live trainfleet process that runs the job, if any."""
-        try:
-            pid = int(self._pid_file(job_id).read_text())
-            os.kill(pid, 0)
-        except (OSError, ValueError):
-            return None
-        cmdline = Path(f"/proc/{pid}/cmdline")
-        if cmdline.exists() and b"trainfleet" not in cmdline.read_bytes():
-            return None  # the pid was reused by another program
-        return pid
+    def _checked(self, job: JobRecord) -> JobRecord:
+        """The job, recorded as failed first if the process that ran it is gone."""
+        return local_admission.fail_if_lost(self.engine, job)

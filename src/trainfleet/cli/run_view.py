@@ -7,6 +7,7 @@ The same view shows a job run by the embedded engine and one run by a server.
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
 from collections.abc import Callable, Sequence
@@ -35,15 +36,25 @@ class RunView:
         self.tty = sys.stdout.isatty()
 
     def run(self) -> int:
-        previous = signal.signal(signal.SIGTERM, _interrupt)
+        # SIGTERM, and SIGHUP (its terminal closed), stop the job as Ctrl-C does.
+        previous = {
+            signal.SIGTERM: signal.signal(signal.SIGTERM, _interrupt),
+            signal.SIGHUP: signal.signal(signal.SIGHUP, _hang_up),
+        }
         self._say(f"job {self.job_id}: {self.service.attach(self.job_id)}")
         try:
-            if self.tty:
-                self._watch_live()
-            else:
+            try:
+                if self.tty:
+                    self._watch_live()
+                else:
+                    self._watch(self._show)
+            except KeyboardInterrupt:  # before the watch took over (Rich was loading)
+                self._say("stopping the job (Ctrl-C again to kill it)")
+                self.service.interrupt(self.job_id)
                 self._watch(self._show)
         finally:
-            signal.signal(signal.SIGTERM, previous)
+            for number, handler in previous.items():
+                signal.signal(number, handler)
         job = self.service.get(self.job_id)
         if not self.tty:
             for line in plain_task_table(self.service.tasks(self.job_id)):
@@ -122,4 +133,14 @@ def _exit(code: int | None) -> str:
 
 
 def _interrupt(_signum: int, _frame: FrameType | None) -> None:
+    raise KeyboardInterrupt
+
+
+def _hang_up(_signum: int, _frame: FrameType | None) -> None:
+    """The terminal closed: what is shown goes nowhere (a write to it would fail), and
+    the job stops as on Ctrl-C."""
+    nowhere = os.open(os.devnull, os.O_WRONLY)
+    for stream in (sys.stdout, sys.stderr):
+        os.dup2(nowhere, stream.fileno())
+    os.close(nowhere)
     raise KeyboardInterrupt

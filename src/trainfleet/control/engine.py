@@ -10,7 +10,7 @@ import secrets
 import shutil
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -41,6 +41,10 @@ if TYPE_CHECKING:
     from trainfleet.spec.queues import QueueConfig
 
 ID_TRIES = 5
+PASS_SECONDS = 2.0
+"""Seconds ``admit_beside`` waits for a pass to admit a job that fits, at most."""
+ADMIT_SECONDS = 30.0
+"""Seconds ``admit_beside`` waits for an admitted job to start, at most."""
 
 
 class JobNotFound(LookupError):
@@ -198,6 +202,50 @@ class Engine:
         job = self.get(job_id)
         self._queue(job, JobSpec.model_validate_json(job.spec))
 
+    def admit_beside(self, job_id: str, others: Sequence[JobRecord]) -> str | None:
+        """Queue a stored job here if it fits beside ``others`` (jobs that other processes
+        run on this machine, holding what they were given), and wait until it has started.
+
+        None then (or once it ended), else why it waits (it is not queued then).
+        The caller holds the machine's admission lock (``local_admission``).
+        """
+        job = self.get(job_id)
+        spec = JobSpec.model_validate_json(job.spec)
+        gang = queueing.gang_job(job.id, spec, job.created_at)
+        cluster = self.scheduler.cluster
+        try:
+            with self.admitter.lock:
+                for other in others:
+                    held = queueing.gang_job(
+                        other.id, JobSpec.model_validate_json(other.spec), other.created_at
+                    )
+                    self.scheduler.adopt(held, self._allocations(other.id, held))
+                if State(self.get(job_id).state).is_final:  # cancelled meanwhile
+                    return None
+                if cluster.place(job_id, gang.tasks) is None:
+                    return _held_elsewhere(gang.total.shortfall(cluster.free), others)
+                cluster.release(job_id)
+                self._queue(job, spec)
+            self.admitter.wait(lambda: job_id not in self.scheduler.pending(), PASS_SECONDS)
+            deadline = time.monotonic() + ADMIT_SECONDS
+            while self.get(job_id).state == State.QUEUED and time.monotonic() < deadline:
+                with self.admitter.lock:
+                    if job_id in self.scheduler.pending():  # held back here (a quota)
+                        reason = self.scheduler.waiting_reason(job_id) or "waiting"
+                        self.admitter.withdraw(job_id)
+                        return reason
+                time.sleep(0.005)
+            return None
+        finally:
+            self._let_go(others)
+
+    def _let_go(self, others: Sequence[JobRecord]) -> None:
+        """Forget other processes' jobs again (one "preempted" here would be queued anew)."""
+        with self.admitter.lock:
+            for other in others:
+                self.scheduler.finished(other.id)
+                self.scheduler.withdraw(other.id)
+
     def _queue(self, job: JobRecord, spec: JobSpec) -> None:
         with self.admitter.lock:
             self.scheduler.submit(queueing.gang_job(job.id, spec, job.created_at))
@@ -255,6 +303,8 @@ class Engine:
             for job in self.store.list_jobs(limit=1_000_000):
                 if State(job.state).is_final or job.id in self.runner.running():
                     continue
+                if self._embedded(job.id):
+                    continue  # an embedded `trainfleet run`'s, waiting or running there
                 spec = JobSpec.model_validate_json(job.spec)
                 gang = queueing.gang_job(job.id, spec, job.created_at)
                 if job.state == State.QUEUED:
@@ -275,6 +325,12 @@ class Engine:
         """An adopted job keeps its ports: no other job may be given them."""
         placed = [_slot(task) for task in self.store.list_tasks(job_id) if task.address]
         self.backend.reserve_ports(job_id, {slot.key: slot.port for slot in placed})
+
+    def _embedded(self, job_id: str) -> bool:
+        """Whether an embedded engine runs (or ran) the job: it has a runner record."""
+        from trainfleet.control.local_admission import RUNNER_RECORD
+
+        return (self.data_dir.job_dir(job_id) / RUNNER_RECORD).exists()
 
     def _allocations(self, job_id: str, gang: GangJob) -> list[TaskAllocation]:
         """What a running job holds: the GPUs it was given here, else any place that fits
@@ -409,6 +465,17 @@ def _stored_queues(store: Store) -> dict[str, QueueConfig]:
     from trainfleet.spec.queues import QueueConfig  # its models load only when queues exist
 
     return {name: QueueConfig.model_validate_json(text) for name, text in stored.items()}
+
+
+def _held_elsewhere(lacks: Sequence[str], others: Sequence[JobRecord]) -> str:
+    """``waiting for resources: gpu held by job a-1 of another trainfleet process``."""
+    waiting = f"waiting for resources: {', '.join(lacks) or 'capacity'} held by"
+    if not others:
+        return f"{waiting} another trainfleet process"
+    names = ", ".join(job.id for job in others[:3]) + (" ..." if len(others) > 3 else "")
+    if len(others) == 1:
+        return f"{waiting} job {names} of another trainfleet process"
+    return f"{waiting} jobs {names} of other trainfleet processes"
 
 
 def _fixed_port(first: int | None, index: int) -> int | None:

@@ -72,7 +72,8 @@ def job_outcome(
     if wanted and all(states[key] is State.SUCCEEDED for key in wanted):
         names = ", ".join(task_name(key) for key in wanted)
         return State.SUCCEEDED, f"{names} succeeded"
-    tracked = set(spec.tracked_roles())
+    # A role the success policy names is waited for, even one not tracked by default (ps).
+    tracked = set(spec.tracked_roles()) | {role for role, _ in wanted}
     if all(state.is_final for key, state in states.items() if key[0] in tracked):
         return State.FAILED, "every tracked task ended but the success policy was not met"
     return None

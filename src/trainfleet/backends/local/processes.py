@@ -46,8 +46,9 @@ class LocalBackend:
     dies on SIGTERM leaves its children their grace period, and whatever a task leaves
     running when it exits on its own is killed with it.
 
-    ``supervised`` (the server's mode) starts each task under a small shim that outlives
-    this process and records the task's exit, so a restarted server can ``adopt`` it.
+    Each task starts under a small shim that records its exit. ``supervised`` (the
+    server's mode): the shim outlives this process, so a restarted server can ``adopt``
+    the task. Otherwise the shim is tethered to this process: the task ends with it.
     """
 
     restarts_whole_jobs = False
@@ -88,17 +89,17 @@ class LocalBackend:
         started: dict[TaskKey, int | str] = {}
         for key in job.attempts:
             try:
-                started[key] = self._start(job.task(key), reports.exited)
+                started[key] = self._start(job.task(key), reports.exited, job.spec.grace_period)
             except (OSError, ValueError) as error:
                 started[key] = str(error)
         return started
 
-    def _start(self, launch: TaskLaunch, on_exit: ExitCallback) -> int:
+    def _start(self, launch: TaskLaunch, on_exit: ExitCallback, grace: float) -> int:
         launch.log_path.parent.mkdir(parents=True, exist_ok=True)
-        argv = list(launch.argv)
-        if self.supervised:
-            launch.record.parent.mkdir(parents=True, exist_ok=True)
-            argv = [sys.executable, "-I", "-S", str(SHIM), str(launch.record), "--", *argv]
+        launch.record.parent.mkdir(parents=True, exist_ok=True)
+        tether = [] if self.supervised else ["--tether", f"{os.getpid()}:{grace}"]
+        argv = [sys.executable, "-I", "-S", str(SHIM), str(launch.record), *tether, "--"]
+        argv += launch.argv
         with launch.log_path.open("ab") as log:
             process = subprocess.Popen(
                 argv,

@@ -1,0 +1,204 @@
+"""Embedded engines side by side on one machine: who runs each job, and one view of it.
+
+Every process that runs a job embedded (``trainfleet run``, the runner of an embedded
+``submit``) leaves ``runner.pid`` (its pid and start time) in the job's folder. A job
+that has not ended but whose runner is gone (dead, or its pid reused) is *lost*: any
+trainfleet process that finds one ends what is left of its tasks and records it as
+failed, so ``stop``, ``delete`` and ``list`` work on it.
+
+Such processes admit their jobs against the same machine: each admission runs under an
+exclusive lock on the data directory (``admission.lock``, fcntl) and counts what the
+store's started jobs of live runners hold. A job that does not fit waits, says which
+jobs hold what it needs, and tries again every ``RETRY_SECONDS`` or when it is cancelled.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import logging
+import os
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from trainfleet.backends.local import records
+from trainfleet.backends.local.groups import kill_group
+from trainfleet.store.layout import DataDir
+from trainfleet.store.records import JobRecord, State
+
+if TYPE_CHECKING:
+    from trainfleet.control.engine import Engine
+
+RUNNER_RECORD = "runner.pid"
+LOCK_FILE = "admission.lock"
+RETRY_SECONDS = 0.5
+"""Seconds between two tries of a job that waits for another process's jobs."""
+HOLDING = (State.STARTING, State.RUNNING, State.RESTARTING)
+"""The states of a job that holds its CPUs, memory and GPUs."""
+
+log = logging.getLogger(__name__)
+
+
+def record_runner(data_dir: DataDir, job_id: str, pid: int | None = None) -> None:
+    """Say that process ``pid`` (this one by default) runs the job."""
+    pid = os.getpid() if pid is None else pid
+    path = data_dir.job_dir(job_id) / RUNNER_RECORD
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(f"{pid} {_start_time(pid) or ''}".strip())
+
+
+def live_runner(data_dir: DataDir, job_id: str) -> int | None:
+    """The pid of the live process that runs the job, if any."""
+    recorded = _recorded(data_dir, job_id)
+    return recorded[0] if recorded is not None and recorded[1] else None
+
+
+def lost_runner(data_dir: DataDir, job_id: str) -> int | None:
+    """The pid of the process that ran the job and is gone; None while it lives (or when
+    none was recorded yet: a job between its storing and its runner's start)."""
+    recorded = _recorded(data_dir, job_id)
+    return recorded[0] if recorded is not None and not recorded[1] else None
+
+
+def _recorded(data_dir: DataDir, job_id: str) -> tuple[int, bool] | None:
+    """The recorded runner's pid and whether it still runs."""
+    try:
+        pid_text, _, started = (
+            (data_dir.job_dir(job_id) / RUNNER_RECORD).read_text().strip().partition(" ")
+        )
+        pid = int(pid_text)
+    except (OSError, ValueError):
+        return None
+    now = _start_time(pid)
+    if now is None:
+        return pid, False
+    if started:
+        return pid, now == started
+    # A record without a start time (written by an older trainfleet): a live pid counts
+    # when it still is a trainfleet process.
+    try:
+        return pid, b"trainfleet" in Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return pid, False
+
+
+def _start_time(pid: int) -> str | None:
+    """When the process started (clock ticks after boot), or None when it is gone."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = stat.rpartition(")")[2].split()
+    return fields[19] if len(fields) > 19 and fields[0] != "Z" else None
+
+
+@contextlib.contextmanager
+def machine_lock(data_dir: DataDir) -> Iterator[None]:
+    """Hold the data directory's admission lock (one holder among all processes)."""
+    data_dir.root.mkdir(parents=True, exist_ok=True)
+    descriptor = os.open(data_dir.root / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(descriptor, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(descriptor)  # releases the lock
+
+
+def fail_if_lost(engine: Engine, job: JobRecord) -> JobRecord:
+    """The job, recorded as failed first when its runner is gone."""
+    if State(job.state).is_final or lost_runner(engine.data_dir, job.id) is None:
+        return job
+    with machine_lock(engine.data_dir):
+        return _fail_lost(engine, engine.get(job.id))
+
+
+def _fail_lost(engine: Engine, job: JobRecord) -> JobRecord:
+    """Under the machine lock: end a lost job's leftover tasks and record it as failed."""
+    pid = lost_runner(engine.data_dir, job.id)
+    if State(job.state).is_final or pid is None:
+        return job
+    reason = f"lost: the trainfleet process running it ended (pid {pid})"
+    for task in engine.store.list_tasks(job.id):
+        if task.pid is not None:
+            _end_leftover(engine.data_dir, job.id, task.role, task.index, task.pid)
+        if not State(task.state).is_final:
+            engine.store.update_task(
+                job.id, task.role, task.index, reason, state=State.FAILED, reason=reason
+            )
+    engine.store.update_job(
+        job.id, reason, state=State.FAILED, reason=reason, finished_at=time.time()
+    )
+    log.warning("job %s: %s", job.id, reason)
+    return engine.get(job.id)
+
+
+def _end_leftover(data_dir: DataDir, job_id: str, role: str, index: int, pid: int) -> None:
+    """Kill the task's process group if its shim still runs (tethered shims end their
+    tasks themselves; this covers one that could not)."""
+    attempt = data_dir.latest_attempt(job_id, role, index)
+    if attempt is None:
+        return
+    record = data_dir.record(job_id, role, index, attempt)
+    if records.supervisor_pid(record) != pid:
+        return
+    try:
+        command = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return
+    if str(record).encode() in command:  # still that shim, not a reused pid
+        kill_group(pid)
+
+
+def holders(engine: Engine, job_id: str) -> list[JobRecord]:
+    """Under the machine lock: the started jobs of other live processes (lost ones are
+    recorded as failed on the way)."""
+    ours = {job_id, *engine.runner.running()}
+    found = []
+    for state in HOLDING:
+        for job in engine.store.find_jobs(state=state, limit=10_000).jobs:
+            if job.id not in ours and not State(_fail_lost(engine, job).state).is_final:
+                found.append(job)
+    return found
+
+
+class SharedAdmission:
+    """Admits one stored job of this process beside the jobs of the machine's other
+    trainfleet processes, on a thread of its own; it ends once the job started or ended."""
+
+    def __init__(self, engine: Engine, job_id: str) -> None:
+        self.engine = engine
+        self.job_id = job_id
+        self._thread = threading.Thread(target=self._run, name=f"admit-{job_id}", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            self._admit()
+        except Exception as error:  # never silently: the job fails and says why
+            log.exception("job %s: admission failed", self.job_id)
+            reason = f"admission failed: {error}"
+            with contextlib.suppress(Exception):
+                self.engine.store.update_job(
+                    self.job_id, reason, state=State.FAILED, reason=reason, finished_at=time.time()
+                )
+
+    def _admit(self) -> None:
+        engine, noted = self.engine, ""
+        while True:
+            with machine_lock(engine.data_dir):
+                if State(engine.get(self.job_id).state).is_final:
+                    return
+                reason = engine.admit_beside(self.job_id, holders(engine, self.job_id))
+                if reason is None:
+                    return
+            with engine.admitter.lock:  # as a cancel does: no cancelled job turns queued
+                if reason != noted and not State(engine.get(self.job_id).state).is_final:
+                    noted = reason
+                    engine.store.update_job(self.job_id, reason, state=State.QUEUED, reason=reason)
+            if engine.wait_ended(self.job_id, RETRY_SECONDS):
+                return
