@@ -246,10 +246,10 @@ def _message(error: ErrorDetails, path: Path, model: type[BaseModel] | None) -> 
         return "is required"
     if kind == "extra_forbidden":
         return _unknown_field(path, model)
-    if "[key]" in error["loc"] or kind == "invalid_key":
-        return f"key {path[-1]!r} must be a string" if path else "keys must be strings"
     if kind in ("value_error", "assertion_error") and "error" in ctx:
         return str(ctx["error"])
+    if "[key]" in error["loc"] or kind == "invalid_key":
+        return f"key {path[-1]!r} must be a string" if path else "keys must be strings"
     if kind in _TYPE_PHRASES or kind in ("literal_error", "enum"):
         hint = ""
         if kind == "string_type" and isinstance(error.get("input"), int | float):

@@ -13,7 +13,7 @@ from collections.abc import Hashable, Mapping
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError
 
 from trainfleet.spec.errors import (
     Path,
@@ -101,22 +101,22 @@ class PodTemplate(_K8s):
 
 
 class ReplicaSpec(_K8s):
-    replicas: int | None = None
+    replicas: StrictInt | None = None
     template: PodTemplate
     restartPolicy: Literal["Never", "OnFailure", "Always", "ExitCode"] | None = None
 
 
 class RunPolicy(_K8s):
-    backoffLimit: int | None = None
-    activeDeadlineSeconds: int | None = None
+    backoffLimit: StrictInt | None = None
+    activeDeadlineSeconds: StrictInt | None = None
 
 
 class ElasticPolicy(_K8s):
-    minReplicas: int | None = None
-    maxReplicas: int | None = None
+    minReplicas: StrictInt | None = None
+    maxReplicas: StrictInt | None = None
     rdzvBackend: str | None = None
-    maxRestarts: int | None = None
-    nProcPerNode: int | None = None
+    maxRestarts: StrictInt | None = None
+    nProcPerNode: StrictInt | None = None
 
 
 ReplicaSpecs = dict[str, ReplicaSpec] | None
