@@ -131,3 +131,10 @@ def test_submarine_flags_are_held_to_the_same_limits() -> None:
     args = SubmarineArgs(name="big", num_workers=2000, worker_launch_cmd="python train.py")
     with pytest.raises(SpecError, match="the job has 2000 tasks, more than the limit of 1000"):
         from_submarine_args(args)
+
+
+def test_thousands_of_wrong_keys_make_a_report_of_bounded_size() -> None:
+    keys = "".join(f"    key_{i}: 1\n" for i in range(5000))
+    problem = problem_of(f"name: demo\nroles:\n  worker:\n    command: x\n{keys}")
+    lines = problem.splitlines()
+    assert len(lines) == 101 and lines[-1] == "job.yaml: and 4900 more"

@@ -18,6 +18,9 @@ from typing import Annotated, Any, Union, get_args, get_origin
 from pydantic import BaseModel, ValidationError
 from pydantic_core import ErrorDetails
 
+MAX_PROBLEMS = 100
+"""Most problems reported for one document: a few thousand wrong keys make no better report."""
+
 Path = tuple[Hashable, ...]
 """Where a value sits in a document: mapping keys and list indexes."""
 
@@ -116,7 +119,11 @@ def spec_error_from_validation(
     for path, message in _messages(error.errors(), data, model):
         shown = _translate(path, origin) if origin is not None else path
         problems.append(source.problem(shown, message))
-    return SpecError(dict.fromkeys(problems))
+    unique = list(dict.fromkeys(problems))
+    if len(unique) > MAX_PROBLEMS:
+        more = len(unique) - MAX_PROBLEMS
+        unique = [*unique[:MAX_PROBLEMS], Problem(source.file, None, "", f"and {more} more")]
+    return SpecError(unique)
 
 
 def _translate(path: Path, origin: Mapping[Path, Path]) -> Path:
