@@ -28,7 +28,8 @@ from trainfleet.store.records import EventRecord, JobPage, JobRecord, State, Tok
 
 MAX_PAGE = 1000
 INLINE_TEXT = 16 << 10
-"""Job texts up to this many characters are read on the event loop, longer ones not."""
+"""Job texts up to this many characters are read and stored on the event loop, longer
+ones in a worker thread."""
 INLINE_TASKS = 64
 """Jobs of up to this many tasks are stored on the event loop, larger ones not."""
 LABEL = re.compile(r"^[^=]+=.*$", re.DOTALL)
@@ -101,12 +102,13 @@ def router(
         # Small jobs on the event loop, like the quick reads: parsing and one short
         # transaction cost less than a trip to a worker thread (benchmarks/api.py: 15% more
         # submissions/s). Large ones in a worker thread, so that other requests go on.
-        loaded = await run_in_threadpool(read) if len(text) > INLINE_TEXT else read()
+        large = len(text) > INLINE_TEXT
+        loaded = await run_in_threadpool(read) if large else read()
         submit = partial(
             engine.submit, loaded.spec, directory, loaded.source, user=token.name, start=True
         )
         tasks = sum(role.replicas for role in loaded.spec.roles.values())
-        job = await run_in_threadpool(submit) if tasks > INLINE_TASKS else submit()
+        job = await run_in_threadpool(submit) if large or tasks > INLINE_TASKS else submit()
         metrics.submissions.labels(job.source).inc()
         response.headers["Location"] = f"{API_PREFIX}/jobs/{job.id}"
         return Submitted(job=job, warnings=loaded.warnings)

@@ -106,7 +106,16 @@ EnvValue = Annotated[
     AfterValidator(_no_nul),
     Field(json_schema_extra={"pattern": NO_NUL_PATTERN}),
 ]
-Environment = dict[EnvName, EnvValue]
+Environment = Annotated[
+    dict[EnvName, EnvValue],
+    WithJsonSchema(
+        {
+            "type": "object",
+            "propertyNames": {"pattern": ENV_NAME_PATTERN},
+            "additionalProperties": {"type": "string", "pattern": NO_NUL_PATTERN},
+        }
+    ),
+]
 
 Millicores = Annotated[
     int,
