@@ -37,8 +37,6 @@ def create_app(engine: Engine, settings: Settings) -> FastAPI:
         lifespan=lifespan,
     )
     errors.install(app)
-    metrics = Metrics(engine.store)
-    app.add_middleware(LatencyMiddleware, metrics=metrics)
     tokens = Tokens(engine.store)
     auth = authenticator(engine.store, tokens)
     app.add_middleware(
@@ -48,6 +46,8 @@ def create_app(engine: Engine, settings: Settings) -> FastAPI:
         guarded=(f"{API_PREFIX}/", "/metrics"),
         public=(f"{API_PREFIX}/openapi.json", f"{API_PREFIX}/docs"),
     )
+    metrics = Metrics(engine.store)
+    app.add_middleware(LatencyMiddleware, metrics=metrics)  # outermost: it sees every answer
     app.include_router(routes_jobs.router(engine, settings, auth, metrics), prefix=API_PREFIX)
     app.include_router(routes_logs.router(engine, settings, auth), prefix=API_PREFIX)
     app.include_router(routes_queues.router(engine, auth), prefix=API_PREFIX)

@@ -31,6 +31,7 @@ from pydantic import (
     field_validator,
     model_validator,
 )
+from pydantic_core import PydanticCustomError
 
 from trainfleet.spec.quantity import (
     CPU_LIMIT,
@@ -92,13 +93,23 @@ EnvName = Annotated[
 
 
 def _not_bool(value: Any) -> Any:
-    if isinstance(value, bool):
-        raise ValueError(f"expected a number, got {str(value).lower()}")
+    if isinstance(value, bool):  # reported as pydantic's own type error, unions included
+        raise PydanticCustomError("float_type", "Input should be a valid number")
     return value
 
 
 NOT_BOOL = BeforeValidator(_not_bool)
 """For numbers: true is not 1 (strings such as '1e3' stay accepted: YAML reads 1e3 as one)."""
+
+
+def _integer(value: Any) -> Any:
+    if isinstance(value, bool | str):
+        raise PydanticCustomError("int_type", "Input should be a valid integer")
+    return value
+
+
+INTEGER = BeforeValidator(_integer)
+"""For counts: "2" and true are mistakes, not 2 and 1 (2.0 stays 2, as JSON Schema reads it)."""
 
 EnvValue = Annotated[
     str,
@@ -189,7 +200,7 @@ def _custom_names(value: dict[str, int]) -> dict[str, int]:
 
 
 CustomResources = Annotated[
-    dict[str, Annotated[int, Field(strict=True, ge=0)]],
+    dict[str, Annotated[int, Field(ge=0), INTEGER]],
     AfterValidator(_custom_names),
     WithJsonSchema(
         {
@@ -234,7 +245,7 @@ class Resources(_Model):
 class RoleSpec(_Model):
     """One kind of task in a job, started ``replicas`` times."""
 
-    replicas: Annotated[int, Field(strict=True, ge=1, le=MAX_REPLICAS)] = Field(
+    replicas: Annotated[int, Field(ge=1, le=MAX_REPLICAS), INTEGER] = Field(
         default=1,
         description="Tasks of this role. A job has at most 1,000 tasks in all by default "
         "(a server may set another limit: --max-tasks).",
@@ -245,7 +256,7 @@ class RoleSpec(_Model):
     env: Environment = Field(default_factory=dict)
     working_dir: Text | None = None
     resources: Resources = Field(default_factory=Resources)
-    port: Annotated[int, Field(strict=True, ge=1, le=65535)] | None = Field(
+    port: Annotated[int, Field(ge=1, le=65535), INTEGER] | None = Field(
         default=None,
         description="Fixed port of replica 0 (replica i gets port + i); free ones otherwise.",
     )
@@ -345,7 +356,7 @@ class RestartSpec(_Model):
     """How failed tasks are restarted; ``max_restarts`` counts per task."""
 
     policy: RestartPolicy = RestartPolicy.NEVER
-    max_restarts: Annotated[int, Field(strict=True, ge=0)] = 3
+    max_restarts: Annotated[int, Field(ge=0), INTEGER] = 3
     backoff: Backoff = Field(default_factory=Backoff)
     scope: Literal["task", "job"] | None = Field(
         default=None,
@@ -359,10 +370,10 @@ class RestartSpec(_Model):
 class ElasticPolicy(_Model):
     """torchrun elastic rendezvous (Kubeflow ``elasticPolicy``)."""
 
-    min_replicas: Annotated[int, Field(strict=True, ge=1)]
-    max_replicas: Annotated[int, Field(strict=True, ge=1)]
+    min_replicas: Annotated[int, Field(ge=1), INTEGER]
+    max_replicas: Annotated[int, Field(ge=1), INTEGER]
     rdzv_backend: Text = "c10d"
-    max_restarts: Annotated[int, Field(strict=True, ge=0)] = 0
+    max_restarts: Annotated[int, Field(ge=0), INTEGER] = 0
 
     @model_validator(mode="after")
     def _ordered(self) -> ElasticPolicy:
@@ -374,7 +385,7 @@ class ElasticPolicy(_Model):
 class PyTorchOptions(_Model):
     """Options of PyTorch jobs launched with torchrun."""
 
-    nproc_per_node: Annotated[int, Field(strict=True, ge=1)] | Literal["auto", "gpu", "cpu"] = 1
+    nproc_per_node: Annotated[int, Field(ge=1), INTEGER] | Literal["auto", "gpu", "cpu"] = 1
     elastic: ElasticPolicy | None = None
 
 
@@ -409,9 +420,8 @@ class JobSpec(_Model):
     queue: str = Field(
         default="default", description="The queue the job waits in for its resources."
     )
-    priority: int = Field(
+    priority: Annotated[int, INTEGER] = Field(
         default=0,
-        strict=True,
         ge=-1_000_000,
         le=1_000_000,
         description="Higher goes first, and may preempt lower-priority jobs of its queue.",
