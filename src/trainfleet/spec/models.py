@@ -200,7 +200,7 @@ def _custom_names(value: dict[str, int]) -> dict[str, int]:
 
 
 CustomResources = Annotated[
-    dict[str, Annotated[int, Field(ge=0), INTEGER]],
+    dict[str, Annotated[int, Field(ge=0)]],  # flags give "licence=1": text is read
     AfterValidator(_custom_names),
     WithJsonSchema(
         {
