@@ -48,6 +48,10 @@ class RequestGuard:
             except ApiError as error:
                 await self._answer(scope, receive, send, error.status, error.detail, error.headers)
                 return
+            except Exception:
+                # The store cannot answer: the endpoint's own token check meets the same
+                # error, and the app's handlers answer it (the body stays bounded below).
+                pass
         declared = headers.get("content-length", "")
         if declared.isdigit() and int(declared) > self.max_body:
             await self._answer(scope, receive, send, 413, self._too_large())
