@@ -124,13 +124,19 @@ def test_kubeflow_manifests_have_the_same_holes_closed() -> None:
     assert NUL in problem_of(manifest(1, nul))
     bad_env = {**ok, "env": [{"name": "A=B", "value": "1"}]}
     assert "must not contain '='" in problem_of(manifest(1, bad_env))
-    assert "the job has 5000 tasks, more than the limit of 1000" in problem_of(manifest(5000, ok))
+    assert problem_of(manifest(5000, ok)) == (
+        "job.yaml:1: spec.tfReplicaSpecs.Worker.replicas: the job has 5000 tasks, more than "
+        "the limit of 1000 per job"
+    )
 
 
 def test_submarine_flags_are_held_to_the_same_limits() -> None:
     args = SubmarineArgs(name="big", num_workers=2000, worker_launch_cmd="python train.py")
-    with pytest.raises(SpecError, match="the job has 2000 tasks, more than the limit of 1000"):
+    with pytest.raises(SpecError) as raised:
         from_submarine_args(args)
+    assert str(raised.value) == (
+        "--num_workers: the job has 2000 tasks, more than the limit of 1000 per job"
+    )
 
 
 def test_thousands_of_wrong_keys_make_a_report_of_bounded_size() -> None:

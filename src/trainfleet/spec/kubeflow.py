@@ -24,6 +24,7 @@ from trainfleet.spec.errors import (
     image_warning,
     spec_error_from_validation,
 )
+from trainfleet.spec.limits import JobLimits, check_limits
 from trainfleet.spec.models import Framework, JobSpec, RestartPolicy
 
 API_VERSION = "kubeflow.org/v1"
@@ -148,11 +149,14 @@ class Manifest(_K8s):
 
 
 def job_from_manifest(
-    data: Mapping[Hashable, Any], source: SourceMap | None = None
+    data: Mapping[Hashable, Any],
+    source: SourceMap | None = None,
+    limits: JobLimits | None = None,
 ) -> tuple[JobSpec, list[str]]:
     """The JobSpec of a Kubeflow manifest, and warnings about what is ignored locally.
 
-    ``source`` gives the file and the line of every key path, for errors.
+    ``source`` gives the file and the line of every key path, for errors; ``limits`` the
+    most roles and tasks (the defaults when not given).
     """
     source = source or SourceMap()
     kind = _check_header(data, source)
@@ -168,6 +172,7 @@ def job_from_manifest(
         spec = JobSpec.model_validate(job)
     except ValidationError as error:
         raise spec_error_from_validation(error, job, source, origin=converter.origin) from None
+    check_limits(spec, limits or JobLimits(), source, converter.origin)
     return spec, converter.warnings
 
 

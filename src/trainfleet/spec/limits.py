@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # this module stays light: the CLI reads its defaults at start
-    from trainfleet.spec.errors import SourceMap
+    from trainfleet.spec.errors import Path, SourceMap
     from trainfleet.spec.models import JobSpec
 
 DEFAULT_MAX_ROLES = 64
@@ -44,20 +44,29 @@ def check_roles(data: Mapping[Hashable, Any], limits: JobLimits, source: SourceM
         raise SpecError([source.problem(("roles",), _too_many_roles(len(roles), limits))])
 
 
-def check_limits(spec: JobSpec, limits: JobLimits, source: SourceMap | None = None) -> None:
-    """SpecError naming the field if ``spec`` has more roles or tasks than ``limits``."""
+def check_limits(
+    spec: JobSpec,
+    limits: JobLimits,
+    source: SourceMap | None = None,
+    origin: Mapping[Path, Path] | None = None,
+) -> None:
+    """SpecError naming the field if ``spec`` has more roles or tasks than ``limits``;
+    ``origin`` maps a JobSpec path to what the user wrote (a flag, a manifest field)."""
     from trainfleet.spec.errors import SourceMap, SpecError
 
     source = source or SourceMap()
+    where = origin or {}
     if len(spec.roles) > limits.roles:
-        raise SpecError([source.problem(("roles",), _too_many_roles(len(spec.roles), limits))])
+        path = where.get(("roles",), ("roles",))
+        raise SpecError([source.problem(path, _too_many_roles(len(spec.roles), limits))])
     tasks = sum(role.replicas for role in spec.roles.values())
     if tasks > limits.tasks:
         largest = max(spec.roles, key=lambda name: spec.roles[name].replicas)
         message = f"the job has {tasks} tasks, more than the limit of {limits.tasks} per job"
         if len(spec.roles) > 1:
             message += f" (this role has {spec.roles[largest].replicas})"
-        raise SpecError([source.problem(("roles", largest, "replicas"), message)])
+        path = ("roles", largest, "replicas")
+        raise SpecError([source.problem(where.get(path, path), message)])
 
 
 def _too_many_roles(count: int, limits: JobLimits) -> str:

@@ -107,8 +107,7 @@ def load_job_text(
         if "apiVersion" in data or "kind" in data:
             from trainfleet.spec import kubeflow  # its models load only for manifests
 
-            spec, warnings = kubeflow.job_from_manifest(data, source)
-            check_limits(spec, limits, SourceMap(filename))
+            spec, warnings = kubeflow.job_from_manifest(data, source, limits)
             return LoadedJob(spec, warnings, str(data["kind"]))
         try:
             spec = JobSpec.model_validate(data)

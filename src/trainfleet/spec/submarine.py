@@ -114,7 +114,7 @@ def from_submarine_args(args: SubmarineArgs) -> LoadedJob:
         spec = JobSpec.model_validate(job)
     except ValidationError as error:
         raise spec_error_from_validation(error, job, SourceMap(), origin=origin) from None
-    check_limits(spec, JobLimits())
+    check_limits(spec, JobLimits(), origin=origin)
     return LoadedJob(spec, warnings, "submarine")
 
 
