@@ -46,8 +46,12 @@ def resolve(flag: str | None, environ: Mapping[str, str] = os.environ) -> Target
     """The target from the flag, then the environment, then the config file (if any)."""
     env_server = environ.get("TRAINFLEET_SERVER") or None
     env_token = environ.get("TRAINFLEET_TOKEN") or None
+    if env_token is not None:
+        _check_token(env_token, "TRAINFLEET_TOKEN")
     path = config_path(environ)
     file = _strings(read_config(path), path) if path.exists() else {}
+    if env_token is None and "token" in file:
+        _check_token(file["token"], f"{path}: token")
     return Target(
         server=flag or env_server or file.get("server"),
         token=env_token or file.get("token"),
@@ -99,3 +103,17 @@ def _strings(settings: dict[str, Any], path: Path) -> dict[str, str]:
         if key in settings and (not isinstance(settings[key], str) or not settings[key]):
             raise UserError(f"{path}: {key}: expected a non-empty string")
     return {key: settings[key] for key in KEYS if key in settings}
+
+
+def _check_token(token: str, where: str) -> None:
+    """UserError naming ``where`` unless ``token`` can travel in an HTTP header.
+
+    Tokens are URL-safe ASCII; anything else is a mistake (a pasted quote, a stray space),
+    and httpx would refuse it with a traceback.
+    """
+    bad = next((char for char in token if not "!" <= char <= "~"), None)
+    if bad is not None:
+        raise UserError(
+            f"{where}: a token holds only printable ASCII characters, without spaces; "
+            f"this one has {bad!r}"
+        )

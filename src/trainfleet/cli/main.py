@@ -205,6 +205,21 @@ def delete(options: Options, job_id: str, force: bool) -> None:
     type=click.Path(dir_okay=False),
     help="A YAML file of queues (quota, cohort, borrowing limit) to create or update.",
 )
+@click.option(
+    "--max-body",
+    type=click.IntRange(1024, 1 << 30),
+    help="Largest request body in bytes (a job's text); larger ones get 413 [default: 1 MiB].",
+)
+@click.option(
+    "--max-roles",
+    type=click.IntRange(1, 10_000),
+    help="Most roles of one job; more get 422 [default: 64].",
+)
+@click.option(
+    "--max-tasks",
+    type=click.IntRange(1, 1_000_000),
+    help="Most tasks of one job (replicas summed over roles); more get 422 [default: 1000].",
+)
 @click.pass_obj
 def server(
     options: Options,
@@ -213,16 +228,22 @@ def server(
     database_url: str | None,
     database_url_file: str | None,
     queues_file: str | None,
+    max_body: int | None,
+    max_roles: int | None,
+    max_tasks: int | None,
 ) -> None:
     """Serve the REST API and run submitted jobs (stop with Ctrl-C).
 
     On the first start it prints an admin token once, or takes TRAINFLEET_ADMIN_TOKEN.
     Jobs keep running while the server is stopped or restarted; it adopts them again.
     """
+    from pathlib import Path
+
     from trainfleet.backends.choose import backend_for
     from trainfleet.cli.config import backend_config
     from trainfleet.cli.errors import UserError
     from trainfleet.server.serve import database_url_of, serve
+    from trainfleet.server.settings import Settings
     from trainfleet.spec.errors import SpecError
     from trainfleet.spec.loading import load_queues_file
     from trainfleet.store.errors import StoreError
@@ -231,7 +252,10 @@ def server(
         database_url = database_url_of(database_url, database_url_file)
         queues = load_queues_file(queues_file) if queues_file else None
         backend = backend_for(backend_config(), supervised=True)
-        serve(options.data_dir, host, port, database_url, queues, backend)
+        given = {"max_body": max_body, "max_roles": max_roles, "max_tasks": max_tasks}
+        limits = {name: value for name, value in given.items() if value is not None}
+        settings = Settings(workdir=Path.cwd(), **limits)
+        serve(options.data_dir, host, port, database_url, queues, backend, settings)
     except (StoreError, ValueError, SpecError, UserError, OSError) as error:
         click.echo(f"error: {error}", err=True)
         sys.exit(2)

@@ -11,7 +11,8 @@ from fastapi.concurrency import run_in_threadpool
 
 from trainfleet.control.engine import Engine
 from trainfleet.server import errors, openapi, routes_jobs, routes_logs, routes_queues
-from trainfleet.server.auth import authenticator
+from trainfleet.server.auth import Tokens, authenticator
+from trainfleet.server.guard import RequestGuard
 from trainfleet.server.metrics import CONTENT_TYPE, LatencyMiddleware, Metrics
 from trainfleet.server.models import Health
 from trainfleet.server.params import known_query_only
@@ -40,9 +41,17 @@ def create_app(engine: Engine, settings: Settings) -> FastAPI:
         lifespan=lifespan,
     )
     errors.install(app)
+    tokens = Tokens(engine.store)
+    auth = authenticator(engine.store, tokens)
+    app.add_middleware(
+        RequestGuard,
+        tokens=tokens,
+        max_body=settings.max_body,
+        guarded=(f"{API_PREFIX}/", "/metrics"),
+        public=(f"{API_PREFIX}/openapi.json", f"{API_PREFIX}/docs"),
+    )
     metrics = Metrics(engine.store)
-    app.add_middleware(LatencyMiddleware, metrics=metrics)
-    auth = authenticator(engine.store)
+    app.add_middleware(LatencyMiddleware, metrics=metrics)  # outermost: it sees every answer
     app.include_router(routes_jobs.router(engine, settings, auth, metrics), prefix=API_PREFIX)
     app.include_router(routes_logs.router(engine, settings, auth), prefix=API_PREFIX)
     app.include_router(routes_queues.router(engine, auth), prefix=API_PREFIX)

@@ -82,29 +82,51 @@ TOKEN_CACHE_SECONDS = 2.0
 (by ``trainfleet token revoke``, possibly in another process) stops working this soon."""
 
 
-def authenticator(store: Store) -> Callable[..., Awaitable[TokenRecord]]:
-    """The dependency that answers 401 unless the request has a valid, unrevoked token.
+class Tokens:
+    """Checks bearer tokens against the store, caching lookups briefly.
 
-    Lookups are cached briefly: the store is shared with the jobs' threads, and a query
-    per request would make every request wait for it.
+    The store is shared with the jobs' threads, and a query per request would make every
+    request wait for it.
     """
-    known: TTLCache[str, TokenRecord | None] = TTLCache(maxsize=10_000, ttl=TOKEN_CACHE_SECONDS)
 
-    async def authenticate(
-        credentials: Annotated[HTTPAuthorizationCredentials | None, Security(bearer)],
-    ) -> TokenRecord:
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self.known: TTLCache[str, TokenRecord | None] = TTLCache(
+            maxsize=10_000, ttl=TOKEN_CACHE_SECONDS
+        )
+
+    def check(self, credentials: str | None) -> TokenRecord:
+        """The valid, unrevoked token whose secret is ``credentials``; ApiError 401 if none."""
         if credentials is None:
             raise ApiError(
                 401, "this server needs a token: Authorization: Bearer <token>", _challenge()
             )
-        key = digest(credentials.credentials)
-        if key in known:
-            token = known[key]
+        key = digest(credentials)
+        if key in self.known:
+            token = self.known[key]
         else:
-            token = known[key] = store.token_by_digest(key)
+            token = self.known[key] = self.store.token_by_digest(key)
         if token is None or token.revoked_at is not None:
             raise ApiError(401, "the token is unknown or revoked", _challenge("invalid_token"))
         return token
+
+    def check_header(self, authorization: str | None) -> TokenRecord:
+        """As ``check``, from an ``Authorization`` header as HTTPBearer reads it."""
+        scheme, _, credentials = (authorization or "").partition(" ")
+        given = credentials.strip() if scheme.lower() == "bearer" else ""
+        return self.check(given or None)
+
+
+def authenticator(
+    store: Store, tokens: Tokens | None = None
+) -> Callable[..., Awaitable[TokenRecord]]:
+    """The dependency that answers 401 unless the request has a valid, unrevoked token."""
+    checker = tokens or Tokens(store)
+
+    async def authenticate(
+        credentials: Annotated[HTTPAuthorizationCredentials | None, Security(bearer)],
+    ) -> TokenRecord:
+        return checker.check(None if credentials is None else credentials.credentials)
 
     return authenticate
 

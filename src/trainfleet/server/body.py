@@ -15,17 +15,18 @@ JOB_MEDIA_TYPES = (
     "application/json",
     "text/plain",
 )
-"""A job is YAML or JSON text; YAML reads both, so the media type only gates the door."""
+"""A job is YAML or JSON text; YAML reads both, but one declared JSON must be JSON."""
 
 
-def check_media_type(request: Request) -> None:
-    """415 unless the body is declared as one of JOB_MEDIA_TYPES (or not declared at all)."""
+def check_media_type(request: Request) -> str:
+    """The declared media type ("" if none); 415 unless it is one of JOB_MEDIA_TYPES."""
     declared = request.headers.get("content-type", "")
     media_type = declared.split(";", 1)[0].strip().lower()
     if media_type and media_type not in JOB_MEDIA_TYPES:
         raise ApiError(
             415, f"cannot read a job sent as {media_type}: use {', '.join(JOB_MEDIA_TYPES)}"
         )
+    return media_type
 
 
 async def read_limited(request: Request, limit: int) -> bytes:

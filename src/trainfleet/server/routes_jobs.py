@@ -2,10 +2,12 @@
 
 import re
 from collections.abc import AsyncIterator, Awaitable, Callable
+from functools import partial
 from pathlib import Path
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Header, Query, Request, Response
+from fastapi.concurrency import run_in_threadpool
 from fastapi.sse import EventSourceResponse, ServerSentEvent
 from pydantic import Field
 
@@ -25,6 +27,11 @@ from trainfleet.spec.loading import load_job_text
 from trainfleet.store.records import EventRecord, JobPage, JobRecord, State, TokenRecord
 
 MAX_PAGE = 1000
+INLINE_TEXT = 16 << 10
+"""Job texts up to this many characters are read and stored on the event loop, longer
+ones in a worker thread."""
+INLINE_TASKS = 64
+"""Jobs of up to this many tasks are stored on the event loop, larger ones not."""
 LABEL = re.compile(r"^[^=]+=.*$", re.DOTALL)
 
 SUBMIT_BODY: dict[str, Any] = {
@@ -82,13 +89,26 @@ def router(
         ] = "<request>",
     ) -> Submitted:
         """Store a job and queue it for admission; answers at once with the queued job."""
-        body.check_media_type(request)
+        media_type = body.check_media_type(request)
         text = body.decode(await body.read_limited(request, settings.max_body), filename)
         directory = _workdir(workdir, settings.workdir)
-        # On the event loop, like the quick reads: parsing and one short transaction cost
-        # less than a trip to a worker thread (benchmarks/api.py: 15% more submissions/s).
-        loaded = load_job_text(text, filename)
-        job = engine.submit(loaded.spec, directory, loaded.source, user=token.name, start=True)
+        read = partial(
+            load_job_text,
+            text,
+            filename,
+            limits=settings.limits,
+            json_only=media_type == "application/json",
+        )
+        # Small jobs on the event loop, like the quick reads: parsing and one short
+        # transaction cost less than a trip to a worker thread (benchmarks/api.py: 15% more
+        # submissions/s). Large ones in a worker thread, so that other requests go on.
+        large = len(text) > INLINE_TEXT
+        loaded = await run_in_threadpool(read) if large else read()
+        submit = partial(
+            engine.submit, loaded.spec, directory, loaded.source, user=token.name, start=True
+        )
+        tasks = sum(role.replicas for role in loaded.spec.roles.values())
+        job = await run_in_threadpool(submit) if large or tasks > INLINE_TASKS else submit()
         metrics.submissions.labels(job.source).inc()
         response.headers["Location"] = f"{API_PREFIX}/jobs/{job.id}"
         return Submitted(job=job, warnings=loaded.warnings)

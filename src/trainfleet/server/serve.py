@@ -50,12 +50,14 @@ def serve(
     database_url: str | None = None,
     queues: QueuesFile | None = None,
     backend: Backend | None = None,
+    settings: Settings | None = None,
 ) -> None:
     """Run the server in this process until SIGINT or SIGTERM.
 
     Supervised tasks outlive this process; a restarted server adopts them (resume).
     ``queues`` (from ``--queues FILE``) are created or updated before jobs resume.
     ``backend``: where jobs run (the local backend, supervised, by default).
+    ``settings``: limits and defaults (``Settings``' own, in this directory, by default).
     """
     engine = Engine(DataDir.resolve(data_dir), backend, supervised=True, database=database_url)
     for queue in queues.queues if queues else []:
@@ -66,7 +68,7 @@ def serve(
     resumed = engine.resume()
     if resumed:
         print(f"trainfleet | resumed {len(resumed)} unfinished job(s)", flush=True)
-    app = create_app(engine, Settings(workdir=Path.cwd()))
+    app = create_app(engine, settings or Settings(workdir=Path.cwd()))
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
     uvicorn.run(
         app,

@@ -5,7 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from trainfleet.spec.limits import DEFAULT_MAX_ROLES, DEFAULT_MAX_TASKS, JobLimits
+
 API_PREFIX = "/api/v1"
+
+DEFAULT_MAX_BODY = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -14,7 +18,16 @@ class Settings:
 
     workdir: Path
     """Where a job runs when its submission names no ``workdir``."""
-    max_body: int = 1 << 20
-    """Largest job text accepted, in bytes (413 beyond)."""
+    max_body: int = DEFAULT_MAX_BODY
+    """Largest request body accepted, in bytes (413 beyond, before it is all read)."""
+    max_roles: int = DEFAULT_MAX_ROLES
+    """Most roles of one job (422 beyond)."""
+    max_tasks: int = DEFAULT_MAX_TASKS
+    """Most tasks of one job, replicas summed over its roles (422 beyond)."""
     poll_interval: float = 0.1
     """Seconds between two looks at a followed log or event list."""
+
+    @property
+    def limits(self) -> JobLimits:
+        """The job limits these settings set."""
+        return JobLimits(roles=self.max_roles, tasks=self.max_tasks)

@@ -18,6 +18,9 @@ from typing import Annotated, Any, Union, get_args, get_origin
 from pydantic import BaseModel, ValidationError
 from pydantic_core import ErrorDetails
 
+MAX_PROBLEMS = 100
+"""Most problems reported for one document: a few thousand wrong keys make no better report."""
+
 Path = tuple[Hashable, ...]
 """Where a value sits in a document: mapping keys and list indexes."""
 
@@ -116,7 +119,11 @@ def spec_error_from_validation(
     for path, message in _messages(error.errors(), data, model):
         shown = _translate(path, origin) if origin is not None else path
         problems.append(source.problem(shown, message))
-    return SpecError(dict.fromkeys(problems))
+    unique = list(dict.fromkeys(problems))
+    if len(unique) > MAX_PROBLEMS:
+        more = len(unique) - MAX_PROBLEMS
+        unique = [*unique[:MAX_PROBLEMS], Problem(source.file, None, "", f"and {more} more")]
+    return SpecError(unique)
 
 
 def _translate(path: Path, origin: Mapping[Path, Path]) -> Path:
@@ -246,10 +253,10 @@ def _message(error: ErrorDetails, path: Path, model: type[BaseModel] | None) -> 
         return "is required"
     if kind == "extra_forbidden":
         return _unknown_field(path, model)
-    if "[key]" in error["loc"] or kind == "invalid_key":
-        return f"key {path[-1]!r} must be a string" if path else "keys must be strings"
     if kind in ("value_error", "assertion_error") and "error" in ctx:
         return str(ctx["error"])
+    if "[key]" in error["loc"] or kind == "invalid_key":
+        return f"key {path[-1]!r} must be a string" if path else "keys must be strings"
     if kind in _TYPE_PHRASES or kind in ("literal_error", "enum"):
         hint = ""
         if kind == "string_type" and isinstance(error.get("input"), int | float):

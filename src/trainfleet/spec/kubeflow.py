@@ -13,7 +13,7 @@ from collections.abc import Hashable, Mapping
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError
 
 from trainfleet.spec.errors import (
     Path,
@@ -24,6 +24,7 @@ from trainfleet.spec.errors import (
     image_warning,
     spec_error_from_validation,
 )
+from trainfleet.spec.limits import JobLimits, check_limits
 from trainfleet.spec.models import Framework, JobSpec, RestartPolicy
 
 API_VERSION = "kubeflow.org/v1"
@@ -101,22 +102,22 @@ class PodTemplate(_K8s):
 
 
 class ReplicaSpec(_K8s):
-    replicas: int | None = None
+    replicas: StrictInt | None = None
     template: PodTemplate
     restartPolicy: Literal["Never", "OnFailure", "Always", "ExitCode"] | None = None
 
 
 class RunPolicy(_K8s):
-    backoffLimit: int | None = None
-    activeDeadlineSeconds: int | None = None
+    backoffLimit: StrictInt | None = None
+    activeDeadlineSeconds: StrictInt | None = None
 
 
 class ElasticPolicy(_K8s):
-    minReplicas: int | None = None
-    maxReplicas: int | None = None
+    minReplicas: StrictInt | None = None
+    maxReplicas: StrictInt | None = None
     rdzvBackend: str | None = None
-    maxRestarts: int | None = None
-    nProcPerNode: int | None = None
+    maxRestarts: StrictInt | None = None
+    nProcPerNode: StrictInt | None = None
 
 
 ReplicaSpecs = dict[str, ReplicaSpec] | None
@@ -148,11 +149,14 @@ class Manifest(_K8s):
 
 
 def job_from_manifest(
-    data: Mapping[Hashable, Any], source: SourceMap | None = None
+    data: Mapping[Hashable, Any],
+    source: SourceMap | None = None,
+    limits: JobLimits | None = None,
 ) -> tuple[JobSpec, list[str]]:
     """The JobSpec of a Kubeflow manifest, and warnings about what is ignored locally.
 
-    ``source`` gives the file and the line of every key path, for errors.
+    ``source`` gives the file and the line of every key path, for errors; ``limits`` the
+    most roles and tasks (the defaults when not given).
     """
     source = source or SourceMap()
     kind = _check_header(data, source)
@@ -168,6 +172,7 @@ def job_from_manifest(
         spec = JobSpec.model_validate(job)
     except ValidationError as error:
         raise spec_error_from_validation(error, job, source, origin=converter.origin) from None
+    check_limits(spec, limits or JobLimits(), source, converter.origin)
     return spec, converter.warnings
 
 

@@ -29,10 +29,13 @@ from trainfleet.spec.errors import (
     format_path,
     spec_error_from_validation,
 )
+from trainfleet.spec.limits import JobLimits, check_limits, check_roles
 from trainfleet.spec.models import JobSpec
 
 if TYPE_CHECKING:
     from trainfleet.spec.queues import QueuesFile
+
+DEFAULT_LIMITS = JobLimits()
 
 MAX_VALUES = 100_000
 """Most values a document may hold once its aliases are expanded (stops alias bombs)."""
@@ -81,28 +84,56 @@ def read_job_text(path: str | os.PathLike[str]) -> str:
         raise SpecError.one("is not UTF-8 text", file=name, line=line) from None
 
 
-def load_job_text(text: str, filename: str = "<input>") -> LoadedJob:
-    """Validate a job given as YAML or JSON text; raises SpecError, nothing else."""
-    plain = _plain_json_job(text)
+def load_job_text(
+    text: str,
+    filename: str = "<input>",
+    *,
+    limits: JobLimits = DEFAULT_LIMITS,
+    json_only: bool = False,
+) -> LoadedJob:
+    """Validate a job given as YAML or JSON text; raises SpecError, nothing else.
+
+    ``limits``: the most roles and tasks the job may have. ``json_only``: the text was
+    declared JSON, so what only YAML accepts (comments, trailing commas) is refused.
+    """
+    if json_only:
+        _check_json(text, filename)
+    plain = _plain_json_job(text, limits)
     if plain is not None:
         return LoadedJob(plain, [], "trainfleet")
     try:
         data, source = parse_document(text, filename)
+        check_roles(data, limits, source)
         if "apiVersion" in data or "kind" in data:
             from trainfleet.spec import kubeflow  # its models load only for manifests
 
-            spec, warnings = kubeflow.job_from_manifest(data, source)
+            spec, warnings = kubeflow.job_from_manifest(data, source, limits)
             return LoadedJob(spec, warnings, str(data["kind"]))
         try:
             spec = JobSpec.model_validate(data)
         except ValidationError as error:
             raise spec_error_from_validation(error, data, source, model=JobSpec) from None
+        check_limits(spec, limits, source)
         return LoadedJob(spec, [], "trainfleet")
     except RecursionError:
         raise SpecError.one("the document is nested too deeply", file=filename) from None
 
 
-def _plain_json_job(text: str) -> JobSpec | None:
+def _check_json(text: str, filename: str) -> None:
+    """SpecError with the line unless ``text`` is JSON; duplicate keys and NaN are left
+    to the full path, which reports them with their lines."""
+    try:
+        json.loads(text, parse_constant=_refuse)
+    except json.JSONDecodeError as error:
+        message = f"invalid JSON: {error.msg} (column {error.colno})"
+        raise SpecError.one(message, file=filename, line=error.lineno) from None
+    except ValueError as error:  # NaN or Infinity
+        raise SpecError.one(f"invalid JSON: {error}", file=filename) from None
+    except RecursionError:
+        raise SpecError.one("the document is nested too deeply", file=filename) from None
+
+
+def _plain_json_job(text: str, limits: JobLimits) -> JobSpec | None:
     """A valid trainfleet job written as plain JSON, read without the YAML parser (fast, for
     API clients). None sends the text down the full path, which alone reports lines:
     not JSON, a manifest, duplicate keys, NaN, escaped surrogates, or anything invalid."""
@@ -114,10 +145,18 @@ def _plain_json_job(text: str) -> JobSpec | None:
         return None
     if "apiVersion" in data or "kind" in data:
         return None
+    roles = data.get("roles")
+    if isinstance(roles, dict) and len(roles) > limits.roles:
+        return None
     try:
-        return JobSpec.model_validate(data)
+        spec = JobSpec.model_validate(data)
     except (ValidationError, RecursionError):
         return None
+    try:
+        check_limits(spec, limits)
+    except SpecError:
+        return None
+    return spec
 
 
 def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:

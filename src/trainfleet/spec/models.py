@@ -31,6 +31,7 @@ from pydantic import (
     field_validator,
     model_validator,
 )
+from pydantic_core import PydanticCustomError
 
 from trainfleet.spec.quantity import (
     CPU_LIMIT,
@@ -48,6 +49,9 @@ MASTER_ROLES = ("chief", "master")
 UNTRACKED_ROLES = frozenset({"ps", "tensorboard"})
 """Roles that serve others and never finish on their own: stopped when training ends."""
 
+MAX_REPLICAS = 10_000
+"""Most replicas of one role whatever the limits (``trainfleet.spec.limits``) say."""
+
 ROLE_NAME = re.compile(r"^[a-z][a-z0-9_]{0,62}$")
 JOB_NAME = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
 
@@ -61,8 +65,68 @@ def _scalar_to_str(value: Any) -> Any:
     return value
 
 
-EnvValue = Annotated[str, BeforeValidator(_scalar_to_str)]
-Environment = dict[str, EnvValue]
+def _no_nul(value: str) -> str:
+    if "\0" in value:
+        raise ValueError("must not contain a NUL character (\\0): no program can receive it")
+    return value
+
+
+NO_NUL_PATTERN = "^[^\\x00]*$"
+
+Text = Annotated[str, AfterValidator(_no_nul), Field(json_schema_extra={"pattern": NO_NUL_PATTERN})]
+"""A string handed to the operating system (argv, environment, paths): no NUL in it."""
+
+
+def _env_name(value: str) -> str:
+    if not value:
+        raise ValueError("an environment variable needs a name: the empty key is not one")
+    if "=" in value:
+        raise ValueError(f"environment variable name {value!r} must not contain '='")
+    return _no_nul(value)
+
+
+ENV_NAME_PATTERN = "^[^=\\x00]+$"
+
+EnvName = Annotated[
+    str, AfterValidator(_env_name), Field(json_schema_extra={"pattern": ENV_NAME_PATTERN})
+]
+
+
+def _not_bool(value: Any) -> Any:
+    if isinstance(value, bool):  # reported as pydantic's own type error, unions included
+        raise PydanticCustomError("float_type", "Input should be a valid number")
+    return value
+
+
+NOT_BOOL = BeforeValidator(_not_bool)
+"""For numbers: true is not 1 (strings such as '1e3' stay accepted: YAML reads 1e3 as one)."""
+
+
+def _integer(value: Any) -> Any:
+    if isinstance(value, bool | str):
+        raise PydanticCustomError("int_type", "Input should be a valid integer")
+    return value
+
+
+INTEGER = BeforeValidator(_integer)
+"""For counts: "2" and true are mistakes, not 2 and 1 (2.0 stays 2, as JSON Schema reads it)."""
+
+EnvValue = Annotated[
+    str,
+    BeforeValidator(_scalar_to_str),
+    AfterValidator(_no_nul),
+    Field(json_schema_extra={"pattern": NO_NUL_PATTERN}),
+]
+Environment = Annotated[
+    dict[EnvName, EnvValue],
+    WithJsonSchema(
+        {
+            "type": "object",
+            "propertyNames": {"pattern": ENV_NAME_PATTERN},
+            "additionalProperties": {"type": "string", "pattern": NO_NUL_PATTERN},
+        }
+    ),
+]
 
 Millicores = Annotated[
     int,
@@ -136,7 +200,7 @@ def _custom_names(value: dict[str, int]) -> dict[str, int]:
 
 
 CustomResources = Annotated[
-    dict[str, Annotated[int, Field(ge=0)]],
+    dict[str, Annotated[int, Field(ge=0)]],  # flags give "licence=1": text is read
     AfterValidator(_custom_names),
     WithJsonSchema(
         {
@@ -157,7 +221,7 @@ class Resources(_Model):
 
     cpu: Millicores | None = None
     memory: Bytes | None = None
-    gpu: Annotated[float, Field(ge=0, le=100_000, allow_inf_nan=False)] = Field(
+    gpu: Annotated[float, Field(ge=0, le=100_000, allow_inf_nan=False), NOT_BOOL] = Field(
         default=0,
         description="Whole GPUs (exclusive), or a fraction below 1 (0.5) of one shared GPU.",
     )
@@ -181,29 +245,35 @@ class Resources(_Model):
 class RoleSpec(_Model):
     """One kind of task in a job, started ``replicas`` times."""
 
-    replicas: Annotated[int, Field(ge=1, le=10_000)] = 1
-    command: str | Annotated[list[str], Field(min_length=1)] = Field(
+    replicas: Annotated[int, Field(ge=1, le=MAX_REPLICAS), INTEGER] = Field(
+        default=1,
+        description="Tasks of this role. A job has at most 1,000 tasks in all by default "
+        "(a server may set another limit: --max-tasks).",
+    )
+    command: Text | Annotated[list[Text], Field(min_length=1)] = Field(
         description="A shell string, or an argv list run without a shell."
     )
     env: Environment = Field(default_factory=dict)
-    working_dir: str | None = None
+    working_dir: Text | None = None
     resources: Resources = Field(default_factory=Resources)
-    port: Annotated[int, Field(ge=1, le=65535)] | None = Field(
+    port: Annotated[int, Field(ge=1, le=65535), INTEGER] | None = Field(
         default=None,
         description="Fixed port of replica 0 (replica i gets port + i); free ones otherwise.",
     )
-    tracked: bool | None = Field(
+    tracked: Annotated[bool, Field(strict=True)] | None = Field(
         default=None,
         description="Whether the job waits for this role to finish. Default: every role "
         "but ps, tensorboard and roles running `trainfleet tf-server`.",
     )
-    image: str | None = Field(default=None, description="Container image (ignored locally).")
+    image: Text | None = Field(default=None, description="Container image (ignored locally).")
 
     @field_validator("command")
     @classmethod
     def _not_blank(cls, value: str | list[str]) -> str | list[str]:
         if isinstance(value, str) and not value.strip():
             raise ValueError("command must not be empty")
+        if isinstance(value, list) and not value[0].strip():
+            raise ValueError("the program (the first item of the command) must not be empty")
         return value
 
     def argv(self) -> list[str]:
@@ -274,9 +344,9 @@ def _split(command: str) -> list[str]:
 class Backoff(_Model):
     """Exponential delay before restart n: ``min(max, initial * factor**n)`` seconds."""
 
-    initial: Annotated[float, Field(ge=0)] = 1.0
-    factor: Annotated[float, Field(ge=1)] = 2.0
-    max: Annotated[float, Field(ge=0)] = 60.0
+    initial: Annotated[float, Field(ge=0), NOT_BOOL] = 1.0
+    factor: Annotated[float, Field(ge=1), NOT_BOOL] = 2.0
+    max: Annotated[float, Field(ge=0), NOT_BOOL] = 60.0
 
     def delay(self, restarts_so_far: int) -> float:
         return float(min(self.max, self.initial * self.factor**restarts_so_far))
@@ -286,7 +356,7 @@ class RestartSpec(_Model):
     """How failed tasks are restarted; ``max_restarts`` counts per task."""
 
     policy: RestartPolicy = RestartPolicy.NEVER
-    max_restarts: Annotated[int, Field(ge=0)] = 3
+    max_restarts: Annotated[int, Field(ge=0), INTEGER] = 3
     backoff: Backoff = Field(default_factory=Backoff)
     scope: Literal["task", "job"] | None = Field(
         default=None,
@@ -300,10 +370,10 @@ class RestartSpec(_Model):
 class ElasticPolicy(_Model):
     """torchrun elastic rendezvous (Kubeflow ``elasticPolicy``)."""
 
-    min_replicas: Annotated[int, Field(ge=1)]
-    max_replicas: Annotated[int, Field(ge=1)]
-    rdzv_backend: str = "c10d"
-    max_restarts: Annotated[int, Field(ge=0)] = 0
+    min_replicas: Annotated[int, Field(ge=1), INTEGER]
+    max_replicas: Annotated[int, Field(ge=1), INTEGER]
+    rdzv_backend: Text = "c10d"
+    max_restarts: Annotated[int, Field(ge=0), INTEGER] = 0
 
     @model_validator(mode="after")
     def _ordered(self) -> ElasticPolicy:
@@ -315,7 +385,7 @@ class ElasticPolicy(_Model):
 class PyTorchOptions(_Model):
     """Options of PyTorch jobs launched with torchrun."""
 
-    nproc_per_node: Annotated[int, Field(ge=1)] | Literal["auto", "gpu", "cpu"] = 1
+    nproc_per_node: Annotated[int, Field(ge=1), INTEGER] | Literal["auto", "gpu", "cpu"] = 1
     elastic: ElasticPolicy | None = None
 
 
@@ -327,27 +397,30 @@ class JobSpec(_Model):
 
     name: str = Field(description="Lower-case letters, digits and '-', at most 63.")
     framework: Framework = Framework.GENERIC
-    roles: Annotated[dict[str, RoleSpec], Field(min_length=1)]
+    roles: Annotated[dict[str, RoleSpec], Field(min_length=1)] = Field(
+        description="The job's kinds of task, by name: at most 64 by default (a server may "
+        "set another limit: --max-roles)."
+    )
     restart: RestartSpec = Field(default_factory=RestartSpec)
     success: SuccessPolicy = Field(
         default="default",
         description="'default': the chief/master if there is one, else worker 0, else every "
         "tracked task; 'all-workers'; or a list of roles that must all succeed.",
     )
-    deadline: Annotated[float, Field(gt=0)] | None = Field(
+    deadline: Annotated[float, Field(gt=0), NOT_BOOL] | None = Field(
         default=None, description="Seconds the job may run before it is stopped and failed."
     )
-    grace_period: Annotated[float, Field(ge=0)] = Field(
+    grace_period: Annotated[float, Field(ge=0), NOT_BOOL] = Field(
         default=10.0, description="Seconds between SIGTERM and SIGKILL when tasks are stopped."
     )
     env: Environment = Field(default_factory=dict, description="Environment of every task.")
-    input_path: str | None = None
-    checkpoint_path: str | None = None
+    input_path: Text | None = None
+    checkpoint_path: Text | None = None
     labels: dict[str, EnvValue] = Field(default_factory=dict)
     queue: str = Field(
         default="default", description="The queue the job waits in for its resources."
     )
-    priority: int = Field(
+    priority: Annotated[int, INTEGER] = Field(
         default=0,
         ge=-1_000_000,
         le=1_000_000,

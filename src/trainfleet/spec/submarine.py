@@ -24,6 +24,7 @@ from trainfleet.spec.errors import (
     image_warning,
     spec_error_from_validation,
 )
+from trainfleet.spec.limits import JobLimits, check_limits
 from trainfleet.spec.loading import LoadedJob
 from trainfleet.spec.models import Framework, JobSpec, Resources
 
@@ -113,6 +114,7 @@ def from_submarine_args(args: SubmarineArgs) -> LoadedJob:
         spec = JobSpec.model_validate(job)
     except ValidationError as error:
         raise spec_error_from_validation(error, job, SourceMap(), origin=origin) from None
+    check_limits(spec, JobLimits(), origin=origin)
     return LoadedJob(spec, warnings, "submarine")
 
 
