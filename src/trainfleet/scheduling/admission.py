@@ -9,7 +9,12 @@ returns what to start and what to preempt, ``finished`` gives resources back.
   is not admitted, so two jobs can never deadlock each other holding halves.
 - The first job that waits for capacity reserves what is free now and it could use;
   later jobs start ahead of it (backfill) only with what is left, so they never delay
-  it. Only ``backfill_depth`` waiting jobs are looked at per pass, as Slurm does.
+  it. Once ``backfill_depth`` jobs wait for capacity in a pass, as Slurm bounds it, the
+  pass looks only at the first waiting job of each queue it has not looked at yet (the
+  queue's head, as Kueue does), so that one queue's backlog never starves another.
+- A job blocked on its queue's quota costs no other queue a chance: it does not count
+  towards the depth, and a later job of its queue that asks for the same amounts is
+  known blocked without a second check (a pass only ever adds to what queues use).
 - Preemption: a waiting job may stop lower-priority jobs of its own queue, and jobs of
   its cohort that borrow while its own queue is within its nominal quota. The fewest
   such victims are chosen, least valuable first; they keep their resources until they
@@ -54,6 +59,11 @@ class GangJob:
     def total(self) -> Resources:
         return total(task.resources for task in self.tasks)
 
+    @cached_property
+    def amounts(self) -> tuple[tuple[str, int], ...]:
+        """``total`` as a hashable key: jobs that ask for the same amounts have equal ones."""
+        return tuple(self.total.items())
+
 
 @dataclass(frozen=True)
 class Admission:
@@ -79,6 +89,8 @@ class Decisions:
     admitted: list[Admission] = field(default_factory=list)
     preempted: list[Preemption] = field(default_factory=list)
     considered: int = 0
+    waiting: list[str] = field(default_factory=list)
+    """The jobs it looked at that still wait, in order: their reasons are new."""
 
 
 @dataclass
@@ -168,6 +180,18 @@ class Scheduler:
             self.submit(admitted.job)
             self._stopped_for[job_id] = admitted.stopping_for
 
+    def requeue(self, job_id: str) -> None:
+        """An admitted job could not be started (its launch failed for a reason that may
+        pass): give back what it holds and let it wait again, in its old place."""
+        admitted = self._admitted.get(job_id)
+        if admitted is None or admitted.stopping_for is not None:
+            self.finished(job_id)  # a victim already: it waits again as a stopped one
+            return
+        del self._admitted[job_id]
+        self.cluster.release(job_id)
+        self.quotas.give_back(admitted.job.queue, admitted.job.total)
+        self.submit(admitted.job)
+
     # -- what is where --------------------------------------------------------
 
     def pending(self, limit: int | None = None) -> list[str]:
@@ -209,16 +233,26 @@ class Scheduler:
         head: GangJob | None = None  # the first job waiting for capacity: it reserves
         reserved = Resources()
         queues_blocked: set[str] = set()
+        queues_seen: set[str] = set()
+        over_quota: dict[tuple[str, tuple[tuple[str, int], ...]], str] = {}
+        for_capacity = 0  # jobs looked at that wait for capacity: at most backfill_depth
         for job in self._waiting():
             while nominated and -nominated[0][0][0] >= job.priority:  # its band's first
                 holding += self._serve_nominated(nominated.pop(0)[1], decisions)
-            if decisions.considered - len(decisions.admitted) >= self.backfill_depth:
-                break  # that many waiting jobs looked at: enough for one pass
             if job.id in self._nominated or job.id not in self._keys:
                 continue  # served at the head of its priority
+            if for_capacity >= self.backfill_depth and job.queue in queues_seen:
+                continue  # deep enough: only the heads of the queues not looked at yet
             preemptor = self._stopped_for.get(job.id)
             if preemptor in self._keys:
                 self._why[job.id] = f"preempted for {preemptor}, which starts first"
+                decisions.waiting.append(job.id)
+                continue
+            queues_seen.add(job.queue)
+            known = over_quota.get((job.queue, job.amounts))
+            if known is not None:  # what the queue uses only grows during a pass
+                self._why[job.id] = known
+                decisions.waiting.append(job.id)
                 continue
             decisions.considered += 1
             check = self.quotas.check(job.queue, job.total)
@@ -226,7 +260,9 @@ class Scheduler:
             if allocations is not None:
                 self._admit(job, check.borrows, allocations, decisions)
                 continue
+            decisions.waiting.append(job.id)
             if check.fits:
+                for_capacity += 1
                 self._why[job.id] = self._capacity_reason(job, head, reserved)
             else:
                 self._why[job.id] = f"waiting for quota: {check.reason}"
@@ -234,6 +270,8 @@ class Scheduler:
                 queues_blocked.add(job.queue)
                 if not self._awaits_victims(job):
                     decisions.preempted += self._preempt_for(job)
+            if not check.fits and job.id not in self._nominated:
+                over_quota[job.queue, job.amounts] = self._why[job.id]
             if head is None and check.fits:
                 head = job
                 self.cluster.reserve(RESERVED, job.tasks)
@@ -252,9 +290,11 @@ class Scheduler:
         the capacity it could use now and its quota. Returns it when it holds."""
         job = self._pending[bisect.bisect_left(self._pending, (self._keys[job_id],))][1]
         decisions.considered += 1
+        decisions.waiting.append(job_id)  # taken out again below if it is admitted
         check = self.quotas.check(job.queue, job.total)
         allocations = self.cluster.place(job.id, job.tasks) if check.fits else None
         if allocations is not None:
+            decisions.waiting.pop()
             self._admit(job, check.borrows, allocations, decisions)
             return []
         if self._awaits_victims(job):
