@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     from trainfleet.spec.queues import QueueConfig
 
 ID_TRIES = 5
+WAITING = "waiting to be admitted"
 
 
 class JobNotFound(LookupError):
@@ -163,6 +164,7 @@ class Engine:
             user=_user() if user is None else user,
             labels=dict(spec.labels),
             created_at=time.time(),
+            reason=WAITING,
         )
         tasks = [
             TaskRecord(job_id=job.id, role=role, index=index) for role, index in task_keys(spec)
@@ -200,7 +202,10 @@ class Engine:
         self.admitter.wake()
 
     def _launch(self, admission: Admission) -> None:
-        """Give an admitted job its ports and GPUs and start its controller."""
+        """Give an admitted job its ports and GPUs and start its controller.
+
+        Called by the admitter without its lock: starting processes never holds up a
+        submission. When this raises, the job waits again (see ``Admitter``)."""
         job = self.get(admission.job)
         spec = JobSpec.model_validate_json(job.spec)
         keys = task_keys(spec)
@@ -209,7 +214,7 @@ class Engine:
             ports = self.backend.reserve_ports(fixed)
         except OSError as error:
             reason = f"could not reserve ports: {error}"
-            self.scheduler.finished(job.id)
+            self.admitter.finished(job.id)
             self.store.update_job(
                 job.id, reason, state=State.FAILED, reason=reason, finished_at=time.time()
             )
@@ -295,6 +300,7 @@ class Engine:
         Raises JobActive for a job that another process runs (stop it there).
         """
         with self.admitter.lock:  # no pass can start the job while this looks at it
+            self.admitter.wait_launched(job_id)  # one admitted just now: started, or back
             job = self.get(job_id)
             if State(job.state).is_final or self.runner.cancel(job_id, reason):
                 return job
