@@ -55,6 +55,7 @@ class Admitter:
         """Held while the scheduler is used; notified after every pass and every end."""
         self._reasons: dict[str, str] = {}
         self._launching: set[str] = set()
+        self._to_note: dict[str, None] = {}  # waiting jobs whose reason may have changed
         self._wanted = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="admitter", daemon=True)
         self._thread.start()
@@ -93,11 +94,7 @@ class Admitter:
             for admission in decisions.admitted:
                 self._reasons.pop(admission.job, None)
                 self._launching.add(admission.job)
-            changed = []
-            for job_id in decisions.waiting:
-                reason = self.scheduler.waiting_reason(job_id)
-                if reason is not None and self._reasons.get(job_id) != reason:
-                    changed.append((job_id, reason))
+            self._to_note.update(dict.fromkeys(decisions.waiting + decisions.passed_over))
         failed: Exception | None = None
         for admission in decisions.admitted:
             try:
@@ -112,18 +109,25 @@ class Admitter:
                     self.lock.notify_all()
         for preemption in decisions.preempted:
             self._preempt(preemption)
-        for job_id, reason in changed:
-            if self._wanted.is_set():
-                break  # a pass first: the next one notes the rest, if they still hold
-            with self.lock:  # one row at a time: a cancel must not be overwritten
-                if self.scheduler.waiting_reason(job_id) == reason:
-                    self._note_waiting(job_id, reason)
-                    self._reasons[job_id] = reason
+        self._note_reasons()
         with self.lock:
             self.lock.notify_all()
         if failed is not None:
             raise failed
         return decisions
+
+    def _note_reasons(self) -> None:
+        """Store the reasons that changed, until a pass is wanted (the rest wait for the
+        next pass: a job that fits must not wait for a thousand reasons to be written)."""
+        for job_id in list(self._to_note):
+            if self._wanted.is_set():
+                return
+            with self.lock:  # one row at a time: a cancel must not be overwritten
+                reason = self.scheduler.waiting_reason(job_id)
+                if reason is not None and self._reasons.get(job_id) != reason:
+                    self._note_waiting(job_id, reason)
+                    self._reasons[job_id] = reason
+                del self._to_note[job_id]
 
     def _loop(self) -> None:
         next_pass, retry, failing = 0.0, RETRY_FIRST, False

@@ -31,6 +31,7 @@ from __future__ import annotations
 import bisect
 import itertools
 import threading
+from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -91,6 +92,8 @@ class Decisions:
     considered: int = 0
     waiting: list[str] = field(default_factory=list)
     """The jobs it looked at that still wait, in order: their reasons are new."""
+    passed_over: list[str] = field(default_factory=list)
+    """Jobs new since the last pass that it did not look at: they have a reason too."""
 
 
 @dataclass
@@ -114,6 +117,9 @@ class Scheduler:
         self.backfill_depth = backfill_depth
         self._pending: list[tuple[tuple[int, float, int], GangJob]] = []
         self._keys: dict[str, tuple[int, float, int]] = {}
+        self._waiting_in: dict[str, int] = {}  # queue: how many of its jobs wait
+        self._wants: dict[str, dict[str, Counter[int]]] = {}  # queue: name: amounts waiting
+        self._fresh: set[str] = set()  # waiting jobs no pass has looked at yet
         self._admitted: dict[str, _Admitted] = {}
         self._why: dict[str, str] = {}
         self._stopped_for: dict[str, str] = {}  # a stopped victim: the job it yields to
@@ -134,6 +140,11 @@ class Scheduler:
         key = (-job.priority, job.order, next(self._sequence))
         bisect.insort(self._pending, (key, job))
         self._keys[job.id] = key
+        self._waiting_in[job.queue] = self._waiting_in.get(job.queue, 0) + 1
+        self._fresh.add(job.id)
+        wants = self._wants.setdefault(job.queue, {})
+        for name, amount in job.amounts:
+            wants.setdefault(name, Counter())[amount] += 1
 
     def check(self, job: GangJob) -> None:
         """Raise Unschedulable if ``job`` could never be admitted; queue nothing.
@@ -155,8 +166,19 @@ class Scheduler:
         key = self._keys.pop(job_id, None)
         if key is None:
             return False
-        del self._pending[bisect.bisect_left(self._pending, (key,))]
+        index = bisect.bisect_left(self._pending, (key,))
+        job = self._pending[index][1]
+        del self._pending[index]
+        self._waiting_in[job.queue] -= 1
+        if not self._waiting_in[job.queue]:
+            del self._waiting_in[job.queue]
+        wants = self._wants[job.queue]
+        for name, amount in job.amounts:
+            wants[name][amount] -= 1
+            if not wants[name][amount]:
+                del wants[name][amount]
         self._why.pop(job_id, None)
+        self._fresh.discard(job_id)
         self._stopped_for.pop(job_id, None)
         self._nominated.discard(job_id)
         return True
@@ -234,21 +256,24 @@ class Scheduler:
         reserved = Resources()
         queues_blocked: set[str] = set()
         queues_seen: set[str] = set()
+        done: set[str] = set()  # queues whose other jobs this pass need not look at
         over_quota: dict[tuple[str, tuple[tuple[str, int], ...]], str] = {}
         for_capacity = 0  # jobs looked at that wait for capacity: at most backfill_depth
         for job in self._waiting():
             while nominated and -nominated[0][0][0] >= job.priority:  # its band's first
                 holding += self._serve_nominated(nominated.pop(0)[1], decisions)
-            if job.id in self._nominated or job.id not in self._keys:
-                continue  # served at the head of its priority
-            if for_capacity >= self.backfill_depth and job.queue in queues_seen:
-                continue  # deep enough: only the heads of the queues not looked at yet
+            if done and self._waiting_in.keys() <= done:
+                break
+            if job.id in self._nominated or job.id not in self._keys or job.queue in done:
+                continue  # served at the head of its priority, or its queue is done
             preemptor = self._stopped_for.get(job.id)
             if preemptor in self._keys:
                 self._why[job.id] = f"preempted for {preemptor}, which starts first"
                 decisions.waiting.append(job.id)
                 continue
             queues_seen.add(job.queue)
+            if for_capacity >= self.backfill_depth:
+                done.add(job.queue)  # deep enough: only the heads of the other queues
             known = over_quota.get((job.queue, job.amounts))
             if known is not None:  # what the queue uses only grows during a pass
                 self._why[job.id] = known
@@ -264,8 +289,12 @@ class Scheduler:
             if check.fits:
                 for_capacity += 1
                 self._why[job.id] = self._capacity_reason(job, head, reserved)
+                if for_capacity == self.backfill_depth:
+                    done |= queues_seen
             else:
                 self._why[job.id] = f"waiting for quota: {check.reason}"
+                if self._over_quota_all(job.queue):
+                    done.add(job.queue)
             if job.queue not in queues_blocked:  # its queue's first: it may preempt
                 queues_blocked.add(job.queue)
                 if not self._awaits_victims(job):
@@ -279,16 +308,36 @@ class Scheduler:
         for _, job_id in nominated:  # after every job looked at
             if job_id in self._keys:
                 holding += self._serve_nominated(job_id, decisions)
+        self._fresh.difference_update(decisions.waiting)
+        for job_id in sorted(self._fresh, key=self._keys.__getitem__):  # passed over
+            job = self._job(job_id)
+            check = self.quotas.check(job.queue, job.total)
+            if not check.fits:  # its queue was done for quota: say so
+                self._why[job_id] = f"waiting for quota: {check.reason}"
+            decisions.passed_over.append(job_id)  # else: its turn (see waiting_reason)
+        self._fresh.clear()
         self.cluster.release(RESERVED)
         for job in holding:
             self.cluster.release(_hold(job))
             self.quotas.give_back(job.queue, job.total)
         return decisions
 
+    def _over_quota_all(self, queue: str) -> bool:
+        """Whether every waiting job of ``queue`` is now over its quota: all of them ask
+        for at least some amount of one resource, and that amount alone is over it."""
+        count, wants = self._waiting_in.get(queue, 0), self._wants.get(queue, {})
+        for name in self.quotas.queues[queue].nominal:
+            amounts = wants.get(name)
+            if not amounts or amounts.total() < count:
+                continue  # a job that asks for none of it is never over its quota
+            if not self.quotas.check(queue, Resources.of({name: min(amounts)})).fits:
+                return True
+        return False
+
     def _serve_nominated(self, job_id: str, decisions: Decisions) -> list[GangJob]:
         """Admit a nominated job if it fits; otherwise it holds, for the rest of the pass,
         the capacity it could use now and its quota. Returns it when it holds."""
-        job = self._pending[bisect.bisect_left(self._pending, (self._keys[job_id],))][1]
+        job = self._job(job_id)
         decisions.considered += 1
         decisions.waiting.append(job_id)  # taken out again below if it is admitted
         check = self.quotas.check(job.queue, job.total)
@@ -306,6 +355,10 @@ class Scheduler:
         self.cluster.reserve(_hold(job), job.tasks)
         self.quotas.use(job.queue, job.total)
         return [job]
+
+    def _job(self, job_id: str) -> GangJob:
+        """A waiting job."""
+        return self._pending[bisect.bisect_left(self._pending, (self._keys[job_id],))][1]
 
     def _waiting(self) -> Iterator[GangJob]:
         """The waiting jobs in order, as a copy of the list would give them (without one),
