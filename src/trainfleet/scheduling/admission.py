@@ -12,14 +12,18 @@ returns what to start and what to preempt, ``finished`` gives resources back.
   it. Once ``backfill_depth`` jobs wait for capacity in a pass, as Slurm bounds it, the
   pass looks only at the first waiting job of each queue it has not looked at yet (the
   queue's head, as Kueue does), so that one queue's backlog never starves another.
-- A job blocked on its queue's quota costs no other queue a chance: it does not count
-  towards the depth, and a later job of its queue that asks for the same amounts is
-  known blocked without a second check (a pass only ever adds to what queues use).
+- A job blocked on its queue's quota costs no other queue a chance: it counts only
+  towards its own queue's depth (``backfill_depth`` such jobs a queue, a pass); a
+  later job of its queue that asks for the same amounts is known blocked without a
+  second check (a pass only ever adds to what queues use); and once the smallest
+  amount of a resource that all of a queue's waiting jobs ask for is over its quota,
+  the pass looks at no more of them. New jobs a pass passed over are given a reason.
 - Preemption: a waiting job may stop lower-priority jobs of its own queue, and jobs of
   its cohort that borrow while its own queue is within its nominal quota. The fewest
   such victims are chosen, least valuable first; they keep their resources until they
   have stopped (``finished``), then go back to the queue in their old place, though
   they do not start again before the job they were stopped for (no stop-start loop).
+  Only the first ``backfill_depth`` waiting jobs may preempt in a pass.
   A job that preempted is nominated: each pass looks at it first among the jobs of its
   priority and holds for it the capacity it can use and its quota, so that what its
   victims free goes to it and not to a job of its priority that happens to come earlier
@@ -259,9 +263,14 @@ class Scheduler:
         done: set[str] = set()  # queues whose other jobs this pass need not look at
         over_quota: dict[tuple[str, tuple[tuple[str, int], ...]], str] = {}
         for_capacity = 0  # jobs looked at that wait for capacity: at most backfill_depth
-        for job in self._waiting():
+        for_quota: Counter[str] = Counter()  # by queue, those that wait for its quota
+        for ahead, job in self._waiting():
             while nominated and -nominated[0][0][0] >= job.priority:  # its band's first
-                holding += self._serve_nominated(nominated.pop(0)[1], decisions)
+                served = self._job(nominated.pop(0)[1])
+                queues_seen.add(served.queue)  # its queue had its chance
+                holding += self._serve_nominated(served.id, decisions)
+            if for_capacity >= self.backfill_depth:
+                done |= queues_seen
             if done and self._waiting_in.keys() <= done:
                 break
             if job.id in self._nominated or job.id not in self._keys or job.queue in done:
@@ -278,6 +287,9 @@ class Scheduler:
             if known is not None:  # what the queue uses only grows during a pass
                 self._why[job.id] = known
                 decisions.waiting.append(job.id)
+                for_quota[job.queue] += 1
+                if for_quota[job.queue] >= self.backfill_depth:
+                    done.add(job.queue)
                 continue
             decisions.considered += 1
             check = self.quotas.check(job.queue, job.total)
@@ -289,15 +301,16 @@ class Scheduler:
             if check.fits:
                 for_capacity += 1
                 self._why[job.id] = self._capacity_reason(job, head, reserved)
-                if for_capacity == self.backfill_depth:
-                    done |= queues_seen
             else:
                 self._why[job.id] = f"waiting for quota: {check.reason}"
-                if self._over_quota_all(job.queue):
+                for_quota[job.queue] += 1
+                if for_quota[job.queue] >= self.backfill_depth or self._over_quota_all(job.queue):
                     done.add(job.queue)
-            if job.queue not in queues_blocked:  # its queue's first: it may preempt
+            if job.queue not in queues_blocked:  # its queue's first: it may preempt...
                 queues_blocked.add(job.queue)
-                if not self._awaits_victims(job):
+                # ...when it is among the first backfill_depth jobs, as every job was that a
+                # pass looked at before it looked at each queue: reclaims stay as rare.
+                if ahead < self.backfill_depth and not self._awaits_victims(job):
                     decisions.preempted += self._preempt_for(job)
             if not check.fits and job.id not in self._nominated:
                 over_quota[job.queue, job.amounts] = self._why[job.id]
@@ -360,13 +373,14 @@ class Scheduler:
         """A waiting job."""
         return self._pending[bisect.bisect_left(self._pending, (self._keys[job_id],))][1]
 
-    def _waiting(self) -> Iterator[GangJob]:
+    def _waiting(self) -> Iterator[tuple[int, GangJob]]:
         """The waiting jobs in order, as a copy of the list would give them (without one),
-        while the caller removes at most the job it was just given (admits it)."""
+        while the caller removes at most the job it was just given (admits it); each with
+        how many jobs wait ahead of it."""
         index = 0
         while index < len(self._pending):
             key, job = self._pending[index]
-            yield job
+            yield index, job
             if index < len(self._pending) and self._pending[index][0] == key:
                 index += 1  # still waiting: on to the next; otherwise the next moved here
 
