@@ -324,9 +324,10 @@ class Scheduler:
         self._fresh.difference_update(decisions.waiting)
         for job_id in sorted(self._fresh, key=self._keys.__getitem__):  # passed over
             job = self._job(job_id)
-            check = self.quotas.check(job.queue, job.total)
-            if not check.fits:  # its queue was done for quota: say so
-                self._why[job_id] = f"waiting for quota: {check.reason}"
+            if job.queue in for_quota:  # its queue has jobs over quota: is it one?
+                check = self.quotas.check(job.queue, job.total)
+                if not check.fits:
+                    self._why[job_id] = f"waiting for quota: {check.reason}"
             decisions.passed_over.append(job_id)  # else: its turn (see waiting_reason)
         self._fresh.clear()
         self.cluster.release(RESERVED)
