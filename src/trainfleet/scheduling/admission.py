@@ -17,7 +17,8 @@ returns what to start and what to preempt, ``finished`` gives resources back.
   later job of its queue that asks for the same amounts is known blocked without a
   second check (a pass only ever adds to what queues use); and once the smallest
   amount of a resource that all of a queue's waiting jobs ask for is over its quota,
-  the pass looks at no more of them. New jobs a pass passed over are given a reason.
+  the pass looks at no more of them. New jobs over quota that a pass passed over are
+  given their reason.
 - Preemption: a waiting job may stop lower-priority jobs of its own queue, and jobs of
   its cohort that borrow while its own queue is within its nominal quota. The fewest
   such victims are chosen, least valuable first; they keep their resources until they
@@ -97,7 +98,7 @@ class Decisions:
     waiting: list[str] = field(default_factory=list)
     """The jobs it looked at that still wait, in order: their reasons are new."""
     passed_over: list[str] = field(default_factory=list)
-    """Jobs new since the last pass that it did not look at: they have a reason too."""
+    """Jobs new since the last pass that it did not look at but found over their quota."""
 
 
 @dataclass
@@ -328,7 +329,7 @@ class Scheduler:
                 check = self.quotas.check(job.queue, job.total)
                 if not check.fits:
                     self._why[job_id] = f"waiting for quota: {check.reason}"
-            decisions.passed_over.append(job_id)  # else: its turn (see waiting_reason)
+                    decisions.passed_over.append(job_id)
         self._fresh.clear()
         self.cluster.release(RESERVED)
         for job in holding:
