@@ -158,3 +158,29 @@ def test_jobs_over_a_queues_quota_never_starve_another_queue(
             engine.cancel(job.id)
         for job in jobs:
             engine.wait(job.id, timeout=60)
+
+
+def test_a_cancel_waits_for_a_launch_under_way() -> None:
+    """A job admitted by a pass is started without the lock: one that waits for it (a
+    cancel) returns only once the launch has ended, so it finds the job running."""
+    launching, go_on = threading.Event(), threading.Event()
+    launched: list[str] = []
+
+    def launch(admission: Admission) -> None:
+        launching.set()
+        assert go_on.wait(60), "the test thread never let the launch go on"
+        launched.append(admission.job)
+
+    admitter = Admitter(_scheduler(), launch, _ignore, lambda job_id, reason: None)
+    _submit(admitter, _gang("slow", 0))
+    assert launching.wait(30), "the job was never launched"
+    seen: list[list[str]] = []
+    waiter = threading.Thread(
+        target=lambda: (admitter.wait_launched("slow"), seen.append(list(launched)))
+    )
+    waiter.start()
+    waiter.join(0.5)
+    assert waiter.is_alive(), "wait_launched returned while the launch was under way"
+    go_on.set()
+    waiter.join(30)
+    assert seen == [["slow"]]
