@@ -19,6 +19,12 @@ figures are the server's rather than an HTTP client library's.
          submitted jobs have ended: back to back (at capacity), then paced at a sweep of
          offered rates, with the highest rate whose p99 stays under 20 ms;
          peer: GET /healthz under the same load.
+(start)  On a second server of its own: time-to-start of a small job (`sleep`, a tenth of
+         a CPU) in queue `default`, from its 201 to its state `running` (polled), right
+         after a burst of 2,000 submissions (16 clients) to queue `burst`, whose quota has
+         room for one of them: the rest wait on its quota while the machine is idle;
+         peer: the same time-to-start on that idle server before the burst. --start-only
+         runs this part alone.
 
 (outage) with --outage, instead of the above: a server on a private PostgreSQL (started
          here; needs root and the PostgreSQL server binaries), a burst of POST /api/v1/jobs
@@ -74,6 +80,7 @@ SUBMIT_BODY = json.dumps(
     }
 ).encode()
 ACTIVE_STATES = (State.QUEUED, State.STARTING, State.RUNNING, State.RESTARTING)
+WAITING_STATES = (State.QUEUED, State.STARTING)
 REQUEST_TIMEOUT = 30.0
 
 
@@ -499,6 +506,137 @@ async def bench_get(load: Load, args: argparse.Namespace, ids: list[str]) -> dic
     return figures
 
 
+def _small_job(name: str, queue: str = "default") -> bytes:
+    return json.dumps(
+        {
+            "name": name,
+            "queue": queue,
+            "grace_period": 1,
+            "roles": {"w": {"command": ["sleep", "600"], "resources": {"cpu": 0.1}}},
+        }
+    ).encode()
+
+
+async def _time_to_start(load: Load, name: str, timeout: float) -> float | None:
+    """Submit one small job to ``default``; seconds from its 201 to its state ``running``
+    (None if it did not run within ``timeout``); then cancel it."""
+    status, body = await load.one("POST", f"{API}/jobs", _small_job(name))
+    if status != 201:
+        raise RuntimeError(f"submitting {name}: {status} {body[:200]!r}")
+    accepted = time.perf_counter()
+    job_id = json.loads(body)["job"]["id"]
+    took = None
+    while time.perf_counter() - accepted < timeout:
+        status, body = await load.one("GET", f"{API}/jobs/{job_id}")
+        if status == 200 and json.loads(body)["job"]["state"] not in WAITING_STATES:
+            took = time.perf_counter() - accepted
+            break
+        await asyncio.sleep(0.005)
+    await load.one("POST", f"{API}/jobs/{job_id}/cancel")
+    return took
+
+
+async def _start_probe(port: int, token: str, args: argparse.Namespace) -> dict[str, Any]:
+    load = Load(port, token)
+    samples, timeout = args.start_samples, args.start_timeout
+    idle = [await _time_to_start(load, "bench-idle", timeout) for _ in range(samples)]
+    status, body = await load.one("PUT", f"{API}/queues/burst", b'{"nominal": {"cpu": 0.1}}')
+    if status != 200:
+        raise RuntimeError(f"creating queue burst: {status} {body[:200]!r}")
+    burst_body = _small_job("bench-burst", "burst")
+    burst = await load.run(
+        args.submit_clients,
+        args.start_burst,
+        lambda n: ("POST", f"{API}/jobs", burst_body),
+        expect=201,
+    )
+    after = [await _time_to_start(load, "bench-after", timeout) for _ in range(samples)]
+    _, body = await load.one("GET", f"{API}/jobs?name=bench-burst&state=running&limit=100")
+    for job in json.loads(body)["jobs"]:  # its tasks would outlive the server otherwise
+        await load.one("POST", f"{API}/jobs/{job['id']}/cancel")
+
+    def seconds(found: list[float | None]) -> dict[str, Any]:
+        started = sorted(t for t in found if t is not None)
+        return {
+            "samples_s": found,
+            "first_s": found[0],
+            "median_s": started[len(started) // 2] if started else None,
+            "max_s": None if None in found else max(started),
+        }
+
+    return {
+        "burst": _strip(burst),
+        "idle": seconds(idle),
+        "after_burst": seconds(after),
+        "timeout_s": timeout,
+        "target_s": 1.0,
+    }
+
+
+def bench_start(args: argparse.Namespace, token: str) -> dict[str, Any]:
+    """(start) time-to-start after a burst, beside time-to-start on the idle server."""
+    print("(start) ...", flush=True)
+    with tempfile.TemporaryDirectory(prefix="trainfleet-bench-start-") as tmp:
+        server = Server(Path(tmp) / "data", token, None)
+        try:
+            with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+                probe = _start_probe(server.port, token, args)
+                return runner.run(asyncio.wait_for(probe, args.timeout))
+        except BaseException:
+            print("\n".join(server.tail), file=sys.stderr)
+            raise
+        finally:
+            server.stop()
+
+
+def _start_rows(start: dict[str, Any]) -> list[tuple[str, ...]]:
+    idle, after = start["idle"], start["after_burst"]
+
+    def shown(value: float | None) -> str:
+        return f"> {start['timeout_s']:.0f} s" if value is None else f"{value * 1000:.0f} ms"
+
+    ratio = (
+        f"{after['median_s'] / idle['median_s']:.1f}x"
+        if after["median_s"] and idle["median_s"]
+        else ""
+    )
+    burst = start["burst"]
+    return [
+        ("measure", "figure", "peer (idle server)", "ratio", "target", "met"),
+        (
+            f"time-to-start after {burst['statuses'].get('201', 0):,} queued, first",
+            shown(after["first_s"]),
+            shown(idle["first_s"]),
+            "",
+            "<= 1 s",
+            _met(after["first_s"] is not None and after["first_s"] <= start["target_s"]),
+        ),
+        (
+            f"  median / max of {len(after['samples_s'])}",
+            f"{shown(after['median_s'])} / {shown(after['max_s'])}",
+            f"{shown(idle['median_s'])} / {shown(idle['max_s'])}",
+            ratio,
+            "<= 1 s",
+            _met(after["max_s"] is not None and after["max_s"] <= start["target_s"]),
+        ),
+        (
+            "  burst submissions",
+            f"{burst['req_per_s']:.0f} req/s, {burst['errors']} errors",
+            "",
+            "",
+            "",
+            "",
+        ),
+    ]
+
+
+def _rows_table(rows: list[tuple[str, ...]]) -> str:
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    lines = ["  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row)) for row in rows]
+    lines.insert(1, "  ".join("-" * width for width in widths))
+    return "\n".join(line.rstrip() for line in lines)
+
+
 async def bench_all(port: int, token: str, args: argparse.Namespace) -> dict[str, Any]:
     load = Load(port, token)
     results: dict[str, Any] = {}
@@ -771,6 +909,12 @@ def main() -> None:
     parser.add_argument("--outage", action="store_true", help="the database-outage run only")
     parser.add_argument("--outage-seconds", type=float, default=20.0)
     parser.add_argument("--outage-after", type=float, default=3.0, help="seconds into the burst")
+    parser.add_argument("--start-burst", type=int, default=2000, help="(start) burst size")
+    parser.add_argument("--start-samples", type=int, default=5, help="(start) jobs timed")
+    parser.add_argument(
+        "--start-timeout", type=float, default=120, help="(start) seconds a job may take"
+    )
+    parser.add_argument("--start-only", action="store_true", help="run only (start)")
     args = parser.parse_args()
     if args.outage:
         outage = run_outage(args)
@@ -787,6 +931,11 @@ def main() -> None:
         "database": "postgresql" if args.database_url else "sqlite",
         "client": "asyncio (uvloop) + httptools, keep-alive HTTP/1.1, one connection a client",
     }
+    if args.start_only:
+        results["start"] = bench_start(args, token)
+        print(_rows_table(_start_rows(results["start"])))
+        _write(args.out, results)
+        return
     with tempfile.TemporaryDirectory(prefix="trainfleet-bench-api-") as tmp:
         data_dir = DataDir(Path(tmp) / "data")
         data_dir.root.mkdir()
@@ -804,7 +953,9 @@ def main() -> None:
         finally:
             results["server_exit_code"] = server.stop()
             results["server_output_lines"] = server.lines
+    results["start"] = bench_start(args, token)
     print(table(results))
+    print(_rows_table(_start_rows(results["start"])))
     _write(args.out, results)
 
 

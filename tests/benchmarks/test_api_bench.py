@@ -15,7 +15,7 @@ def test_tiny_run_writes_sane_figures(tmp_path: Path) -> None:
     argv = [sys.executable, str(BENCHMARK), "--out", str(out), "--list-jobs", "60"]
     argv += ["--list-requests", "10", "--submit-count", "12", "--submit-clients", "3"]
     argv += ["--get-clients", "4", "--get-requests", "3", "--get-paced-requests", "3"]
-    argv += ["--get-rates", "20,40"]
+    argv += ["--get-rates", "20,40", "--start-burst", "20", "--start-samples", "2"]
     result = subprocess.run(argv, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "highest paced rate" in result.stdout
@@ -30,4 +30,8 @@ def test_tiny_run_writes_sane_figures(tmp_path: Path) -> None:
         assert run["get"]["statuses"] == {"200": 12}
         assert run["get"]["latency"]["p99_ms"] >= run["get"]["latency"]["p50_ms"] > 0
     assert got["highest_rate_within_target_req_per_s"] in (0, 80, 160)
+    start = figures["start"]
+    assert start["burst"]["statuses"] == {"201": 20}
+    for probe in (start["idle"], start["after_burst"]):
+        assert len(probe["samples_s"]) == 2 and probe["max_s"] >= probe["first_s"] > 0
     assert figures["server_exit_code"] in (0, -15)  # uvicorn ends by raising SIGTERM again

@@ -241,3 +241,39 @@ def test_priority_then_submission_order() -> None:
         ran.append(started)
         scheduler.finished(started)
     assert ran == ["p2", "p2-late", "p1", "p0"]
+
+
+def test_jobs_over_their_queues_quota_leave_other_queues_their_chance() -> None:
+    """64 jobs blocked on one queue's quota (the default backfill depth) ahead of a job of
+    another queue: that job starts on the idle node, and every waiting job says why."""
+    scheduler = Scheduler([node("n", cpu=8000)], [QueueSpec("capped", {"cpu": 1000})])
+    for i in range(65):
+        scheduler.submit(job(f"capped{i}", demand(cpu=1000), queue="capped", order=i))
+    scheduler.submit(job("other", demand(cpu=1000), order=100))
+    decisions = scheduler.schedule()
+    assert [admission.job for admission in decisions.admitted] == ["capped0", "other"]
+    assert decisions.waiting + decisions.passed_over == [f"capped{i}" for i in range(1, 65)]
+    for i in range(1, 65):
+        reason = scheduler.waiting_reason(f"capped{i}")
+        assert reason is not None and reason.startswith("waiting for quota: queue 'capped'")
+
+
+def test_a_deep_backlog_of_one_queue_leaves_the_head_of_another_its_chance() -> None:
+    """Past ``backfill_depth`` jobs waiting for capacity, a pass still looks at the first
+    job of each queue it has not looked at, within what the blocked head leaves free."""
+    nodes = [node("big", cpu=4000), node("small", cpu=1000, labels={"kind": "small"})]
+    scheduler = Scheduler(nodes, [QueueSpec("team")], backfill_depth=2)
+    scheduler.submit(job("running", demand(cpu=4000), order=0))
+    assert admitted(scheduler) == ["running"]
+    for i in range(5):
+        scheduler.submit(job(f"big{i}", demand(cpu=4000), order=1 + i))
+    scheduler.submit(job("team-head", demand(cpu=1000), queue="team", order=10))
+    scheduler.submit(job("team-second", demand(cpu=1000), queue="team", order=11))
+    decisions = scheduler.schedule()
+    assert [admission.job for admission in decisions.admitted] == ["team-head"]
+    assert scheduler.cluster.held_by("team-head")[0].node == "small"
+    assert scheduler.waiting_reason("big2") == "waiting for its turn: 2 job(s) ahead of it"
+    again = scheduler.schedule()  # no new job: the pass looks at the queues' heads only
+    assert again.waiting == ["big0", "big1", "team-second"], "a backlog is cut at depth 2"
+    scheduler.finished("running")
+    assert admitted(scheduler) == ["big0"]

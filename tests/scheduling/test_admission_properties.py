@@ -102,6 +102,12 @@ class SchedulerMachine(RuleBasedStateMachine):
         # A job that preempted goes first among the jobs of its priority.
         ready.sort(key=lambda i: (-self.jobs[i].priority, i not in self.nominated))
         head = ready[0] if ready else None
+        # However deep one queue's backlog, each pass looks at a job of every queue.
+        looked_at = {admission.job for admission in decisions.admitted} | set(decisions.waiting)
+        for queue in {self.jobs[job_id].queue for job_id in ready}:
+            assert any(self.jobs[job_id].queue == queue for job_id in looked_at), (
+                f"no job of queue {queue} looked at"
+            )
         for admission in decisions.admitted:
             assert admission.job in self.pending, f"{admission.job} admitted but not waiting"
             self.pending.remove(admission.job)

@@ -2,12 +2,18 @@
 
 Submitting a job only queues it and wakes the thread, so a submission answers at once
 and a burst of them is admitted in a few passes rather than one pass each. A pass
-starts what it admits, asks running jobs to make room when it preempts, and stores why
-the others wait. Everything that touches the scheduler holds ``lock``.
+decides under ``lock`` (everything that touches the scheduler holds it), then, with the
+lock released, starts what it admitted, asks running jobs to make room when it
+preempted, and stores why the others wait: starting processes never keeps a submission,
+a cancel or a status read waiting.
+
+The thread never dies: a pass that fails (the store is down) is logged once, and the
+thread backs off and tries again until one succeeds, which it logs too.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable
@@ -15,15 +21,18 @@ from collections.abc import Callable
 from trainfleet.scheduling.admission import Admission, Decisions, Preemption, Scheduler
 from trainfleet.store.connection import patiently
 
+log = logging.getLogger("trainfleet.admitter")
+
 MIN_INTERVAL = 0.005
 """Seconds from the start of one pass to the next, at least."""
 BUSY_SHARE = 0.1
 """The most of the time passes may take while they follow each other: a long pass is
 followed by a longer pause, so that a burst of submissions leaves the server time to
-answer them."""
-LONGEST_PAUSE = 1.0
-"""Seconds between two passes, at most: a pass that waited out a store outage is long, and
-the jobs queued meanwhile must not wait ten times as long again."""
+answer them..."""
+MAX_PAUSE = 0.2
+"""...but never longer than this many seconds: a job that fits never waits long for one."""
+RETRY_FIRST, RETRY_MAX = 0.1, 5.0
+"""Seconds before a failed pass is tried again: doubled after each failure, up to the max."""
 
 
 class Admitter:
@@ -36,7 +45,9 @@ class Admitter:
         preempt: Callable[[Preemption], object],
         note_waiting: Callable[[str, str], None],
     ) -> None:
-        """``note_waiting(job_id, reason)`` is called when a waiting job's reason changes."""
+        """``launch`` starts an admitted job (called without ``lock``; when it raises, the
+        job waits again in its old place); ``note_waiting(job_id, reason)`` is called when
+        a waiting job's reason changes."""
         self.scheduler = scheduler
         self._launch = launch
         self._preempt = preempt
@@ -44,6 +55,8 @@ class Admitter:
         self.lock = threading.Condition(threading.RLock())
         """Held while the scheduler is used; notified after every pass and every end."""
         self._reasons: dict[str, str] = {}
+        self._launching: set[str] = set()
+        self._to_note: dict[str, None] = {}  # waiting jobs whose reason may have changed
         self._wanted = threading.Event()
         self._thread = threading.Thread(target=self._patiently, name="admitter", daemon=True)
         self._thread.start()
@@ -69,21 +82,39 @@ class Admitter:
         with self.lock:
             return self.lock.wait_for(done, timeout)
 
+    def wait_launched(self, job_id: str) -> None:
+        """Wait, holding ``lock`` (the caller's, released meanwhile), until a job admitted
+        by a pass has been started or has gone back to the queue."""
+        with self.lock:
+            self.lock.wait_for(lambda: job_id not in self._launching)
+
     def _pass(self) -> Decisions:
-        """One pass, now, on the calling thread."""
+        """One pass, now, on the calling thread: decide under the lock, then act."""
         with self.lock:
             decisions = self.scheduler.schedule()
             for admission in decisions.admitted:
                 self._reasons.pop(admission.job, None)
+                self._launching.add(admission.job)
+            self._to_note.update(dict.fromkeys(decisions.waiting + decisions.passed_over))
+        failed: Exception | None = None
+        for admission in decisions.admitted:
+            try:
                 self._launch(admission)
-            for preemption in decisions.preempted:
-                self._preempt(preemption)
-            for job_id in self.scheduler.pending(decisions.considered):
-                reason = self.scheduler.waiting_reason(job_id) or ""
-                if self._reasons.get(job_id) != reason:
-                    self._reasons[job_id] = reason
-                    self._note_waiting(job_id, reason)
+            except Exception as error:  # it waits again, and the pass is retried
+                failed = failed or error
+                with self.lock:
+                    self.scheduler.requeue(admission.job)
+            finally:
+                with self.lock:
+                    self._launching.discard(admission.job)
+                    self.lock.notify_all()
+        for preemption in decisions.preempted:
+            self._preempt(preemption)
+        self._note_reasons()
+        with self.lock:
             self.lock.notify_all()
+        if failed is not None:
+            raise failed
         return decisions
 
     def _patiently(self) -> None:
@@ -91,14 +122,40 @@ class Admitter:
         with patiently():
             self._loop()
 
+    def _note_reasons(self) -> None:
+        """Store the reasons that changed, until a pass is wanted (the rest wait for the
+        next pass: a job that fits must not wait for a thousand reasons to be written)."""
+        for job_id in list(self._to_note):
+            if self._wanted.is_set():
+                return
+            with self.lock:  # one row at a time: a cancel must not be overwritten
+                reason = self.scheduler.waiting_reason(job_id)
+                if reason is not None and self._reasons.get(job_id) != reason:
+                    self._note_waiting(job_id, reason)
+                    self._reasons[job_id] = reason
+                del self._to_note[job_id]
+
     def _loop(self) -> None:
-        next_pass = 0.0
+        next_pass, retry, failing = 0.0, RETRY_FIRST, False
         while True:
             self._wanted.wait()
             # A burst of submissions is taken in a few passes, not one pass each.
             time.sleep(max(0.0, next_pass - time.monotonic()))
             self._wanted.clear()
             began = time.monotonic()
-            self._pass()
+            try:
+                self._pass()
+            except Exception:
+                if not failing:
+                    log.exception("a scheduling pass failed; retrying until one succeeds")
+                failing = True
+                self._wanted.set()
+                next_pass = time.monotonic() + retry
+                retry = min(retry * 2, RETRY_MAX)
+                continue
+            if failing:
+                log.warning("scheduling passes succeed again")
+            failing, retry = False, RETRY_FIRST
             took = time.monotonic() - began
-            next_pass = began + min(LONGEST_PAUSE, max(MIN_INTERVAL, took / BUSY_SHARE))
+            pause = min(took / BUSY_SHARE - took, MAX_PAUSE)
+            next_pass = began + max(MIN_INTERVAL, took + pause)

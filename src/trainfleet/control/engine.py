@@ -45,6 +45,7 @@ PASS_SECONDS = 2.0
 """Seconds ``admit_beside`` waits for a pass to admit a job that fits, at most."""
 ADMIT_SECONDS = 30.0
 """Seconds ``admit_beside`` waits for an admitted job to start, at most."""
+WAITING = "waiting to be admitted"
 
 
 class JobNotFound(LookupError):
@@ -171,6 +172,7 @@ class Engine:
             user=_user() if user is None else user,
             labels=dict(spec.labels),
             created_at=time.time(),
+            reason=WAITING,
         )
         tasks = [
             TaskRecord(job_id=job.id, role=role, index=index) for role, index in task_keys(spec)
@@ -252,7 +254,10 @@ class Engine:
         self.admitter.wake()
 
     def _launch(self, admission: Admission) -> None:
-        """Give an admitted job its ports and GPUs and start its controller."""
+        """Give an admitted job its ports and GPUs and start its controller.
+
+        Called by the admitter without its lock: starting processes never holds up a
+        submission. When this raises, the job waits again (see ``Admitter``)."""
         job = self.get(admission.job)
         spec = JobSpec.model_validate_json(job.spec)
         keys = task_keys(spec)
@@ -261,22 +266,26 @@ class Engine:
             ports = self.backend.reserve_ports(job.id, fixed)
         except OSError as error:  # no free port: fail now, with the reason, rather than wait
             reason = f"could not reserve ports: {error}"
-            self.scheduler.finished(job.id)
+            self.admitter.finished(job.id)
             self.store.update_job(
                 job.id, reason, state=State.FAILED, reason=reason, finished_at=time.time()
             )
             return
         host = self.backend.host()  # "" where the tasks learn it (then they report it)
-        self.store.place_tasks(
-            job.id,
-            {
-                key: (
-                    f"{host}:{ports[key]}",
-                    ",".join(map(str, queueing.host_gpus(allocation, self._gpus))),
-                )
-                for key, allocation in zip(keys, admission.allocations, strict=True)
-            },
-        )
+        try:
+            self.store.place_tasks(
+                job.id,
+                {
+                    key: (
+                        f"{host}:{ports[key]}",
+                        ",".join(map(str, queueing.host_gpus(allocation, self._gpus))),
+                    )
+                    for key, allocation in zip(keys, admission.allocations, strict=True)
+                },
+            )
+        except BaseException:  # it waits again: its next launch reserves ports anew
+            self.backend.release_ports(job.id)
+            raise
         if self.supervised:
             # Marks the job as one a restarted server picks up (see resume).
             self.data_dir.run_dir(job.id).mkdir(parents=True, exist_ok=True)
@@ -362,6 +371,7 @@ class Engine:
         Raises JobActive for a job that another process runs (stop it there).
         """
         with self.admitter.lock:  # no pass can start the job while this looks at it
+            self.admitter.wait_launched(job_id)  # one admitted just now: started, or back
             job = self.get(job_id)
             if State(job.state).is_final or self.runner.cancel(job_id, reason):
                 return job

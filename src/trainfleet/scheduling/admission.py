@@ -9,12 +9,22 @@ returns what to start and what to preempt, ``finished`` gives resources back.
   is not admitted, so two jobs can never deadlock each other holding halves.
 - The first job that waits for capacity reserves what is free now and it could use;
   later jobs start ahead of it (backfill) only with what is left, so they never delay
-  it. Only ``backfill_depth`` waiting jobs are looked at per pass, as Slurm does.
+  it. Once ``backfill_depth`` jobs wait for capacity in a pass, as Slurm bounds it, the
+  pass looks only at the first waiting job of each queue it has not looked at yet (the
+  queue's head, as Kueue does), so that one queue's backlog never starves another.
+- A job blocked on its queue's quota costs no other queue a chance: it counts only
+  towards its own queue's depth (``backfill_depth`` such jobs a queue, a pass); a
+  later job of its queue that asks for the same amounts is known blocked without a
+  second check (a pass only ever adds to what queues use); and once the smallest
+  amount of a resource that all of a queue's waiting jobs ask for is over its quota,
+  the pass looks at no more of them. New jobs over quota that a pass passed over are
+  given their reason.
 - Preemption: a waiting job may stop lower-priority jobs of its own queue, and jobs of
   its cohort that borrow while its own queue is within its nominal quota. The fewest
   such victims are chosen, least valuable first; they keep their resources until they
   have stopped (``finished``), then go back to the queue in their old place, though
   they do not start again before the job they were stopped for (no stop-start loop).
+  Only the first ``backfill_depth`` waiting jobs may preempt in a pass.
   A job that preempted is nominated: each pass looks at it first among the jobs of its
   priority and holds for it the capacity it can use and its quota, so that what its
   victims free goes to it and not to a job of its priority that happens to come earlier
@@ -26,6 +36,7 @@ from __future__ import annotations
 import bisect
 import itertools
 import threading
+from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -54,6 +65,11 @@ class GangJob:
     def total(self) -> Resources:
         return total(task.resources for task in self.tasks)
 
+    @cached_property
+    def amounts(self) -> tuple[tuple[str, int], ...]:
+        """``total`` as a hashable key: jobs that ask for the same amounts have equal ones."""
+        return tuple(self.total.items())
+
 
 @dataclass(frozen=True)
 class Admission:
@@ -79,6 +95,10 @@ class Decisions:
     admitted: list[Admission] = field(default_factory=list)
     preempted: list[Preemption] = field(default_factory=list)
     considered: int = 0
+    waiting: list[str] = field(default_factory=list)
+    """The jobs it looked at that still wait, in order: their reasons are new."""
+    passed_over: list[str] = field(default_factory=list)
+    """Jobs new since the last pass that it did not look at but found over their quota."""
 
 
 @dataclass
@@ -102,6 +122,9 @@ class Scheduler:
         self.backfill_depth = backfill_depth
         self._pending: list[tuple[tuple[int, float, int], GangJob]] = []
         self._keys: dict[str, tuple[int, float, int]] = {}
+        self._waiting_in: dict[str, int] = {}  # queue: how many of its jobs wait
+        self._wants: dict[str, dict[str, Counter[int]]] = {}  # queue: name: amounts waiting
+        self._fresh: set[str] = set()  # waiting jobs no pass has looked at yet
         self._admitted: dict[str, _Admitted] = {}
         self._why: dict[str, str] = {}
         self._stopped_for: dict[str, str] = {}  # a stopped victim: the job it yields to
@@ -122,6 +145,11 @@ class Scheduler:
         key = (-job.priority, job.order, next(self._sequence))
         bisect.insort(self._pending, (key, job))
         self._keys[job.id] = key
+        self._waiting_in[job.queue] = self._waiting_in.get(job.queue, 0) + 1
+        self._fresh.add(job.id)
+        wants = self._wants.setdefault(job.queue, {})
+        for name, amount in job.amounts:
+            wants.setdefault(name, Counter())[amount] += 1
 
     def check(self, job: GangJob) -> None:
         """Raise Unschedulable if ``job`` could never be admitted; queue nothing.
@@ -143,8 +171,19 @@ class Scheduler:
         key = self._keys.pop(job_id, None)
         if key is None:
             return False
-        del self._pending[bisect.bisect_left(self._pending, (key,))]
+        index = bisect.bisect_left(self._pending, (key,))
+        job = self._pending[index][1]
+        del self._pending[index]
+        self._waiting_in[job.queue] -= 1
+        if not self._waiting_in[job.queue]:
+            del self._waiting_in[job.queue]
+        wants = self._wants[job.queue]
+        for name, amount in job.amounts:
+            wants[name][amount] -= 1
+            if not wants[name][amount]:
+                del wants[name][amount]
         self._why.pop(job_id, None)
+        self._fresh.discard(job_id)
         self._stopped_for.pop(job_id, None)
         self._nominated.discard(job_id)
         return True
@@ -167,6 +206,18 @@ class Scheduler:
         if admitted.stopping_for is not None:
             self.submit(admitted.job)
             self._stopped_for[job_id] = admitted.stopping_for
+
+    def requeue(self, job_id: str) -> None:
+        """An admitted job could not be started (its launch failed for a reason that may
+        pass): give back what it holds and let it wait again, in its old place."""
+        admitted = self._admitted.get(job_id)
+        if admitted is None or admitted.stopping_for is not None:
+            self.finished(job_id)  # a victim already: it waits again as a stopped one
+            return
+        del self._admitted[job_id]
+        self.cluster.release(job_id)
+        self.quotas.give_back(admitted.job.queue, admitted.job.total)
+        self.submit(admitted.job)
 
     # -- what is where --------------------------------------------------------
 
@@ -209,16 +260,37 @@ class Scheduler:
         head: GangJob | None = None  # the first job waiting for capacity: it reserves
         reserved = Resources()
         queues_blocked: set[str] = set()
-        for job in self._waiting():
+        queues_seen: set[str] = set()
+        done: set[str] = set()  # queues whose other jobs this pass need not look at
+        over_quota: dict[tuple[str, tuple[tuple[str, int], ...]], str] = {}
+        for_capacity = 0  # jobs looked at that wait for capacity: at most backfill_depth
+        for_quota: Counter[str] = Counter()  # by queue, those that wait for its quota
+        for ahead, job in self._waiting():
             while nominated and -nominated[0][0][0] >= job.priority:  # its band's first
-                holding += self._serve_nominated(nominated.pop(0)[1], decisions)
-            if decisions.considered - len(decisions.admitted) >= self.backfill_depth:
-                break  # that many waiting jobs looked at: enough for one pass
-            if job.id in self._nominated or job.id not in self._keys:
-                continue  # served at the head of its priority
+                served = self._job(nominated.pop(0)[1])
+                queues_seen.add(served.queue)  # its queue had its chance
+                holding += self._serve_nominated(served.id, decisions)
+            if for_capacity >= self.backfill_depth:
+                done |= queues_seen
+            if done and self._waiting_in.keys() <= done:
+                break
+            if job.id in self._nominated or job.id not in self._keys or job.queue in done:
+                continue  # served at the head of its priority, or its queue is done
             preemptor = self._stopped_for.get(job.id)
             if preemptor in self._keys:
                 self._why[job.id] = f"preempted for {preemptor}, which starts first"
+                decisions.waiting.append(job.id)
+                continue
+            queues_seen.add(job.queue)
+            if for_capacity >= self.backfill_depth:
+                done.add(job.queue)  # deep enough: only the heads of the other queues
+            known = over_quota.get((job.queue, job.amounts))
+            if known is not None:  # what the queue uses only grows during a pass
+                self._why[job.id] = known
+                decisions.waiting.append(job.id)
+                for_quota[job.queue] += 1
+                if for_quota[job.queue] >= self.backfill_depth:
+                    done.add(job.queue)
                 continue
             decisions.considered += 1
             check = self.quotas.check(job.queue, job.total)
@@ -226,14 +298,23 @@ class Scheduler:
             if allocations is not None:
                 self._admit(job, check.borrows, allocations, decisions)
                 continue
+            decisions.waiting.append(job.id)
             if check.fits:
+                for_capacity += 1
                 self._why[job.id] = self._capacity_reason(job, head, reserved)
             else:
                 self._why[job.id] = f"waiting for quota: {check.reason}"
-            if job.queue not in queues_blocked:  # its queue's first: it may preempt
+                for_quota[job.queue] += 1
+                if for_quota[job.queue] >= self.backfill_depth or self._over_quota_all(job.queue):
+                    done.add(job.queue)
+            if job.queue not in queues_blocked:  # its queue's first: it may preempt...
                 queues_blocked.add(job.queue)
-                if not self._awaits_victims(job):
+                # ...when it is among the first backfill_depth jobs, as every job was that a
+                # pass looked at before it looked at each queue: reclaims stay as rare.
+                if ahead < self.backfill_depth and not self._awaits_victims(job):
                     decisions.preempted += self._preempt_for(job)
+            if not check.fits and job.id not in self._nominated:
+                over_quota[job.queue, job.amounts] = self._why[job.id]
             if head is None and check.fits:
                 head = job
                 self.cluster.reserve(RESERVED, job.tasks)
@@ -241,20 +322,43 @@ class Scheduler:
         for _, job_id in nominated:  # after every job looked at
             if job_id in self._keys:
                 holding += self._serve_nominated(job_id, decisions)
+        self._fresh.difference_update(decisions.waiting)
+        for job_id in sorted(self._fresh, key=self._keys.__getitem__):  # passed over
+            job = self._job(job_id)
+            if job.queue in for_quota:  # its queue has jobs over quota: is it one?
+                check = self.quotas.check(job.queue, job.total)
+                if not check.fits:
+                    self._why[job_id] = f"waiting for quota: {check.reason}"
+                    decisions.passed_over.append(job_id)
+        self._fresh.clear()
         self.cluster.release(RESERVED)
         for job in holding:
             self.cluster.release(_hold(job))
             self.quotas.give_back(job.queue, job.total)
         return decisions
 
+    def _over_quota_all(self, queue: str) -> bool:
+        """Whether every waiting job of ``queue`` is now over its quota: all of them ask
+        for at least some amount of one resource, and that amount alone is over it."""
+        count, wants = self._waiting_in.get(queue, 0), self._wants.get(queue, {})
+        for name in self.quotas.queues[queue].nominal:
+            amounts = wants.get(name)
+            if not amounts or amounts.total() < count:
+                continue  # a job that asks for none of it is never over its quota
+            if not self.quotas.check(queue, Resources.of({name: min(amounts)})).fits:
+                return True
+        return False
+
     def _serve_nominated(self, job_id: str, decisions: Decisions) -> list[GangJob]:
         """Admit a nominated job if it fits; otherwise it holds, for the rest of the pass,
         the capacity it could use now and its quota. Returns it when it holds."""
-        job = self._pending[bisect.bisect_left(self._pending, (self._keys[job_id],))][1]
+        job = self._job(job_id)
         decisions.considered += 1
+        decisions.waiting.append(job_id)  # taken out again below if it is admitted
         check = self.quotas.check(job.queue, job.total)
         allocations = self.cluster.place(job.id, job.tasks) if check.fits else None
         if allocations is not None:
+            decisions.waiting.pop()
             self._admit(job, check.borrows, allocations, decisions)
             return []
         if self._awaits_victims(job):
@@ -267,13 +371,18 @@ class Scheduler:
         self.quotas.use(job.queue, job.total)
         return [job]
 
-    def _waiting(self) -> Iterator[GangJob]:
+    def _job(self, job_id: str) -> GangJob:
+        """A waiting job."""
+        return self._pending[bisect.bisect_left(self._pending, (self._keys[job_id],))][1]
+
+    def _waiting(self) -> Iterator[tuple[int, GangJob]]:
         """The waiting jobs in order, as a copy of the list would give them (without one),
-        while the caller removes at most the job it was just given (admits it)."""
+        while the caller removes at most the job it was just given (admits it); each with
+        how many jobs wait ahead of it."""
         index = 0
         while index < len(self._pending):
             key, job = self._pending[index]
-            yield job
+            yield index, job
             if index < len(self._pending) and self._pending[index][0] == key:
                 index += 1  # still waiting: on to the next; otherwise the next moved here
 
