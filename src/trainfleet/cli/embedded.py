@@ -23,7 +23,7 @@ from trainfleet.cli.errors import UserError
 from trainfleet.cli.service import JobInput
 from trainfleet.control.engine import Engine, JobActive, JobDetails
 from trainfleet.spec.loading import LoadedJob, load_job_file
-from trainfleet.store.layout import DataDir
+from trainfleet.store.layout import DataDir, create_private
 from trainfleet.store.logs import LogTail
 from trainfleet.store.records import EventRecord, JobRecord, State, TaskRecord
 
@@ -81,7 +81,7 @@ class EngineService:
         folder = self.engine.data_dir.job_dir(job_id)
         folder.mkdir(parents=True, exist_ok=True)
         argv = [sys.executable, "-m", "trainfleet", "--data-dir", str(self.engine.data_dir.root)]
-        with (folder / "runner.log").open("ab") as log:
+        with open(create_private(folder / "runner.log"), "ab") as log:
             process = subprocess.Popen(
                 [*argv, "_runner", job_id],
                 stdin=subprocess.DEVNULL,
@@ -89,10 +89,12 @@ class EngineService:
                 stderr=subprocess.STDOUT,
                 start_new_session=True,  # Ctrl-C in this terminal must not reach it
             )
+        self._pid_file(job_id).touch(mode=0o600)
         self._pid_file(job_id).write_text(str(process.pid))
 
     def attach(self, job_id: str) -> str:
         self._pid_file(job_id).parent.mkdir(parents=True, exist_ok=True)
+        self._pid_file(job_id).touch(mode=0o600)
         self._pid_file(job_id).write_text(str(os.getpid()))
         self.engine.start(job_id)
         return f"logs in {self.engine.data_dir.job_dir(job_id)}"

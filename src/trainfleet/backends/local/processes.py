@@ -22,6 +22,7 @@ from trainfleet.backends.local.ports import free_port
 from trainfleet.scheduling.cluster import Node
 from trainfleet.scheduling.placement import TaskKey
 from trainfleet.spec.models import JobSpec
+from trainfleet.store.layout import create_private
 
 GROUP_POLL_SECONDS = 0.02
 ExitCallback = Callable[[TaskKey, int], None]
@@ -94,7 +95,7 @@ class LocalBackend:
         if self.supervised:
             launch.record.parent.mkdir(parents=True, exist_ok=True)
             argv = [sys.executable, "-I", "-S", str(SHIM), str(launch.record), "--", *argv]
-        with launch.log_path.open("ab") as log:
+        with open(create_private(launch.log_path), "ab") as log:
             process = subprocess.Popen(
                 argv,
                 env=dict(launch.env),
