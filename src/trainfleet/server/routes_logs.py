@@ -74,14 +74,17 @@ def router(
     async def follow_log(
         job_id: JobId,
         path: LogPath,
+        token: Annotated[TokenRecord, Depends(auth)],
         start: Offset = 0,
         last_event_id: Annotated[int | None, Header(ge=0, le=2**62)] = None,
     ) -> AsyncIterator[ServerSentEvent]:
         """Server-Sent Events: `log` with new complete lines (id: the byte offset after
-        them), then `end` once the job has ended and its log is read to the end."""
+        them), then `end` once the job has ended and its log is read to the end; cut off
+        within about a second of the token's revocation."""
         offset = start if last_event_id is None else last_event_id
         feed = LogFeed(engine, job_id, path, offset)
-        async for item in sse.follow(feed, settings.poll_interval):
+        holds = sse.token_holds(engine.store, token)
+        async for item in sse.follow(feed, settings.poll_interval, holds):
             yield item
 
     return api
