@@ -34,7 +34,10 @@ figures are the server's rather than an HTTP client library's.
          after, and of the acknowledged (201) jobs how many are present and ended
          correctly (succeeded) once all have ended.
 
-usage: python benchmarks/api.py [--submit-count 2000] [--out FILE]
+(followers) with --followers N, only this: GET /healthz and a 4 KiB log-range read of a
+         running job's log, paced, beside the same with N open SSE followers of that log.
+
+usage: python benchmarks/api.py [--submit-count 2000] [--followers 400] [--out FILE]
        python benchmarks/api.py --outage [--submit-count 2000] [--outage-seconds 20]
 Prints a table and writes the figures as JSON (default benchmarks/results/api.json, or
 benchmarks/results/api-outage.json with --outage).
@@ -880,6 +883,81 @@ def _met(ok: bool) -> str:
     return "yes" if ok else "NO"
 
 
+# -- followers (--followers N) ------------------------------------------------
+
+FOLLOWED_BODY = json.dumps(
+    {
+        "name": "bench-followed",
+        "grace_period": 1,
+        "roles": {"worker": {"command": "while true; do echo step; sleep 0.1; done"}},
+    }
+).encode()
+
+
+async def _follower(port: int, token: str, target: str, started: asyncio.Event) -> None:
+    """One SSE client of ``target`` that reads and drops what comes until it is cancelled."""
+    reader, writer = await asyncio.open_connection(HOST, port)
+    try:
+        head = f"GET {target} HTTP/1.1\r\nHost: {HOST}:{port}\r\n"
+        writer.write(f"{head}Authorization: Bearer {token}\r\n\r\n".encode())
+        while data := await reader.read(1 << 16):
+            if b"data:" in data:
+                started.set()
+    finally:
+        writer.close()
+
+
+async def bench_followers(port: int, token: str, args: argparse.Namespace) -> dict[str, Any]:
+    """GET /healthz and a log-range read beside the same with ``args.followers`` open SSE
+    followers of the running job's log, one request every 10 ms each, in one run."""
+    load = Load(port, token)
+    status, body = await load.one("POST", f"{API}/jobs", FOLLOWED_BODY)
+    assert status == 201, body
+    job_id = json.loads(body)["job"]["id"]
+    log = f"{API}/jobs/{job_id}/tasks/worker/0/log"
+    while json.loads((await load.one("GET", f"{API}/jobs/{job_id}"))[1])["job"]["state"] != (
+        "running"
+    ):
+        await asyncio.sleep(0.1)
+
+    async def probe() -> dict[str, Any]:
+        requests = args.follower_requests
+        health = await load.run(1, requests, lambda n: ("GET", "/healthz", b""), interval=0.01)
+        read = await load.run(
+            1, requests, lambda n: ("GET", f"{log}?start=0&end=4096", b""), interval=0.01
+        )
+        return {"healthz": _strip(health), "log_range": _strip(read)}
+
+    results: dict[str, Any] = {"followers": args.followers, "without": await probe()}
+    events = [asyncio.Event() for _ in range(args.followers)]
+    tasks = [
+        asyncio.create_task(_follower(port, token, f"{log}/follow", event)) for event in events
+    ]
+    try:
+        await asyncio.wait_for(asyncio.gather(*(event.wait() for event in events)), 120)
+        results["with"] = await probe()
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        await load.one("POST", f"{API}/jobs/{job_id}/cancel")
+    return results
+
+
+def followers_table(results: dict[str, Any]) -> str:
+    rows = [f"{'followers':>9}  {'request':<10} {'p50 ms':>8} {'p99 ms':>8} {'max ms':>8}"]
+    for label, count in (("without", 0), ("with", results["followers"])):
+        for name in ("healthz", "log_range"):
+            latency = results[label][name]["latency"]
+            rows.append(
+                f"{count:>9}  {name:<10} {latency['p50_ms']:>8.1f} "
+                f"{latency['p99_ms']:>8.1f} {latency['max_ms']:>8.1f}"
+            )
+    p99 = results["with"]["healthz"]["latency"]["p99_ms"]
+    rows.append(f"/healthz p99 with followers under 50 ms: {_met(p99 < 50)}")
+    return "\n".join(rows)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -915,6 +993,13 @@ def main() -> None:
         "--start-timeout", type=float, default=120, help="(start) seconds a job may take"
     )
     parser.add_argument("--start-only", action="store_true", help="run only (start)")
+    parser.add_argument(
+        "--followers",
+        type=int,
+        default=0,
+        help="run only the followers probe, with this many SSE followers (e.g. 400)",
+    )
+    parser.add_argument("--follower-requests", type=int, default=300)
     args = parser.parse_args()
     if args.outage:
         outage = run_outage(args)
@@ -944,8 +1029,9 @@ def main() -> None:
         server = Server(data_dir.root, token, args.database_url)
         try:
             with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+                bench = bench_followers if args.followers else bench_all
                 results.update(
-                    runner.run(asyncio.wait_for(bench_all(server.port, token, args), args.timeout))
+                    runner.run(asyncio.wait_for(bench(server.port, token, args), args.timeout))
                 )
         except BaseException:
             print("\n".join(server.tail), file=sys.stderr)
@@ -953,6 +1039,10 @@ def main() -> None:
         finally:
             results["server_exit_code"] = server.stop()
             results["server_output_lines"] = server.lines
+    if args.followers:
+        print(followers_table(results))
+        _write(args.out, results)
+        return
     results["start"] = bench_start(args, token)
     print(table(results))
     print(_rows_table(_start_rows(results["start"])))

@@ -25,7 +25,7 @@ from trainfleet.cli.service import JobInput
 from trainfleet.control import local_admission
 from trainfleet.control.engine import Engine, JobActive, JobDetails
 from trainfleet.spec.loading import LoadedJob, load_job_file
-from trainfleet.store.layout import DataDir
+from trainfleet.store.layout import DataDir, create_private
 from trainfleet.store.logs import LogTail
 from trainfleet.store.records import EventRecord, JobRecord, State, TaskRecord
 
@@ -83,7 +83,7 @@ class EngineService:
         folder = self.engine.data_dir.job_dir(job_id)
         folder.mkdir(parents=True, exist_ok=True)
         argv = [sys.executable, "-m", "trainfleet", "--data-dir", str(self.engine.data_dir.root)]
-        with (folder / "runner.log").open("ab") as log:
+        with open(create_private(folder / "runner.log"), "ab") as log:
             process = subprocess.Popen(
                 [*argv, "_runner", job_id],
                 stdin=subprocess.DEVNULL,

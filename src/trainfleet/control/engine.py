@@ -79,7 +79,7 @@ class Engine:
 
         ``database``: a PostgreSQL or SQLite URL; the data directory's SQLite file otherwise.
         """
-        data_dir.root.mkdir(parents=True, exist_ok=True)
+        data_dir.ensure()
         self.data_dir = data_dir
         self.supervised = supervised
         self.store = Store.open(database or data_dir.database)

@@ -47,6 +47,7 @@ def record_runner(data_dir: DataDir, job_id: str, pid: int | None = None) -> Non
     pid = os.getpid() if pid is None else pid
     path = data_dir.job_dir(job_id) / RUNNER_RECORD
     path.parent.mkdir(parents=True, exist_ok=True)
+    path.touch(mode=0o600)  # private, as everything in the data directory
     path.write_text(f"{pid} {_start_time(pid) or ''}".strip())
 
 

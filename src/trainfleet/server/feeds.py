@@ -8,8 +8,9 @@ from pathlib import Path
 from fastapi.sse import ServerSentEvent
 
 from trainfleet.control.engine import Engine, JobNotFound
+from trainfleet.server.hub import LogHub, SharedLog
 from trainfleet.server.models import ErrorBody, JobEnd, LogChunk
-from trainfleet.store.logs import LogTail
+from trainfleet.store.logs import CHUNK
 from trainfleet.store.records import JobRecord, State
 
 MAX_CHUNKS = 8
@@ -42,21 +43,26 @@ class _JobFeed:
 class LogFeed(_JobFeed):
     """New complete lines of one task's log; the rest of it once the job has ended.
 
+    The bytes come from the log's ``SharedLog`` in ``hub``: one reader for all followers.
     Each message's ``id`` is the byte offset after it, for Last-Event-ID to resume from.
     """
 
-    def __init__(self, engine: Engine, job_id: str, path: Path, offset: int) -> None:
+    def __init__(self, engine: Engine, job_id: str, hub: LogHub, path: Path, offset: int) -> None:
         super().__init__(engine, job_id)
-        self.tail = LogTail(path, offset)
-        self.offset = offset
+        self.hub = hub
+        self.shared: SharedLog | None = hub.join(path, self.job)
+        self.offset = offset  # after the last byte sent
+        self.read_to = offset  # after the last byte taken from the shared reader
+        self.partial = b""
         self.decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
 
     def poll(self) -> tuple[list[ServerSentEvent], bool]:
-        job = self.job()  # read before the log: a final state means the log is complete
-        final = job is None or State(job.state).is_final
+        assert self.shared is not None, "polled after close"
+        self.shared.refresh()
+        job, complete = self.shared.job, self.shared.complete
         messages = []
         for _ in range(MAX_CHUNKS):
-            data = self.tail.read(final=final)
+            data = self._read(self.shared, final=complete)
             if not data:
                 break
             self.offset += len(data)
@@ -64,19 +70,35 @@ class LogFeed(_JobFeed):
             messages.append(self._chunk(text))
         else:
             return messages, False  # more to read: come back before ending
-        if not final:
+        if not complete:
             return messages, False
         rest = self.decoder.decode(b"", final=True)
         if rest:
             messages.append(self._chunk(rest))
         return [*messages, self.end(job)], True
 
+    def _read(self, shared: SharedLog, final: bool) -> bytes:
+        """The complete lines next (all that is left once ``final``), as LogTail.read."""
+        fresh = shared.read(self.read_to, CHUNK)
+        self.read_to += len(fresh)
+        data = self.partial + fresh
+        if final and self.read_to >= shared.end:  # the end of what was written: flush it all
+            self.partial = b""
+            return data
+        cut = data.rfind(b"\n") + 1
+        if cut == 0 and len(data) >= CHUNK:
+            cut = len(data)  # one line longer than a chunk: pass it on in pieces
+        self.partial = data[cut:]
+        return data[:cut]
+
     def _chunk(self, text: str) -> ServerSentEvent:
         chunk = LogChunk(text=text, offset=self.offset)
         return ServerSentEvent(event="log", data=chunk, id=str(self.offset))
 
     def close(self) -> None:
-        self.tail.close()
+        if self.shared is not None:
+            self.hub.leave(self.shared)
+            self.shared = None
 
 
 class EventFeed(_JobFeed):

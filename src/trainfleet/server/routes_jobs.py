@@ -176,12 +176,15 @@ def router(
     )
     async def follow_events(
         job_id: JobId,
+        token: Annotated[TokenRecord, Depends(auth)],
         after: Annotated[int, Query(ge=0, le=2**62)] = 0,
         last_event_id: Annotated[int | None, Header(ge=0, le=2**62)] = None,
     ) -> AsyncIterator[ServerSentEvent]:
-        """Server-Sent Events: `event` for each event (id: its id), then `end`."""
+        """Server-Sent Events: `event` for each event (id: its id), then `end`; cut off
+        within about a second of the token's revocation."""
         feed = EventFeed(engine, job_id, after if last_event_id is None else last_event_id)
-        async for item in sse.follow(feed, settings.poll_interval):
+        holds = sse.token_holds(engine.store, token)
+        async for item in sse.follow(feed, settings.poll_interval, holds):
             yield item
 
     return api

@@ -15,6 +15,7 @@ from trainfleet.server.errors import (
     responses,
 )
 from trainfleet.server.feeds import LogFeed
+from trainfleet.server.hub import LogHub
 from trainfleet.server.params import Index, JobId, Role, known_query_only
 from trainfleet.server.settings import Settings
 from trainfleet.store.logs import read_range
@@ -55,6 +56,7 @@ def router(
         return engine.log_path(job_id, role, index)
 
     LogPath = Annotated[Path, Depends(log_path)]
+    hub = LogHub(settings.poll_interval)
 
     @api.get("", response_class=Response, responses=RANGE_RESPONSES)
     def read_log(path: LogPath, start: Offset = 0, end: Offset | None = None) -> Response:
@@ -74,14 +76,17 @@ def router(
     async def follow_log(
         job_id: JobId,
         path: LogPath,
+        token: Annotated[TokenRecord, Depends(auth)],
         start: Offset = 0,
         last_event_id: Annotated[int | None, Header(ge=0, le=2**62)] = None,
     ) -> AsyncIterator[ServerSentEvent]:
         """Server-Sent Events: `log` with new complete lines (id: the byte offset after
-        them), then `end` once the job has ended and its log is read to the end."""
+        them), then `end` once the job has ended and its log is read to the end; cut off
+        within about a second of the token's revocation."""
         offset = start if last_event_id is None else last_event_id
-        feed = LogFeed(engine, job_id, path, offset)
-        async for item in sse.follow(feed, settings.poll_interval):
+        feed = LogFeed(engine, job_id, hub, path, offset)
+        holds = sse.token_holds(engine.store, token)
+        async for item in sse.follow(feed, settings.poll_interval, holds):
             yield item
 
     return api

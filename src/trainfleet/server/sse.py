@@ -6,11 +6,14 @@ message's data is JSON, so log text with ``\\r`` or ``\\n`` in it (progress bars
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Protocol
 
 import anyio
 from fastapi.sse import ServerSentEvent
+
+from trainfleet.store.database import Store
+from trainfleet.store.records import TokenRecord
 
 
 class Feed(Protocol):
@@ -21,10 +24,40 @@ class Feed(Protocol):
     def close(self) -> None: ...
 
 
-async def follow(feed: Feed, interval: float) -> AsyncIterator[ServerSentEvent]:
-    """Poll ``feed`` every ``interval`` seconds until it is done (or the client goes away)."""
+RECHECK_SECONDS = 1.0
+"""How often an open stream asks the store whether its token still holds: a stream ends
+this soon after its token is revoked (the request's 2 s token cache is not trusted here)."""
+
+
+def _always() -> bool:
+    return True
+
+
+def token_holds(store: Store, token: TokenRecord) -> Callable[[], bool]:
+    """Whether ``token`` is still stored and unrevoked, asked of the store itself."""
+
+    def holds() -> bool:
+        current = store.token_by_digest(token.digest)
+        return current is not None and current.revoked_at is None
+
+    return holds
+
+
+async def follow(
+    feed: Feed, interval: float, allowed: Callable[[], bool] = _always
+) -> AsyncIterator[ServerSentEvent]:
+    """Poll ``feed`` every ``interval`` seconds until it is done (or the client goes away).
+
+    ``allowed`` (run on a worker thread about every RECHECK_SECONDS) returning False ends
+    the stream at once, with no ``end`` message: a client that reconnects gets its 401.
+    """
+    checked = anyio.current_time()
     try:
         while True:
+            if anyio.current_time() - checked >= RECHECK_SECONDS:
+                checked = anyio.current_time()
+                if not await anyio.to_thread.run_sync(allowed):
+                    return
             messages, done = await anyio.to_thread.run_sync(feed.poll)
             for item in messages:
                 yield item

@@ -9,12 +9,14 @@ psycopg is imported only when a PostgreSQL store is opened.
 
 from __future__ import annotations
 
+import os
 import re
 import sqlite3
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from functools import lru_cache
+from pathlib import Path
 from typing import Any
 
 from trainfleet.store.errors import StoreError, StoreUnavailable
@@ -70,6 +72,7 @@ class SQLite(Dialect):
     def connect(self, target: Target) -> sqlite3.Connection:
         assert target.path is not None
         try:
+            _create_private(target.path)
             connection = sqlite3.connect(
                 target.path, timeout=30, isolation_level=None, check_same_thread=False
             )
@@ -155,6 +158,13 @@ def _retry_while_locked(statement: Callable[[], object], timeout: float = 30) ->
 
 
 @lru_cache(maxsize=256)
+def _create_private(path: Path) -> None:
+    """Create the database file owner-only (0600) before SQLite does: its -wal and -shm
+    files take the database's mode."""
+    if str(path) != ":memory:":
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o600))
+
+
 def _pyformat(query: str) -> str:
     """``:name`` parameters as ``%(name)s``; a literal ``%`` doubled (``::`` casts stay)."""
     return _NAMED_PARAMETER.sub(r"%(\1)s", query.replace("%", "%%"))

@@ -8,6 +8,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 JOB_ID = re.compile(r"^[a-z0-9][a-z0-9-]{0,79}$")
+PRIVATE_DIR = 0o700
+PRIVATE_FILE = 0o600
+
+
+def create_private(path: Path) -> int:
+    """Open ``path`` for appending, created owner-only (0600) when it does not exist: logs
+    and records may hold a job's secrets."""
+    return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, PRIVATE_FILE)
 
 
 def default_root() -> Path:
@@ -28,6 +36,11 @@ class DataDir:
     @classmethod
     def resolve(cls, explicit: str | os.PathLike[str] | None = None) -> DataDir:
         return cls(Path(explicit).expanduser() if explicit else default_root())
+
+    def ensure(self) -> None:
+        """Create the root owner-only (0700), and tighten an existing one to that."""
+        self.root.mkdir(mode=PRIVATE_DIR, parents=True, exist_ok=True)
+        os.chmod(self.root, PRIVATE_DIR)
 
     @property
     def database(self) -> Path:

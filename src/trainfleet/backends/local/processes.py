@@ -22,6 +22,7 @@ from trainfleet.backends.local.ports import PORTS
 from trainfleet.scheduling.cluster import Node
 from trainfleet.scheduling.placement import TaskKey
 from trainfleet.spec.models import JobSpec
+from trainfleet.store.layout import create_private
 
 GROUP_POLL_SECONDS = 0.02
 ExitCallback = Callable[[TaskKey, int], None]
@@ -100,7 +101,7 @@ class LocalBackend:
         tether = [] if self.supervised else ["--tether", f"{os.getpid()}:{grace}"]
         argv = [sys.executable, "-I", "-S", str(SHIM), str(launch.record), *tether, "--"]
         argv += launch.argv
-        with launch.log_path.open("ab") as log:
+        with open(create_private(launch.log_path), "ab") as log:
             process = subprocess.Popen(
                 argv,
                 env=dict(launch.env),

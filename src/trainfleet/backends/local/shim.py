@@ -31,7 +31,9 @@ TETHER_GRACE = 10.0
 def write_record(path: str, text: str) -> None:
     """Write a record file atomically: readers see all of it or none."""
     temporary = f"{path}.tmp"
-    with open(temporary, "w") as handle:
+    # Owner-only, like every file of the data directory.
+    descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with open(descriptor, "w") as handle:
         handle.write(text)
         handle.flush()
         if DURABLE:
