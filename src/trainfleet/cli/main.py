@@ -198,9 +198,21 @@ def delete(options: Options, job_id: str, force: bool) -> None:
     type=click.Path(dir_okay=False),
     help="A YAML file of queues (quota, cohort, borrowing limit) to create or update.",
 )
+@click.option(
+    "--log-cap",
+    envvar="TRAINFLEET_LOG_CAP",
+    metavar="SIZE",
+    help="Most bytes a task's log keeps, its first and last halves (512Mi, 2G) "
+    "[default: TRAINFLEET_LOG_CAP, else 1Gi].",
+)
 @click.pass_obj
 def server(
-    options: Options, host: str, port: int, database_url: str | None, queues_file: str | None
+    options: Options,
+    host: str,
+    port: int,
+    database_url: str | None,
+    queues_file: str | None,
+    log_cap: str | None,
 ) -> None:
     """Serve the REST API and run submitted jobs (stop with Ctrl-C).
 
@@ -208,6 +220,7 @@ def server(
     Jobs keep running while the server is stopped or restarted; it adopts them again.
     """
     from trainfleet.backends.choose import backend_for
+    from trainfleet.backends.local.processes import log_cap_setting
     from trainfleet.cli.config import backend_config
     from trainfleet.cli.errors import UserError
     from trainfleet.server.serve import serve
@@ -217,7 +230,8 @@ def server(
 
     try:
         queues = load_queues_file(queues_file) if queues_file else None
-        backend = backend_for(backend_config(), supervised=True)
+        cap = log_cap_setting(log_cap, "--log-cap") if log_cap else None
+        backend = backend_for(backend_config(), supervised=True, log_cap=cap)
         serve(options.data_dir, host, port, database_url, queues, backend)
     except (StoreError, ValueError, SpecError, UserError, OSError) as error:
         click.echo(f"error: {error}", err=True)

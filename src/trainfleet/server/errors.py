@@ -19,6 +19,7 @@ from trainfleet.control.engine import JobActive, JobNotFound
 from trainfleet.scheduling.placement import Unschedulable
 from trainfleet.server.models import ErrorBody, Problem
 from trainfleet.spec.errors import SpecError
+from trainfleet.store.space import DiskFull
 
 log = logging.getLogger("trainfleet.server")
 
@@ -102,6 +103,12 @@ def install(app: FastAPI) -> None:
     async def gpu_config(_: Request, error: GpuConfigError) -> JSONResponse:
         # The server's own environment is wrong, not the request: say so, and how.
         return error_response(503, f"the server cannot place GPU jobs: {error}")
+
+    @app.exception_handler(DiskFull)
+    async def disk_full(request: Request, error: DiskFull) -> JSONResponse:
+        # The server's disk, not the request: 507, and one line in the server's log.
+        log.warning("507 for %s %s: %s", request.method, request.url.path, error)
+        return error_response(507, f"the server cannot store more work now: {error}")
 
     @app.exception_handler(RequestValidationError)
     async def invalid(_: Request, error: RequestValidationError) -> JSONResponse:
