@@ -187,13 +187,19 @@ class Capture:
                 if moved == 0:
                     break  # every writer is gone
                 if moved is None:
-                    if self.stop_by is not None:
-                        break  # the task has ended and the pipe is empty
-                    select.select([self.reader, self.wake_reader], [], [])
+                    self._wait_for_output()
         except Exception as error:  # said in the log; the task goes on
             self.note(f"[trainfleet: the log stops here: {error!r}]\n")
             self._discard()
         self._finish()
+
+    def _wait_for_output(self) -> None:
+        """Until there is output, or the task has ended; once it has, processes it left
+        behind (a checkpoint on SIGTERM) still have until ``stop_by`` to write."""
+        if self.stop_by is None:
+            select.select([self.reader, self.wake_reader], [], [])
+        else:
+            select.select([self.reader], [], [], max(0.0, self.stop_by - time.monotonic()))
 
     def _move(self) -> int | None:
         """Move output from the pipe to the log or ring: bytes moved, 0 at the end of the
