@@ -43,6 +43,7 @@ __all__ = [
     "Client",
     "ClientError",
     "Conflict",
+    "InsufficientStorage",
     "NotFound",
     "ServerError",
     "Unauthorized",
@@ -86,6 +87,10 @@ class Conflict(ClientError):
     """The job's state forbids it, such as deleting a running job without force (409)."""
 
 
+class InsufficientStorage(ClientError):
+    """The server's disk is full: it stores no new job until space is freed (507)."""
+
+
 class ServerError(ClientError):
     """The server failed (5xx)."""
 
@@ -104,6 +109,7 @@ _BY_STATUS: dict[int, type[ClientError]] = {
     415: BadRequest,
     416: BadRequest,
     422: BadRequest,
+    507: InsufficientStorage,
 }
 
 

@@ -6,12 +6,15 @@ from trainfleet.backends.api import Backend
 from trainfleet.spec.backends import BackendConfig
 
 
-def backend_for(config: BackendConfig, supervised: bool = False) -> Backend:
-    """The local backend (``supervised``: tasks outlive this process), or Slurm's."""
+def backend_for(
+    config: BackendConfig, supervised: bool = False, log_cap: int | None = None
+) -> Backend:
+    """The local backend (``supervised``: tasks outlive this process; ``log_cap``: bytes a
+    task's log keeps, TRAINFLEET_LOG_CAP by default), or Slurm's."""
     if config.backend == "slurm":
         from trainfleet.backends.slurm.backend import SlurmBackend
 
         return SlurmBackend(config.slurm)
     from trainfleet.backends.local import LocalBackend
 
-    return LocalBackend(supervised=supervised)
+    return LocalBackend(supervised=supervised, log_cap=log_cap)

@@ -21,6 +21,7 @@ from trainfleet.control.engine import JobActive, JobNotFound
 from trainfleet.scheduling.placement import Unschedulable
 from trainfleet.spec.errors import SpecError
 from trainfleet.store.records import JobRecord, State
+from trainfleet.store.space import DiskFull
 
 if TYPE_CHECKING:
     from trainfleet.server.models import QueueState
@@ -45,6 +46,7 @@ def user_errors() -> Iterator[None]:
         JobActive,
         GpuConfigError,
         ResourceConfigError,
+        DiskFull,
     ) as error:
         click.echo(f"error: {error}", err=True)
         sys.exit(USAGE_ERROR)

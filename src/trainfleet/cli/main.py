@@ -220,6 +220,13 @@ def delete(options: Options, job_id: str, force: bool) -> None:
     type=click.IntRange(1, 1_000_000),
     help="Most tasks of one job (replicas summed over roles); more get 422 [default: 1000].",
 )
+@click.option(
+    "--log-cap",
+    envvar="TRAINFLEET_LOG_CAP",
+    metavar="SIZE",
+    help="Most bytes a task's log keeps, its first and last halves (512Mi, 2G) "
+    "[default: TRAINFLEET_LOG_CAP, else 1Gi].",
+)
 @click.pass_obj
 def server(
     options: Options,
@@ -231,6 +238,7 @@ def server(
     max_body: int | None,
     max_roles: int | None,
     max_tasks: int | None,
+    log_cap: str | None,
 ) -> None:
     """Serve the REST API and run submitted jobs (stop with Ctrl-C).
 
@@ -240,6 +248,7 @@ def server(
     from pathlib import Path
 
     from trainfleet.backends.choose import backend_for
+    from trainfleet.backends.local.processes import log_cap_setting
     from trainfleet.cli.config import backend_config
     from trainfleet.cli.errors import UserError
     from trainfleet.server.serve import database_url_of, serve
@@ -251,7 +260,8 @@ def server(
     try:
         database_url = database_url_of(database_url, database_url_file)
         queues = load_queues_file(queues_file) if queues_file else None
-        backend = backend_for(backend_config(), supervised=True)
+        cap = log_cap_setting(log_cap, "--log-cap") if log_cap else None
+        backend = backend_for(backend_config(), supervised=True, log_cap=cap)
         given = {"max_body": max_body, "max_roles": max_roles, "max_tasks": max_tasks}
         limits = {name: value for name, value in given.items() if value is not None}
         settings = Settings(workdir=Path.cwd(), **limits)

@@ -36,6 +36,7 @@ from trainfleet.store.database import Store
 from trainfleet.store.errors import StoreConflict
 from trainfleet.store.layout import DataDir
 from trainfleet.store.records import EventRecord, JobPage, JobRecord, State, TaskRecord
+from trainfleet.store.space import require_free
 
 if TYPE_CHECKING:
     from trainfleet.spec.queues import QueueConfig
@@ -147,8 +148,10 @@ class Engine:
     ) -> JobRecord:
         """Store the job, queued, and with ``start`` queue it for admission here at once.
 
-        Raises Unschedulable when it could never be admitted.
+        Raises Unschedulable when it could never be admitted, DiskFull when the data
+        directory's disk has no room for it.
         """
+        require_free(self.data_dir.root)
         self.backend.check(spec)
         self.scheduler.check(queueing.gang_job(spec.name, spec, time.time()))
         for _ in range(ID_TRIES):

@@ -20,6 +20,7 @@ from trainfleet.scheduling.placement import Unschedulable
 from trainfleet.server.models import ErrorBody, Problem
 from trainfleet.spec.errors import SpecError
 from trainfleet.store.errors import StoreConflict, StoreError
+from trainfleet.store.space import DiskFull
 
 log = logging.getLogger("trainfleet.server")
 
@@ -116,6 +117,12 @@ def install(app: FastAPI) -> None:
         log.warning("503 for %s %s: %s", request.method, request.url.path, error)
         detail = f"the server's store cannot answer now, try again later: {error}"
         return error_response(503, detail, headers={"Retry-After": str(RETRY_AFTER)})
+
+    @app.exception_handler(DiskFull)
+    async def disk_full(request: Request, error: DiskFull) -> JSONResponse:
+        # The server's disk, not the request: 507, and one line in the server's log.
+        log.warning("507 for %s %s: %s", request.method, request.url.path, error)
+        return error_response(507, f"the server cannot store more work now: {error}")
 
     @app.exception_handler(RequestValidationError)
     async def invalid(_: Request, error: RequestValidationError) -> JSONResponse:

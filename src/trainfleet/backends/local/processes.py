@@ -22,11 +22,31 @@ from trainfleet.backends.local.ports import PORTS
 from trainfleet.scheduling.cluster import Node
 from trainfleet.scheduling.placement import TaskKey
 from trainfleet.spec.models import JobSpec
+from trainfleet.spec.quantity import parse_memory
 from trainfleet.store.layout import create_private
+from trainfleet.store.space import DiskFull, is_disk_full, require_free
 
 GROUP_POLL_SECONDS = 0.02
 ExitCallback = Callable[[TaskKey, int], None]
 SHIM = Path(__file__).with_name("shim.py")
+LOG_CAP = 1 << 30
+"""Bytes a task's log keeps by default (the first and the last half of its output)."""
+LOG_CAP_VARIABLE = "TRAINFLEET_LOG_CAP"
+
+
+def log_cap_setting(value: str | None = None, source: str = LOG_CAP_VARIABLE) -> int:
+    """Bytes in ``value`` (``512Mi``, ``2G``, bytes; ``TRAINFLEET_LOG_CAP`` when None), else
+    LOG_CAP; ValueError naming ``source``."""
+    value = (os.environ.get(LOG_CAP_VARIABLE, "") if value is None else value).strip()
+    if not value:
+        return LOG_CAP
+    try:
+        cap = parse_memory(value)
+    except ValueError as error:
+        raise ValueError(f"{source}: {error}") from None
+    if cap < 4096:
+        raise ValueError(f"{source}: {value!r} is too small (4096 bytes at least)")
+    return cap
 
 
 @dataclass
@@ -47,16 +67,19 @@ class LocalBackend:
     dies on SIGTERM leaves its children their grace period, and whatever a task leaves
     running when it exits on its own is killed with it.
 
-    Each task starts under a small shim that records its exit. ``supervised`` (the
-    server's mode): the shim outlives this process, so a restarted server can ``adopt``
-    the task. Otherwise the shim is tethered to this process: the task ends with it.
+    Each task starts under a small shim that moves its output into its log, keeping at
+    most ``log_cap`` bytes (``TRAINFLEET_LOG_CAP`` by default), and records its exit.
+    ``supervised`` (the server's mode): the shim outlives this process, so a restarted
+    server can ``adopt`` the task. Otherwise the shim is tethered to this process: the task
+    ends with it.
     """
 
     restarts_whole_jobs = False
     queues_tasks = False
 
-    def __init__(self, supervised: bool = False) -> None:
+    def __init__(self, supervised: bool = False, log_cap: int | None = None) -> None:
         self.supervised = supervised
+        self.log_cap = log_cap_setting() if log_cap is None else log_cap
         self._running: dict[int, _Running] = {}  # by pid: unique while the task lives
         self._lock = threading.Lock()
 
@@ -96,11 +119,12 @@ class LocalBackend:
         return started
 
     def _start(self, launch: TaskLaunch, on_exit: ExitCallback, grace: float) -> int:
-        launch.log_path.parent.mkdir(parents=True, exist_ok=True)
-        launch.record.parent.mkdir(parents=True, exist_ok=True)
+        self._make_room(launch)
         tether = [] if self.supervised else ["--tether", f"{os.getpid()}:{grace}"]
-        argv = [sys.executable, "-I", "-S", str(SHIM), str(launch.record), *tether, "--"]
+        argv = [sys.executable, "-I", "-S", str(SHIM), str(launch.record), *tether]
+        argv += ["--log", str(launch.log_path), "--log-cap", str(self.log_cap), "--"]
         argv += launch.argv
+        # The shim's own output (a traceback, if ever) goes to the log too.
         with open(create_private(launch.log_path), "ab") as log:
             process = subprocess.Popen(
                 argv,
@@ -113,6 +137,21 @@ class LocalBackend:
             )
         self._follow(launch.key, process.pid, _marker(launch.record), process.wait, on_exit)
         return process.pid
+
+    @staticmethod
+    def _make_room(launch: TaskLaunch) -> None:
+        """Make the task's log and record folders; DiskFull when the disk has no room."""
+        try:
+            launch.log_path.parent.mkdir(parents=True, exist_ok=True)
+            launch.record.parent.mkdir(parents=True, exist_ok=True)
+            require_free(launch.log_path.parent)
+            launch.log_path.touch(mode=0o600)  # private, as the whole data directory
+        except DiskFull:
+            raise
+        except OSError as error:
+            if is_disk_full(error):
+                raise DiskFull(f"disk full: cannot open the log {launch.log_path}") from None
+            raise
 
     def adopt(self, key: TaskKey, record: Path, reports: TaskReports) -> int | None:
         pid = records.supervisor_pid(record)

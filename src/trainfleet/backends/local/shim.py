@@ -1,23 +1,32 @@
 """A task's supervisor: runs the task, and records how it ended, whatever happens to trainfleet.
 
-Started as ``python -I -S shim.py RECORD_PREFIX [--tether PID[:GRACE]] -- ARGV...`` in the
-task's own session and process group. It writes ``RECORD_PREFIX.pid`` (its own pid) at
-once, runs ARGV as its child, writes the child's exit status to ``RECORD_PREFIX.exit``
-(atomically) and then ends the way the child did. SIGTERM and SIGINT sent to the group
-reach the task; the shim only waits. A server that dies leaves the shim and its task
-running; a restarted server finds the ``.pid`` and ``.exit`` records and carries on.
-``--tether`` (an embedded ``trainfleet run``) ties the task to that process instead: when
-it dies, the task's group gets SIGTERM, then SIGKILL after GRACE seconds.
+Started as ``python -I -S shim.py RECORD_PREFIX [--log PATH [--log-cap BYTES]]
+[--tether PID[:GRACE]] -- ARGV...`` in the task's own session and process group. It writes
+``RECORD_PREFIX.pid`` (its own pid) at once, runs ARGV as its child, writes the child's exit
+status to ``RECORD_PREFIX.exit`` (atomically) and then ends the way the child did. SIGTERM
+and SIGINT sent to the group reach the task; the shim only waits. A server that dies leaves
+the shim and its task running; a restarted server finds the ``.pid`` and ``.exit`` records
+and carries on. ``--tether`` (an embedded ``trainfleet run``) ties the task to that process
+instead: when it dies, the task's group gets SIGTERM, then SIGKILL after GRACE seconds.
+
+``--log``: the task's stdout and stderr go through a pipe that the shim moves into the log
+(``splice``, no copy through Python), keeping at most ``--log-cap`` bytes: the head, then a
+rolling tail added when the task ends, with a line that says how much was dropped between.
+A full disk never loses the exit status: records are written again, with backoff, until
+they fit; output that cannot be written meanwhile is dropped, and the log says how much.
 
 Standard library only, and no trainfleet import: it starts in a few milliseconds.
 """
 
 from __future__ import annotations
 
+import errno
+import fcntl
 import os
 import select
 import signal
 import sys
+import threading
 import time
 from collections.abc import Mapping
 
@@ -26,19 +35,47 @@ DURABLE = True
 task's runner learns its exit from the kernel, so it skips the fsyncs (10 ms a task)."""
 TETHER_GRACE = 10.0
 """Seconds a tethered task has between SIGTERM and SIGKILL once its runner died."""
+DISK_FULL = (errno.ENOSPC, errno.EDQUOT)
+RETRY_FIRST, RETRY_MOST = 0.05, 2.0
+"""Seconds between two tries at a write the disk had no room for: doubling, up to the most."""
+LOG_CAP = 1 << 30
+"""Bytes a task's log keeps (its first and last halves) when ``--log-cap`` is not given."""
+PIPE_SIZE = 1 << 20
+CHUNK = 1 << 20
 
 
 def write_record(path: str, text: str) -> None:
-    """Write a record file atomically: readers see all of it or none."""
+    """Write a record file atomically: readers see all of it or none. While the disk is
+    full it tries again, with backoff, until the record fits: a status is never lost."""
+    pause = RETRY_FIRST
+    while True:
+        try:
+            _write_atomically(path, text)
+            return
+        except OSError as error:
+            if error.errno not in DISK_FULL:
+                raise
+        time.sleep(pause)
+        pause = min(2 * pause, RETRY_MOST)
+
+
+def _write_atomically(path: str, text: str) -> None:
     temporary = f"{path}.tmp"
-    # Owner-only, like every file of the data directory.
-    descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with open(descriptor, "w") as handle:
-        handle.write(text)
-        handle.flush()
-        if DURABLE:
-            os.fsync(handle.fileno())
-    os.replace(temporary, path)
+    try:
+        # Owner-only, like every file of the data directory.
+        descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with open(descriptor, "w") as handle:
+            handle.write(text)
+            handle.flush()
+            if DURABLE:
+                os.fsync(handle.fileno())
+        os.replace(temporary, path)
+    except OSError:
+        try:  # noqa: SIM105 (importing contextlib would slow every task's start)
+            os.unlink(temporary)
+        except OSError:
+            pass
+        raise
 
 
 def start(
@@ -46,29 +83,268 @@ def start(
     command: list[str],
     env: Mapping[str, str] | None = None,
     new_session: bool = False,
+    capture: Capture | None = None,
 ) -> int | None:
-    """Record this process's pid and start the task (found on ``env``'s PATH); its pid, or
-    None (exit status 127 recorded) when it cannot start."""
+    """Record this process's pid and start the task (found on ``env``'s PATH), its output
+    into ``capture`` if given; its pid, or None (exit status 127 recorded) when it cannot
+    start."""
     write_record(f"{prefix}.pid", str(os.getpid()))
     env = os.environ if env is None else env
     os.environ["PATH"] = env.get("PATH", os.defpath)  # posix_spawnp searches our own PATH
     try:
-        return os.posix_spawnp(command[0], command, env, setsid=new_session)
+        pid = os.posix_spawnp(
+            command[0],
+            command,
+            env,
+            setsid=new_session,
+            file_actions=capture.file_actions() if capture else (),
+        )
     except OSError as error:
-        print(f"trainfleet: cannot start {command[0]}: {error.strerror or error}", flush=True)
+        message = f"trainfleet: cannot start {command[0]}: {error.strerror or error}\n"
+        if capture:
+            capture.note(message)
+            capture.close()
+        else:
+            print(message, end="", flush=True)
         write_record(f"{prefix}.exit", "127")
         return None
+    if capture:
+        capture.started()
+    return pid
 
 
-def finish(prefix: str, pid: int) -> int:
-    """Wait for the task, record its exit status and end the way it did."""
+def finish(prefix: str, pid: int, capture: Capture | None = None) -> int:
+    """Wait for the task, finish its log, record its exit status and end the way it did."""
     code = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+    if capture:
+        capture.close()
     write_record(f"{prefix}.exit", str(code))
     if code < 0:  # so that our parent sees the same signal
         if code != -signal.SIGKILL:  # whose handler cannot be set (and is the default)
             signal.signal(-code, signal.SIG_DFL)
         os.kill(os.getpid(), -code)
     return code
+
+
+class Capture:
+    """Moves a task's output from a pipe into its log, keeping about ``cap`` bytes.
+
+    The log grows to half the cap while the task runs. Later output goes to a ring of two
+    segment files (``LOG.tail.0``, ``LOG.tail.1``) of a quarter of the cap each; when the
+    task ends, the ring is added to the log after ``[trainfleet: N bytes dropped here]``
+    and deleted. Bytes once in the log never change, so readers that follow it by offset
+    see the head live, then the rest once the task has ended.
+    """
+
+    def __init__(self, path: str, cap: int) -> None:
+        self.log = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        self.reader, self.writer = os.pipe()
+        self.wake_reader, self.wake_writer = os.pipe()
+        try:  # noqa: SIM105 (larger moves, fewer wake-ups; a smaller pipe only costs speed)
+            fcntl.fcntl(self.writer, fcntl.F_SETPIPE_SZ, PIPE_SIZE)
+        except OSError:
+            pass
+        os.set_blocking(self.reader, False)
+        self.segments = (f"{path}.tail.0", f"{path}.tail.1")
+        self.head, self.segment = max(1, cap // 2), max(1, cap // 4)
+        self.target = self.log
+        self.room = self.head - os.lseek(self.log, 0, os.SEEK_END)
+        self.current = -1  # the ring segment being written (-1: still the head)
+        self.past_head = 0  # bytes written to the ring
+        self.lost = 0  # bytes dropped while the disk was full, not yet noted in the log
+        self.retry_at, self.pause = 0.0, RETRY_FIRST
+        self.stop_by: float | None = None  # set once the task has ended
+        self.thread = threading.Thread(target=self._run, name="capture", daemon=True)
+
+    def file_actions(self) -> list[tuple[int, int, int]]:
+        """The task's stdout and stderr: the pipe."""
+        return [(os.POSIX_SPAWN_DUP2, self.writer, 1), (os.POSIX_SPAWN_DUP2, self.writer, 2)]
+
+    def started(self) -> None:
+        """The task has the pipe now: move its output until ``close``."""
+        os.close(self.writer)
+        self.thread.start()
+
+    def close(self) -> None:
+        """Once the task has ended: take what is left in the pipe (output of processes it
+        left behind included, for a second at most), then finish the log."""
+        if self.thread.ident is None:  # never started
+            os.close(self.writer)
+            self._finish()
+        else:
+            self.stop_by = time.monotonic() + 1.0
+            os.write(self.wake_writer, b"x")
+            self.thread.join()
+        for descriptor in (self.reader, self.wake_reader, self.wake_writer):
+            os.close(descriptor)
+
+    def note(self, text: str) -> None:
+        """Write a line of our own where the output is going (best effort)."""
+        data = text.encode()
+        try:
+            position = os.lseek(self.target, 0, os.SEEK_CUR)
+            if position and os.pread(self.target, 1, position - 1) != b"\n":
+                data = b"\n" + data
+            while data:
+                data = data[os.write(self.target, data) :]
+        except OSError:
+            pass
+
+    def _run(self) -> None:
+        try:
+            while self.stop_by is None or time.monotonic() < self.stop_by:
+                moved = self._move()
+                if moved == 0:
+                    break  # every writer is gone
+                if moved is None:
+                    self._wait_for_output()
+        except Exception as error:  # said in the log; the task goes on
+            self.note(f"[trainfleet: the log stops here: {error!r}]\n")
+            self._discard()
+        self._finish()
+
+    def _wait_for_output(self) -> None:
+        """Until there is output, or the task has ended; once it has, processes it left
+        behind (a checkpoint on SIGTERM) still have until ``stop_by`` to write."""
+        if self.stop_by is None:
+            select.select([self.reader, self.wake_reader], [], [])
+        else:
+            select.select([self.reader], [], [], max(0.0, self.stop_by - time.monotonic()))
+
+    def _move(self) -> int | None:
+        """Move output from the pipe to the log or ring: bytes moved, 0 at the end of the
+        output, None when the pipe is empty for now."""
+        if self.lost and not self._note_lost():
+            return self._drop()
+        if self.room <= 0:
+            self._next_target()
+        try:
+            moved = os.splice(
+                self.reader, self.target, min(CHUNK, self.room), flags=os.SPLICE_F_NONBLOCK
+            )
+        except BlockingIOError:
+            return None
+        except OSError as error:
+            if error.errno not in DISK_FULL:
+                raise
+            return self._drop()
+        self.room -= moved
+        if self.current >= 0:
+            self.past_head += moved
+        return moved
+
+    def _next_target(self) -> None:
+        """The head, or a ring segment, is full: go on in the other segment, emptied."""
+        if self.current < 0:
+            self.note(
+                f"[trainfleet: this log keeps its first {self.head} bytes and the last "
+                f"{self.segment}-{2 * self.segment} bytes of the output; they follow when "
+                "the task ends]\n"
+            )
+        else:
+            os.close(self.target)
+        self.current = 1 - self.current if self.current >= 0 else 0
+        name = self.segments[self.current]
+        self.target = os.open(name, os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+        self.room = self.segment
+
+    def _drop(self) -> int | None:
+        """The disk is full: drop what is in the pipe (the task goes on), try again later."""
+        try:
+            data = os.read(self.reader, CHUNK)
+        except BlockingIOError:
+            return None
+        if self.retry_at == 0.0:
+            self.retry_at = time.monotonic() + self.pause
+        self.lost += len(data)
+        return len(data)
+
+    def _note_lost(self) -> bool:
+        """Whether the disk has room again and the log now says what was dropped."""
+        if time.monotonic() < self.retry_at:
+            return False
+        try:
+            os.write(
+                self.target, f"\n[trainfleet: {self.lost} bytes dropped here: disk full]\n".encode()
+            )
+        except OSError as error:
+            if error.errno not in DISK_FULL:
+                raise
+            self.pause = min(2 * self.pause, RETRY_MOST)
+            self.retry_at = time.monotonic() + self.pause
+            return False
+        self.lost, self.retry_at, self.pause = 0, 0.0, RETRY_FIRST
+        return True
+
+    def _discard(self) -> None:
+        """Drop the rest of the output, so that the task never blocks on a full pipe."""
+        while self.stop_by is None or time.monotonic() < self.stop_by:
+            try:
+                if not os.read(self.reader, CHUNK):
+                    return
+            except BlockingIOError:
+                if self.stop_by is not None:
+                    return
+                select.select([self.reader, self.wake_reader], [], [])
+            except OSError:
+                return
+
+    def _finish(self) -> None:
+        """Add the ring (if any) to the log after the line that says what was dropped."""
+        if self.lost:
+            self.retry_at = 0.0
+            self._note_lost()
+        if self.current >= 0:
+            os.close(self.target)
+            self.target = self.log
+            self._append_ring()
+        os.close(self.log)
+
+    def _append_ring(self) -> None:
+        newer = self.segments[self.current]
+        older = self.segments[1 - self.current] if self.past_head > self.segment else None
+        parts = [(name, os.path.getsize(name)) for name in (older, newer) if name]
+        dropped = self.past_head - sum(size for _, size in parts)
+        skip = 0
+        if dropped and parts:  # start at a line
+            with open(parts[0][0], "rb") as first:
+                skip = first.read(1 << 16).find(b"\n") + 1
+            dropped += skip
+        if dropped:
+            self.note(f"[trainfleet: {dropped} bytes dropped here]\n")
+        try:
+            for name, size in parts:
+                source = os.open(name, os.O_RDONLY | os.O_CLOEXEC)
+                try:
+                    _copy(source, self.log, skip, size - skip)
+                finally:
+                    os.close(source)
+                skip = 0
+        except OSError as error:
+            if error.errno not in DISK_FULL:
+                raise
+            self.note("[trainfleet: the rest of the output is lost: disk full]\n")
+        finally:
+            for name in self.segments:
+                try:  # noqa: SIM105
+                    os.unlink(name)
+                except FileNotFoundError:
+                    pass
+
+
+def _copy(source: int, target: int, offset: int, count: int) -> None:
+    """Copy ``count`` bytes of ``source`` from ``offset`` to where ``target`` is, in the kernel."""
+    while count > 0:
+        try:
+            moved = os.copy_file_range(source, target, count, offset)
+        except OSError as error:
+            if error.errno not in (errno.EXDEV, errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP):
+                raise
+            moved = os.sendfile(target, source, offset, count)
+        if moved == 0:
+            return
+        offset += moved
+        count -= moved
 
 
 def tether(child: int, runner: int, grace: float) -> None:
@@ -125,25 +401,41 @@ def parse_tether(value: str) -> tuple[int, float]:
     return int(pid), float(grace) if grace else TETHER_GRACE
 
 
+def take_option(argv: list[str], name: str) -> tuple[str | None, list[str]]:
+    """The value of ``name VALUE`` among the options before ``--``, and argv without it."""
+    end = argv.index("--") if "--" in argv else len(argv)
+    if name in argv[:end] and argv.index(name) + 1 < end:
+        at = argv.index(name)
+        return argv[at + 1], argv[:at] + argv[at + 2 :]
+    return None, argv
+
+
 def main(argv: list[str]) -> int:
     global DURABLE
-    runner: tuple[int, float] | None = None
-    if argv[1:2] == ["--tether"] and len(argv) > 2:
-        runner, DURABLE = parse_tether(argv[2]), False
-        argv = [argv[0], *argv[3:]]
+    log, argv = take_option(argv, "--log")
+    cap, argv = take_option(argv, "--log-cap")
+    tethered, argv = take_option(argv, "--tether")
     prefix, separator, *command = argv
     if separator != "--" or not command:
-        print("usage: shim.py RECORD_PREFIX [--tether PID[:GRACE]] -- ARGV...", file=sys.stderr)
+        print(
+            "usage: shim.py RECORD_PREFIX [--log PATH [--log-cap BYTES]] "
+            "[--tether PID[:GRACE]] -- ARGV...",
+            file=sys.stderr,
+        )
         return 2
+    runner = None
+    if tethered is not None:
+        runner, DURABLE = parse_tether(tethered), False
     # Caught, not ignored: a caught signal is reset to default in the child at exec.
     for number in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(number, lambda *_: None)
-    child = start(prefix, command)
+    capture = Capture(log, int(cap) if cap else LOG_CAP) if log else None
+    child = start(prefix, command, capture=capture)
     if child is None:
         return 127
     if runner is not None:
         tether(child, *runner)
-    return finish(prefix, child)
+    return finish(prefix, child, capture)
 
 
 if __name__ == "__main__":
