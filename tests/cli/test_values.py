@@ -108,3 +108,15 @@ def test_a_token_that_cannot_be_sent_is_named(no_server_configured: Path) -> Non
     assert result.returncode == 2
     assert result.stderr.startswith(f"error: {path}: token: a token holds only printable")
     assert "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize("cap", ["banana", "12"])
+def test_a_bad_log_cap_exits_2_naming_it(
+    job_file: Callable[..., Path], data_dir: Path, monkeypatch: pytest.MonkeyPatch, cap: str
+) -> None:
+    monkeypatch.setenv("TRAINFLEET_LOG_CAP", cap)
+    for args in (["run", job_file("name: capped\nroles: {w: {command: 'true'}}\n")], ["list"]):
+        result = run_cli(*args)
+        assert result.returncode == 2, result.stdout + result.stderr
+        assert result.stderr.startswith("error: TRAINFLEET_LOG_CAP: "), result.stderr
+        assert "Traceback" not in result.stderr

@@ -14,6 +14,7 @@ import click
 from trainfleet.backends.api import BackendError
 from trainfleet.backends.local.gpus import GpuConfigError
 from trainfleet.backends.local.machine import ResourceConfigError
+from trainfleet.backends.local.processes import LogCapError
 from trainfleet.cli.errors import USAGE_ERROR, UserError
 from trainfleet.cli.follow import LogFollower
 from trainfleet.cli.service import JobInput, JobService, Options, embedded, open_service
@@ -46,6 +47,7 @@ def user_errors() -> Iterator[None]:
         JobActive,
         GpuConfigError,
         ResourceConfigError,
+        LogCapError,
         DiskFull,
     ) as error:
         click.echo(f"error: {error}", err=True)

@@ -34,18 +34,22 @@ LOG_CAP = 1 << 30
 LOG_CAP_VARIABLE = "TRAINFLEET_LOG_CAP"
 
 
+class LogCapError(ValueError):
+    """TRAINFLEET_LOG_CAP (or ``--log-cap``) is not a size, or is too small."""
+
+
 def log_cap_setting(value: str | None = None, source: str = LOG_CAP_VARIABLE) -> int:
     """Bytes in ``value`` (``512Mi``, ``2G``, bytes; ``TRAINFLEET_LOG_CAP`` when None), else
-    LOG_CAP; ValueError naming ``source``."""
+    LOG_CAP; LogCapError naming ``source``."""
     value = (os.environ.get(LOG_CAP_VARIABLE, "") if value is None else value).strip()
     if not value:
         return LOG_CAP
     try:
         cap = parse_memory(value)
     except ValueError as error:
-        raise ValueError(f"{source}: {error}") from None
+        raise LogCapError(f"{source}: {error}") from None
     if cap < 4096:
-        raise ValueError(f"{source}: {value!r} is too small (4096 bytes at least)")
+        raise LogCapError(f"{source}: {value!r} is too small (4096 bytes at least)")
     return cap
 
 
