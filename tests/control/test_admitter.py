@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -42,9 +43,10 @@ def _ignore(preemption: Preemption) -> None:
     raise AssertionError(f"nothing to preempt here, yet {preemption}")
 
 
-def test_a_job_is_launched_without_the_lock_held() -> None:
-    """While a launch runs (starting processes takes a while), a submission, a cancel or
-    a status read can take the lock: another thread gets it at once."""
+def _held_launch() -> tuple[
+    threading.Event, threading.Event, list[str], Callable[[Admission], None]
+]:
+    """A launch that says when it began and ends only once ``go_on`` is set."""
     launching, go_on = threading.Event(), threading.Event()
     launched: list[str] = []
 
@@ -53,6 +55,13 @@ def test_a_job_is_launched_without_the_lock_held() -> None:
         assert go_on.wait(60), "the test thread never let the launch go on"
         launched.append(admission.job)
 
+    return launching, go_on, launched, launch
+
+
+def test_a_job_is_launched_without_the_lock_held() -> None:
+    """While a launch runs (starting processes takes a while), a submission, a cancel or
+    a status read can take the lock: another thread gets it at once."""
+    launching, go_on, launched, launch = _held_launch()
     admitter = Admitter(_scheduler(), launch, _ignore, lambda job_id, reason: None)
     _submit(admitter, _gang("slow", 0))
     assert launching.wait(30), "the job was never launched"
@@ -163,14 +172,7 @@ def test_jobs_over_a_queues_quota_never_starve_another_queue(
 def test_a_cancel_waits_for_a_launch_under_way() -> None:
     """A job admitted by a pass is started without the lock: one that waits for it (a
     cancel) returns only once the launch has ended, so it finds the job running."""
-    launching, go_on = threading.Event(), threading.Event()
-    launched: list[str] = []
-
-    def launch(admission: Admission) -> None:
-        launching.set()
-        assert go_on.wait(60), "the test thread never let the launch go on"
-        launched.append(admission.job)
-
+    launching, go_on, launched, launch = _held_launch()
     admitter = Admitter(_scheduler(), launch, _ignore, lambda job_id, reason: None)
     _submit(admitter, _gang("slow", 0))
     assert launching.wait(30), "the job was never launched"
