@@ -127,8 +127,11 @@ def open_reader(options: Options) -> JobReader:
 
     target = resolve(options.server)
     if target.server is None:
+        from trainfleet.cli.config import backend_config, config_path
         from trainfleet.cli.reading import StoreReader
 
+        if config_path().exists():
+            backend_config()  # a malformed file is named here too, as by the engine
         return StoreReader.open(options.data_dir)
     from trainfleet.cli.remote import RemoteService
 
