@@ -348,3 +348,29 @@ def test_embedded_run_loads_no_client_or_server(data_dir: Path) -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
     ).stdout
     assert out.strip().splitlines()[-1] == "[]"
+
+
+def test_read_commands_load_no_engine(job_file, engine: Engine) -> None:
+    """`list`, `describe`, `logs` and `events` read the store alone: no backend, scheduler,
+    controller or job-spec models load (they cost most of a read command's time)."""
+    job = job_file("name: r\nroles:\n  worker: {command: 'echo hi'}\n")
+    assert run_cli("run", job).returncode == 0
+    job_id = engine.list()[0].id
+    code = (
+        "import sys\n"
+        "from trainfleet.cli.main import cli\n"
+        f"for args in (['list'], ['describe', {job_id!r}], ['logs', {job_id!r}],"
+        f" ['events', {job_id!r}]):\n"
+        "    try:\n"
+        "        cli(args)\n"
+        "    except SystemExit as e:\n"
+        "        assert e.code == 0, (args, e.code)\n"
+        "heavy = ('trainfleet.backends', 'trainfleet.scheduling', 'trainfleet.control.engine',"
+        " 'trainfleet.control.controller', 'trainfleet.spec.models')\n"
+        "print(sorted(m for m in heavy if m in sys.modules))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout
+    assert "worker/0 | hi" in out
+    assert out.strip().splitlines()[-1] == "[]"

@@ -11,18 +11,18 @@ from typing import TYPE_CHECKING
 
 import click
 
-from trainfleet.backends.api import BackendError
-from trainfleet.backends.local.gpus import GpuConfigError
-from trainfleet.backends.local.machine import ResourceConfigError
-from trainfleet.backends.local.processes import LogCapError
 from trainfleet.cli.errors import USAGE_ERROR, UserError
 from trainfleet.cli.follow import LogFollower
-from trainfleet.cli.service import JobInput, JobService, Options, embedded, open_service
-from trainfleet.control.engine import JobActive, JobNotFound
-from trainfleet.scheduling.placement import Unschedulable
-from trainfleet.spec.errors import SpecError
-from trainfleet.store.records import JobRecord, State
-from trainfleet.store.space import DiskFull
+from trainfleet.cli.service import (
+    JobInput,
+    JobReader,
+    JobService,
+    Options,
+    embedded,
+    open_reader,
+    open_service,
+)
+from trainfleet.store.records import JobActive, JobNotFound, JobRecord, State
 
 if TYPE_CHECKING:
     from trainfleet.server.models import QueueState
@@ -39,19 +39,36 @@ def user_errors() -> Iterator[None]:
     except UserError as error:
         click.echo(f"error: {error}", err=True)
         sys.exit(error.exit_code)
-    except (
+    except (JobNotFound, JobActive) as error:
+        click.echo(f"error: {error}", err=True)
+        sys.exit(USAGE_ERROR)
+    except Exception as error:
+        if not isinstance(error, _input_errors()):
+            raise
+        click.echo(f"error: {error}", err=True)
+        sys.exit(USAGE_ERROR)
+
+
+def _input_errors() -> tuple[type[Exception], ...]:
+    """The other errors that mean bad input; imported only once one is raised, so that
+    the read commands never load the backends, the scheduler or the spec models."""
+    from trainfleet.backends.api import BackendError
+    from trainfleet.backends.local.gpus import GpuConfigError
+    from trainfleet.backends.local.machine import ResourceConfigError
+    from trainfleet.backends.local.processes import LogCapError
+    from trainfleet.scheduling.placement import Unschedulable
+    from trainfleet.spec.errors import SpecError
+    from trainfleet.store.space import DiskFull
+
+    return (
         BackendError,
         SpecError,
         Unschedulable,
-        JobNotFound,
-        JobActive,
         GpuConfigError,
         ResourceConfigError,
         LogCapError,
         DiskFull,
-    ) as error:
-        click.echo(f"error: {error}", err=True)
-        sys.exit(USAGE_ERROR)
+    )
 
 
 @contextmanager
@@ -63,6 +80,17 @@ def service_of(options: Options) -> Iterator[JobService]:
             yield service
         finally:
             service.close()
+
+
+@contextmanager
+def reader_of(options: Options) -> Iterator[JobReader]:
+    """Like ``service_of``, for the commands that only read."""
+    with user_errors():
+        reader = open_reader(options)
+        try:
+            yield reader
+        finally:
+            reader.close()
 
 
 def submit(options: Options, job: JobInput, output: str) -> int:
@@ -125,7 +153,7 @@ def list_jobs(
     labels: tuple[str, ...] = (),
 ) -> int:
     """``trainfleet list``: matching jobs, newest first."""
-    with service_of(options) as service:
+    with reader_of(options) as service:
         wanted = _labels(labels)
         jobs = service.find(state=state, name=name, user=user, labels=wanted, limit=limit)
     if output == "table":
@@ -148,7 +176,7 @@ def _labels(pairs: tuple[str, ...]) -> Mapping[str, str]:
 
 
 def describe(options: Options, job_id: str, output: str) -> int:
-    with service_of(options) as service:
+    with reader_of(options) as service:
         details = service.describe(job_id)
     if output == "table":
         from trainfleet.cli import tables
@@ -167,7 +195,7 @@ def describe(options: Options, job_id: str, output: str) -> int:
 
 
 def logs(options: Options, job_id: str, role: str | None, index: int | None, follow: bool) -> int:
-    with service_of(options) as service:
+    with reader_of(options) as service:
         if index is not None and role is None:
             raise UserError("--index needs --role")
         tasks = service.tasks(job_id)
@@ -191,7 +219,7 @@ def events(options: Options, job_id: str, follow: bool, output: str) -> int:
     """``trainfleet events``: one line (or JSON/YAML object) per event, oldest first."""
     from trainfleet.cli.follow import EventFollower, describe_event
 
-    with service_of(options) as service:
+    with reader_of(options) as service:
         service.get(job_id)
         follower = EventFollower(service, job_id)
         while True:
@@ -274,7 +302,7 @@ def _show_queue(state: QueueState, output: str) -> None:
         _dump(state.model_dump(mode="json"), output)
 
 
-def _ended(service: JobService, job_id: str) -> bool:
+def _ended(service: JobReader, job_id: str) -> bool:
     return State(service.get(job_id).state).is_final
 
 

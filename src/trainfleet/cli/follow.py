@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
-from trainfleet.cli.service import JobService
+from trainfleet.cli.service import JobReader
 from trainfleet.store.logs import LogTail
 from trainfleet.store.records import EventRecord
 
@@ -14,7 +14,7 @@ from trainfleet.store.records import EventRecord
 class LogFollower:
     """Tails the logs of chosen tasks; ``read`` returns prefixed complete lines."""
 
-    service: JobService
+    service: JobReader
     job_id: str
     tasks: Iterable[tuple[str, int]]
     width: int = 0
@@ -69,7 +69,7 @@ def _prefixed(prefix: bytes, data: bytes) -> tuple[bytes, bytes, bytes]:
 class EventFollower:
     """Returns a job's events not seen yet."""
 
-    service: JobService
+    service: JobReader
     job_id: str
     last: int = 0
 

@@ -13,11 +13,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
-    from trainfleet.control.engine import JobDetails
     from trainfleet.server.models import QueueBody, QueueState
     from trainfleet.spec.submarine import SubmarineArgs
     from trainfleet.store.logs import LogTail
-    from trainfleet.store.records import EventRecord, JobRecord, TaskRecord
+    from trainfleet.store.records import EventRecord, JobDetails, JobRecord, TaskRecord
 
 
 @dataclass(frozen=True)
@@ -39,23 +38,11 @@ class JobInput:
     on the server (remote; default: the server's own)."""
 
 
-class JobService(Protocol):
-    """What the commands need of a place that stores and runs jobs."""
+class JobReader(Protocol):
+    """What the read commands (``list``, ``describe``, ``logs``, ``events``) need."""
 
     poll_interval: float
     """Seconds between two looks at a followed job."""
-
-    def submit(self, job: JobInput, *, detach: bool) -> JobRecord:
-        """Store a job. ``detach``: it runs without this process; otherwise call ``attach``."""
-        ...
-
-    def attach(self, job_id: str) -> str:
-        """Make sure the job runs (here, for an embedded ``run``); says where its logs are."""
-        ...
-
-    def wait(self, job_id: str, timeout: float) -> bool:
-        """Wait up to ``timeout`` seconds; True once the job has ended."""
-        ...
 
     def get(self, job_id: str) -> JobRecord: ...
 
@@ -77,6 +64,32 @@ class JobService(Protocol):
         """Matching jobs, newest first."""
         ...
 
+    def events(self, job_id: str, after: int) -> list[EventRecord]:
+        """The job's events with an id above ``after``, oldest first."""
+        ...
+
+    def log_tail(self, job_id: str, role: str, index: int) -> LogTail:
+        """A reader of one task's log, from its start."""
+        ...
+
+    def close(self) -> None: ...
+
+
+class JobService(JobReader, Protocol):
+    """What the commands need of a place that stores and runs jobs."""
+
+    def submit(self, job: JobInput, *, detach: bool) -> JobRecord:
+        """Store a job. ``detach``: it runs without this process; otherwise call ``attach``."""
+        ...
+
+    def attach(self, job_id: str) -> str:
+        """Make sure the job runs (here, for an embedded ``run``); says where its logs are."""
+        ...
+
+    def wait(self, job_id: str, timeout: float) -> bool:
+        """Wait up to ``timeout`` seconds; True once the job has ended."""
+        ...
+
     def cancel(self, job_id: str, reason: str = "cancelled by user") -> JobRecord:
         """Stop a job; returns it once it has ended (an ended job is returned as it is)."""
         ...
@@ -87,14 +100,6 @@ class JobService(Protocol):
 
     def delete(self, job_id: str, force: bool) -> None: ...
 
-    def events(self, job_id: str, after: int) -> list[EventRecord]:
-        """The job's events with an id above ``after``, oldest first."""
-        ...
-
-    def log_tail(self, job_id: str, role: str, index: int) -> LogTail:
-        """A reader of one task's log, from its start."""
-        ...
-
     def queues(self) -> list[QueueState]:
         """Every queue, with what it uses and its jobs."""
         ...
@@ -102,8 +107,6 @@ class JobService(Protocol):
     def put_queue(self, name: str, body: QueueBody) -> QueueState:
         """Create a queue or replace its configuration."""
         ...
-
-    def close(self) -> None: ...
 
 
 def open_service(options: Options) -> JobService:
@@ -113,6 +116,23 @@ def open_service(options: Options) -> JobService:
     target = resolve(options.server)
     if target.server is None:
         return embedded(options)
+    from trainfleet.cli.remote import RemoteService
+
+    return RemoteService(target.server, target.token)
+
+
+def open_reader(options: Options) -> JobReader:
+    """Like ``open_service``, for the read commands: embedded, only the store is opened."""
+    from trainfleet.cli.config import resolve
+
+    target = resolve(options.server)
+    if target.server is None:
+        from trainfleet.cli.config import backend_config, config_path
+        from trainfleet.cli.reading import StoreReader
+
+        if config_path().exists():
+            backend_config()  # a malformed file is named here too, as by the engine
+        return StoreReader.open(options.data_dir)
     from trainfleet.cli.remote import RemoteService
 
     return RemoteService(target.server, target.token)

@@ -6,15 +6,17 @@ import datetime
 import json
 import shlex
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from trainfleet.backends.api import Preview
-from trainfleet.control.engine import JobDetails
-from trainfleet.spec.models import JobSpec
-from trainfleet.store.records import JobRecord, State, TaskRecord
+from trainfleet.store.records import JobDetails, JobRecord, State, TaskRecord
+
+if TYPE_CHECKING:
+    from trainfleet.backends.api import Preview
+    from trainfleet.spec.models import JobSpec
 
 STATE_STYLES = {
     State.QUEUED: "dim",

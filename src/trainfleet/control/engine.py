@@ -11,7 +11,6 @@ import shutil
 import threading
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -35,7 +34,10 @@ from trainfleet.spec.models import JobSpec
 from trainfleet.store.database import Store
 from trainfleet.store.errors import StoreConflict
 from trainfleet.store.layout import DataDir
-from trainfleet.store.records import EventRecord, JobPage, JobRecord, State, TaskRecord
+from trainfleet.store.records import JobActive as JobActive  # kept importable from here
+from trainfleet.store.records import JobDetails as JobDetails
+from trainfleet.store.records import JobNotFound as JobNotFound
+from trainfleet.store.records import JobPage, JobRecord, State, TaskRecord
 from trainfleet.store.space import require_free
 
 if TYPE_CHECKING:
@@ -47,23 +49,6 @@ PASS_SECONDS = 2.0
 ADMIT_SECONDS = 30.0
 """Seconds ``admit_beside`` waits for an admitted job to start, at most."""
 WAITING = "waiting to be admitted"
-
-
-class JobNotFound(LookupError):
-    """No job has that id."""
-
-
-class JobActive(RuntimeError):
-    """The job has not ended, and the request needs it to have."""
-
-
-@dataclass(frozen=True)
-class JobDetails:
-    """A job with its tasks and events, as ``describe`` shows it."""
-
-    job: JobRecord
-    tasks: list[TaskRecord]
-    events: list[EventRecord]
 
 
 class Engine:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from enum import StrEnum
 
 from pydantic import BaseModel, ConfigDict
@@ -101,3 +102,20 @@ class TokenRecord(_Record):
     @property
     def revoked(self) -> bool:
         return self.revoked_at is not None
+
+
+class JobNotFound(LookupError):
+    """No job has that id."""
+
+
+class JobActive(RuntimeError):
+    """The job has not ended, and the request needs it to have."""
+
+
+@dataclass(frozen=True)
+class JobDetails:
+    """A job with its tasks and events, as ``describe`` shows it."""
+
+    job: JobRecord
+    tasks: list[TaskRecord]
+    events: list[EventRecord]
