@@ -14,20 +14,19 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import click
 
 from trainfleet.cli.errors import UserError
+from trainfleet.cli.reading import StoreReader
 from trainfleet.cli.service import JobInput
 from trainfleet.control import local_admission
-from trainfleet.control.engine import Engine, JobActive, JobDetails
+from trainfleet.control.engine import Engine, JobActive
 from trainfleet.spec.loading import LoadedJob, load_job_file
 from trainfleet.store.layout import DataDir, create_private
-from trainfleet.store.logs import LogTail
-from trainfleet.store.records import EventRecord, JobRecord, State, TaskRecord
+from trainfleet.store.records import JobRecord, State
 
 if TYPE_CHECKING:
     from trainfleet.server.models import QueueBody, QueueState
@@ -53,12 +52,13 @@ def load(job: JobInput) -> tuple[LoadedJob, Path]:
     return loaded, folder
 
 
-class EngineService:
-    """Jobs in a data directory on this machine, run by this or another local process."""
+class EngineService(StoreReader):
+    """Jobs in a data directory on this machine, run by this or another local process.
 
-    poll_interval = 0.05
+    Reads as ``StoreReader`` does, through the engine's store."""
 
     def __init__(self, engine: Engine) -> None:
+        super().__init__(engine.data_dir, engine.store)
         self.engine = engine
 
     @classmethod
@@ -112,28 +112,6 @@ class EngineService:
         self.engine.set_queue(queue_config(name, body.model_dump()))
         return next(queue for queue in self.queues() if queue.queue.name == name)
 
-    def get(self, job_id: str) -> JobRecord:
-        return self._checked(self.engine.get(job_id))
-
-    def describe(self, job_id: str) -> JobDetails:
-        self.get(job_id)
-        return self.engine.describe(job_id)
-
-    def tasks(self, job_id: str) -> list[TaskRecord]:
-        return self.engine.tasks(job_id)
-
-    def find(
-        self,
-        *,
-        state: str | None,
-        name: str | None,
-        user: str | None,
-        labels: Mapping[str, str],
-        limit: int,
-    ) -> list[JobRecord]:
-        page = self.engine.find(state=state, name=name, user=user, labels=labels, limit=limit)
-        return [self._checked(job) for job in page.jobs]
-
     def cancel(self, job_id: str, reason: str = "cancelled by user") -> JobRecord:
         """Stop the job here, or ask the local process that runs it to stop it (SIGTERM)."""
         try:
@@ -163,15 +141,6 @@ class EngineService:
         if force and not State(job.state).is_final:
             self.cancel(job_id, "deleted")
         self.engine.delete(job_id, force=force)
-
-    def events(self, job_id: str, after: int) -> list[EventRecord]:
-        return self.engine.store.list_events(job_id, after=after)
-
-    def log_tail(self, job_id: str, role: str, index: int) -> LogTail:
-        return LogTail(self.engine.log_path(job_id, role, index))
-
-    def close(self) -> None:
-        self.engine.store.close()
 
     def _checked(self, job: JobRecord) -> JobRecord:
         """The job, recorded as failed first if the process that ran it is gone."""

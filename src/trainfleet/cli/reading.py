@@ -28,14 +28,15 @@ class StoreReader:
 
     poll_interval = 0.05
 
-    def __init__(self, data_dir: DataDir) -> None:
-        data_dir.ensure()
+    def __init__(self, data_dir: DataDir, store: Store) -> None:
         self.data_dir = data_dir
-        self.store = Store.open(data_dir.database)
+        self.store = store
 
     @classmethod
     def open(cls, data_dir: str | None) -> StoreReader:
-        return cls(DataDir.resolve(data_dir))
+        resolved = DataDir.resolve(data_dir)
+        resolved.ensure()
+        return cls(resolved, Store.open(resolved.database))
 
     def get(self, job_id: str) -> JobRecord:
         job = self.store.get_job(job_id)
