@@ -10,7 +10,7 @@ from fastapi.sse import ServerSentEvent
 from trainfleet.control.engine import Engine, JobNotFound
 from trainfleet.server.hub import LogHub, SharedLog
 from trainfleet.server.models import ErrorBody, JobEnd, LogChunk
-from trainfleet.store.logs import CHUNK
+from trainfleet.store.logs import CHUNK, lines_end
 from trainfleet.store.records import JobRecord, State
 
 MAX_CHUNKS = 8
@@ -85,9 +85,7 @@ class LogFeed(_JobFeed):
         if final and self.read_to >= shared.end:  # the end of what was written: flush it all
             self.partial = b""
             return data
-        cut = data.rfind(b"\n") + 1
-        if cut == 0 and len(data) >= CHUNK:
-            cut = len(data)  # one line longer than a chunk: pass it on in pieces
+        cut = lines_end(data, CHUNK)
         self.partial = data[cut:]
         return data[:cut]
 

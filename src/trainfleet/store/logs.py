@@ -18,6 +18,13 @@ def read_range(path: Path, start: int = 0, end: int | None = None) -> bytes:
         return b""
 
 
+def lines_end(data: bytes, limit: int) -> int:
+    """Where the complete lines of ``data`` end; all of it when it is one line of ``limit``
+    bytes or more (passed on in pieces rather than held back for ever)."""
+    cut = data.rfind(b"\n") + 1
+    return len(data) if cut == 0 and len(data) >= limit else cut
+
+
 class LogTail:
     """Follows one log file: each ``read`` returns the complete lines appended since the last.
 
@@ -37,9 +44,7 @@ class LogTail:
         if final and len(fresh) < limit:  # the end of what was written: flush it all
             self._partial = b""
             return data
-        cut = data.rfind(b"\n") + 1
-        if cut == 0 and len(data) >= limit:
-            cut = len(data)  # one line longer than a chunk: pass it on in pieces
+        cut = lines_end(data, limit)
         self._partial = data[cut:]
         return data[:cut]
 
