@@ -33,6 +33,19 @@ def unavailable() -> str | None:
     return None
 
 
+def skip_unless_available(what: str) -> None:
+    """Skip the calling test where no private cluster can run here; under CI, which must
+    run ``what``, fail it instead."""
+    import pytest
+    from helpers import in_ci
+
+    why = unavailable()
+    if why is not None:
+        if in_ci():
+            pytest.fail(f"CI must run {what}: {why}")
+        pytest.skip(why)
+
+
 def _as_postgres_prefix() -> list[str]:
     if os.geteuid() == 0 and shutil.which("runuser"):
         return ["runuser", "-u", "postgres", "--"]

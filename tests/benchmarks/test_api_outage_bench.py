@@ -7,19 +7,13 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-from helpers import in_ci
-from private_postgres import unavailable
+from private_postgres import skip_unless_available
 
 BENCHMARK = Path(__file__).resolve().parents[2] / "benchmarks" / "api.py"
 
 
 def test_tiny_outage_run_writes_sane_figures(tmp_path: Path) -> None:
-    why = unavailable()
-    if why is not None:
-        if in_ci():
-            pytest.fail(f"CI must run the outage benchmark: {why}")
-        pytest.skip(why)
+    skip_unless_available("the outage benchmark")
     out = tmp_path / "api-outage.json"
     argv = [sys.executable, str(BENCHMARK), "--outage", "--out", str(out)]
     argv += ["--submit-count", "30", "--submit-clients", "3"]

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import httpx
 import pytest
-from helpers import in_ci, wait_for
-from private_postgres import PrivatePostgres, private_postgres, unavailable
+from helpers import wait_for
+from private_postgres import PrivatePostgres, private_postgres, skip_unless_available
 
 from .harness import ServerProcess
 
@@ -33,12 +33,7 @@ HEALTH_TIMEOUT = 5.0
 
 @pytest.fixture
 def postgres() -> Iterator[PrivatePostgres]:
-    why = unavailable()
-    if why is not None:
-        if in_ci():
-            pytest.fail(f"CI must run the outage test: {why}")
-        pytest.skip(why)
-    # Not under pytest's tmp_path: the postgres user cannot enter root's 0700 folders.
+    skip_unless_available("the outage test")
     with private_postgres() as cluster:
         yield cluster
 

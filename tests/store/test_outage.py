@@ -11,8 +11,7 @@ from collections.abc import Callable, Iterator
 
 import psycopg
 import pytest
-from helpers import in_ci
-from private_postgres import PrivatePostgres, private_postgres, unavailable
+from private_postgres import PrivatePostgres, private_postgres, skip_unless_available
 
 from trainfleet.store.connection import Connection, Transaction, patiently
 from trainfleet.store.database import Store
@@ -23,11 +22,7 @@ from trainfleet.store.targets import parse_target
 
 @pytest.fixture(scope="module")
 def postgres() -> Iterator[PrivatePostgres]:
-    why = unavailable()
-    if why is not None:
-        if in_ci():
-            pytest.fail(f"CI must run the outage tests: {why}")
-        pytest.skip(why)
+    skip_unless_available("the outage tests")
     with private_postgres() as cluster:
         yield cluster
 
