@@ -90,6 +90,38 @@ def test_killed_run_takes_its_tasks_along_and_its_job_is_lost(
     assert job_id not in run_cli("list").stdout
 
 
+def test_a_lost_jobs_tasks_are_ended_even_when_their_shims_died_too(
+    engine: Engine, job_file, data_dir: Path
+) -> None:
+    """kill -9 of the run and then of every task's shim, inside the tethered grace period:
+    the tasks (which ignore SIGTERM and write nothing) outlive both, and the next command
+    that finds the job lost ends them."""
+    orphans = """
+        name: orphaned
+        grace_period: 600
+        roles:
+          worker: {replicas: 2, command: "trap '' TERM; sleep 600 & sleep 600"}
+    """
+    run = _start(job_file(orphans))
+    job_id = _job(engine, "orphaned").id
+    groups = _running_groups(engine, job_id)
+
+    run.kill()
+    run.communicate(timeout=60)
+    for shim in groups:  # each task's shim leads its group
+        os.kill(shim, signal.SIGKILL)
+    assert all(process_group_alive(pgid) for pgid in groups)
+
+    listed = run_cli("list")
+    assert listed.returncode == 0, listed.stderr
+    assert engine.get(job_id).state == State.FAILED
+    wait_for(
+        lambda: not any(process_group_alive(pgid) for pgid in groups),
+        timeout=10,
+        what="every orphaned task of the lost job gone",
+    )
+
+
 def test_sighup_stops_the_run_like_ctrl_c(engine: Engine, job_file) -> None:
     run = _start(job_file(STUBBORN.format(name="hungup")))
     job_id = _job(engine, "hungup").id

@@ -24,8 +24,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from trainfleet.backends.local import records
-from trainfleet.backends.local.groups import kill_group
 from trainfleet.store.layout import DataDir
 from trainfleet.store.records import JobRecord, State
 
@@ -123,8 +121,7 @@ def _fail_lost(engine: Engine, job: JobRecord) -> JobRecord:
         return job
     reason = f"lost: the trainfleet process running it ended (pid {pid})"
     for task in engine.store.list_tasks(job.id):
-        if task.pid is not None:
-            _end_leftover(engine.data_dir, job.id, task.role, task.index, task.pid)
+        _end_leftover(engine.data_dir, job.id, task.role, task.index)
         if not State(task.state).is_final:
             engine.store.update_task(
                 job.id, task.role, task.index, reason, state=State.FAILED, reason=reason
@@ -136,21 +133,14 @@ def _fail_lost(engine: Engine, job: JobRecord) -> JobRecord:
     return engine.get(job.id)
 
 
-def _end_leftover(data_dir: DataDir, job_id: str, role: str, index: int, pid: int) -> None:
-    """Kill the task's process group if its shim still runs (tethered shims end their
-    tasks themselves; this covers one that could not)."""
+def _end_leftover(data_dir: DataDir, job_id: str, role: str, index: int) -> None:
+    """Kill what is left of the task's last attempt: its tethered shim ends the task itself,
+    but a shim killed with its runner cannot."""
+    from trainfleet.backends.local.processes import end_attempt_of  # only for a lost job
+
     attempt = data_dir.latest_attempt(job_id, role, index)
-    if attempt is None:
-        return
-    record = data_dir.record(job_id, role, index, attempt)
-    if records.supervisor_pid(record) != pid:
-        return
-    try:
-        command = Path(f"/proc/{pid}/cmdline").read_bytes()
-    except OSError:
-        return
-    if str(record).encode() in command:  # still that shim, not a reused pid
-        kill_group(pid)
+    if attempt is not None:
+        end_attempt_of(data_dir.record(job_id, role, index, attempt))
 
 
 def holders(engine: Engine, job_id: str) -> list[JobRecord]:

@@ -161,7 +161,7 @@ class LocalBackend:
         pid = records.supervisor_pid(record)
         if pid is None or not _is_shim_of(pid, record):
             # The shim is gone (kill -9): what it ran may not be. End it before a new attempt.
-            end_attempt(_marker(record))
+            end_attempt_of(record)
             reports.exited(key, _recorded_exit(record))
             return None
         wait = lambda: _wait_foreign(pid, record)  # noqa: E731
@@ -211,6 +211,12 @@ class LocalBackend:
 
 def _marker(record: Path) -> str:
     return f"{ATTEMPT_VARIABLE}={record}"
+
+
+def end_attempt_of(record: Path) -> bool:
+    """Kill every process of the attempt with record prefix ``record``, its shim included,
+    wherever it runs (False if some outlive the wait)."""
+    return end_attempt(_marker(record))
 
 
 def _is_shim_of(pid: int, record: Path) -> bool:
