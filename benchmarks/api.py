@@ -68,10 +68,10 @@ from urllib.parse import quote
 import httptools
 import uvloop
 
+from trainfleet.domain.records import JobRecord, State, TaskRecord
 from trainfleet.spec.models import JobSpec
 from trainfleet.store.database import Store
 from trainfleet.store.layout import DataDir
-from trainfleet.store.records import JobRecord, State, TaskRecord
 
 HERE = Path(__file__).resolve().parent
 HOST = "127.0.0.1"

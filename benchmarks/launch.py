@@ -29,9 +29,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 from trainfleet.control.engine import Engine
+from trainfleet.domain.records import State
 from trainfleet.spec.models import JobSpec
 from trainfleet.store.layout import DataDir
-from trainfleet.store.records import State
 
 HERE = Path(__file__).resolve().parent
 BIN = Path(sys.executable).parent

@@ -23,8 +23,9 @@ from urllib.parse import quote
 
 import httpx
 from httpx_sse import ServerSentEvent, connect_sse
-from pydantic import BaseModel, TypeAdapter, ValidationError
+from pydantic import TypeAdapter, ValidationError
 
+from trainfleet.domain.records import EventRecord, JobPage, JobRecord, State
 from trainfleet.server.models import (
     ErrorBody,
     JobDetails,
@@ -36,7 +37,6 @@ from trainfleet.server.models import (
 )
 from trainfleet.server.settings import API_PREFIX
 from trainfleet.spec.models import JobSpec
-from trainfleet.store.records import EventRecord, JobPage, JobRecord, State
 
 __all__ = [
     "BadRequest",
@@ -52,9 +52,8 @@ __all__ = [
 
 log = logging.getLogger("trainfleet.client")
 
-_Model = TypeVar("_Model", bound=BaseModel)
-_EVENTS = TypeAdapter(list[EventRecord])
-_QUEUES = TypeAdapter(list[QueueState])
+T = TypeVar("T")
+_ADAPTERS: dict[object, TypeAdapter[Any]] = {}
 RECONNECTS = 3
 """How often a follow resumes (from its last offset or event) after the connection drops."""
 
@@ -242,13 +241,13 @@ class Client:
     def events(self, job_id: str, after: int = 0) -> list[EventRecord]:
         """A job's events with an id above ``after``, oldest first."""
         response = self._request("GET", f"{self._job(job_id)}/events", params={"after": after})
-        return _EVENTS.validate_json(response.content)
+        return _parse(list[EventRecord], response)
 
     # -- queues ---------------------------------------------------------------
 
     def queues(self) -> list[QueueState]:
         """Every queue, with what it uses and its jobs."""
-        return _QUEUES.validate_json(self._request("GET", f"{API_PREFIX}/queues").content)
+        return _parse(list[QueueState], self._request("GET", f"{API_PREFIX}/queues"))
 
     def queue(self, name: str) -> QueueState:
         return _parse(QueueState, self._request("GET", self._queue(name)))
@@ -285,7 +284,7 @@ class Client:
         """A job's events with an id above ``after``, as they happen, until the job ends."""
         for event in self._follow(f"{self._job(job_id)}/events/follow", {"after": after}):
             if event.event == "event":
-                yield EventRecord.model_validate_json(event.data)
+                yield _parse(EventRecord, event.data)
 
     def wait(self, job_id: str) -> JobRecord:
         """Block until the job has ended; returns it."""
@@ -363,5 +362,8 @@ def _error(status: int, text: str) -> ClientError:
     return kind(message, status, problems)
 
 
-def _parse(model: type[_Model], response: httpx.Response) -> _Model:
-    return model.model_validate_json(response.content)
+def _parse(kind: type[T], data: httpx.Response | str) -> T:
+    """A model or record from an answer's JSON body (or one event's data)."""
+    adapter = _ADAPTERS.get(kind) or _ADAPTERS.setdefault(kind, TypeAdapter(kind))
+    parsed: T = adapter.validate_json(data.content if isinstance(data, httpx.Response) else data)
+    return parsed

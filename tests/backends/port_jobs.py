@@ -15,9 +15,9 @@ import sys
 from pathlib import Path
 
 from trainfleet.control.engine import Engine
+from trainfleet.domain.records import State
 from trainfleet.spec.models import JobSpec
 from trainfleet.store.layout import DataDir
-from trainfleet.store.records import State
 
 LISTEN = (
     "import os, socket; s = socket.socket(); {options}"

@@ -7,8 +7,8 @@ from pathlib import Path
 import psutil
 
 from trainfleet.control.engine import Engine
+from trainfleet.domain.records import State
 from trainfleet.spec.models import JobSpec
-from trainfleet.store.records import State
 
 # Starts a sleeper that leaves the task's process group (setsid), notes its pid, and exits.
 ESCAPE = (

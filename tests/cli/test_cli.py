@@ -13,7 +13,7 @@ from pathlib import Path
 from helpers import process_group_alive, run_cli, trainfleet, wait_for
 
 from trainfleet.control.engine import Engine
-from trainfleet.store.records import State
+from trainfleet.domain.records import State
 
 
 def test_run_prints_prefixed_logs_events_and_the_task_table(job_file) -> None:
@@ -352,7 +352,7 @@ def test_embedded_run_loads_no_client_or_server(data_dir: Path) -> None:
 
 def test_read_commands_load_no_engine(job_file, engine: Engine) -> None:
     """`list`, `describe`, `logs` and `events` read the store alone: no backend, scheduler,
-    controller or job-spec models load (they cost most of a read command's time)."""
+    controller, job-spec models or pydantic load (they cost most of a read command's time)."""
     job = job_file("name: r\nroles:\n  worker: {command: 'echo hi'}\n")
     assert run_cli("run", job).returncode == 0
     job_id = engine.list()[0].id
@@ -366,7 +366,7 @@ def test_read_commands_load_no_engine(job_file, engine: Engine) -> None:
         "    except SystemExit as e:\n"
         "        assert e.code == 0, (args, e.code)\n"
         "heavy = ('trainfleet.backends', 'trainfleet.scheduling', 'trainfleet.control.engine',"
-        " 'trainfleet.control.controller', 'trainfleet.spec.models')\n"
+        " 'trainfleet.control.controller', 'trainfleet.spec.models', 'pydantic')\n"
         "print(sorted(m for m in heavy if m in sys.modules))\n"
     )
     out = subprocess.run(

@@ -18,8 +18,8 @@ import pytest
 from helpers import process_group_alive, run_cli, trainfleet, wait_for
 
 from trainfleet.control.engine import Engine
+from trainfleet.domain.records import JobRecord, State
 from trainfleet.store.layout import DataDir
-from trainfleet.store.records import JobRecord, State
 
 pytestmark = pytest.mark.usefixtures("reap")  # a failed test's runs and tasks are killed
 

@@ -16,7 +16,7 @@ import pytest
 from helpers import process_group_alive, trainfleet, wait_for
 
 from trainfleet.control.engine import Engine
-from trainfleet.store.records import State, TaskRecord
+from trainfleet.domain.records import State, TaskRecord
 
 PROGRAMS = Path(__file__).parent.parent / "programs"
 SERVE = PROGRAMS / "serve.py"

@@ -21,7 +21,7 @@ from helpers import trainfleet, wait_for
 from server.harness import ServerProcess
 
 from trainfleet.client import Client
-from trainfleet.store.records import State
+from trainfleet.domain.records import State
 
 TOKEN = "remote-cli-tests-admin-token"
 TWO_WORKERS = (

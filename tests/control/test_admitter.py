@@ -14,13 +14,13 @@ from helpers import wait_for
 
 from trainfleet.control.admitter import Admitter
 from trainfleet.control.engine import Engine
+from trainfleet.domain.records import State
 from trainfleet.scheduling.admission import Admission, GangJob, Preemption, Scheduler
 from trainfleet.scheduling.cluster import Node, TaskDemand
 from trainfleet.scheduling.resources import Resources
 from trainfleet.spec.models import JobSpec
 from trainfleet.spec.queues import QueueConfig
 from trainfleet.store.errors import StoreError
-from trainfleet.store.records import State
 
 ONE_CPU = TaskDemand(Resources(cpu=1000))
 

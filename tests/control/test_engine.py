@@ -9,8 +9,8 @@ import yaml
 from helpers import process_group_alive, wait_for
 
 from trainfleet.control.engine import Engine, JobActive, JobNotFound
+from trainfleet.domain.records import State
 from trainfleet.spec.models import JobSpec
-from trainfleet.store.records import State
 
 
 def _spec(text: str) -> JobSpec:

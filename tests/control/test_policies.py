@@ -11,8 +11,8 @@ from trainfleet.control.policies import (
     retries_failure,
     success_tasks,
 )
+from trainfleet.domain.records import State
 from trainfleet.spec.models import JobSpec, RestartPolicy
-from trainfleet.store.records import State
 
 
 def _job(roles: dict[str, dict[str, object]], **extra: object) -> JobSpec:

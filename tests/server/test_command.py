@@ -14,8 +14,8 @@ import pytest
 from helpers import process_group_alive, trainfleet, wait_for
 
 from trainfleet.client import Client, NotFound, Unauthorized, Unreachable
+from trainfleet.domain.records import State
 from trainfleet.server.serve import GRACEFUL_SHUTDOWN
-from trainfleet.store.records import State
 
 from .harness import ServerProcess
 

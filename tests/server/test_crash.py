@@ -15,7 +15,7 @@ from crashjobs import EXPECTED_STARTS, starts, write_jobs
 from helpers import process_group_alive, wait_for
 
 from trainfleet.client import Client
-from trainfleet.store.records import State
+from trainfleet.domain.records import State
 
 from .harness import ServerProcess
 

@@ -10,8 +10,8 @@ import httpx
 import pytest
 
 from trainfleet.client import BadRequest, Client, Conflict, NotFound
+from trainfleet.domain.records import State
 from trainfleet.spec.loading import load_job_text
-from trainfleet.store.records import State
 
 from .harness import LiveServer
 

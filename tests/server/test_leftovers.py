@@ -15,7 +15,7 @@ import psutil
 from helpers import wait_for
 
 from trainfleet.client import Client
-from trainfleet.store.records import State
+from trainfleet.domain.records import State
 
 from .harness import ServerProcess
 

@@ -10,10 +10,10 @@ from helpers import wait_for
 
 from trainfleet.client import BadRequest, Client, NotFound, Unauthorized
 from trainfleet.control.queueing import quota_amounts
+from trainfleet.domain.records import State
 from trainfleet.server.auth import new_record, new_token
 from trainfleet.server.models import QueueBody
 from trainfleet.spec.queues import Quota
-from trainfleet.store.records import State
 
 from .harness import LiveServer, ServerProcess
 

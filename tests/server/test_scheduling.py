@@ -16,7 +16,7 @@ from pathlib import Path
 from helpers import wait_for
 
 from trainfleet.client import Client
-from trainfleet.store.records import JobRecord, State
+from trainfleet.domain.records import JobRecord, State
 
 from .harness import ServerProcess
 

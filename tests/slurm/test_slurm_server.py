@@ -13,7 +13,7 @@ from server.harness import ServerProcess
 from slurm_cluster import NODES, SlurmUser
 
 from trainfleet.client import Client
-from trainfleet.store.records import State
+from trainfleet.domain.records import State
 
 TOKEN = "slurm-test-admin-token-0123456789abcdef"
 

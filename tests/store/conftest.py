@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from trainfleet.domain.records import JobRecord
 from trainfleet.store.database import Store
-from trainfleet.store.records import JobRecord
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
@@ -44,6 +44,6 @@ def make_job() -> Callable[..., JobRecord]:
             "workdir": "/tmp",
             "created_at": time.time(),
         }
-        return JobRecord.model_validate({**values, **fields})
+        return JobRecord.from_row({**values, **fields})
 
     return make

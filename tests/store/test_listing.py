@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
+from trainfleet.domain.records import JobPage, JobRecord, State
 from trainfleet.store.database import SELECT_JOBS, Store
 from trainfleet.store.paging import encode_cursor
 from trainfleet.store.queries import job_filter
-from trainfleet.store.records import JobPage, JobRecord, State
 
 MakeJob = Callable[..., JobRecord]
 

@@ -15,12 +15,12 @@ from alembic import command
 from alembic.config import Config
 from alembic.script import ScriptDirectory
 
+from trainfleet.domain.records import JobRecord, TaskRecord
 from trainfleet.store.connection import Connection
 from trainfleet.store.database import Store
 from trainfleet.store.errors import StoreError
 from trainfleet.store.migrate import HEAD, MIGRATIONS, REVISIONS, current_revision, upgrade
 from trainfleet.store.migrate import sqlalchemy_url as alembic_url
-from trainfleet.store.records import JobRecord, TaskRecord
 from trainfleet.store.targets import parse_target
 
 MakeJob = Callable[..., JobRecord]
@@ -150,7 +150,7 @@ HEAVY = ("sqlalchemy", "alembic", "psycopg")
 OPEN_AND_WRITE = """
 import json, sys, time
 from trainfleet.store.database import Store
-from trainfleet.store.records import JobRecord, TaskRecord, TokenRecord
+from trainfleet.domain.records import JobRecord, TaskRecord, TokenRecord
 started = time.perf_counter()
 store = Store.open(sys.argv[1])
 opened = time.perf_counter() - started

@@ -13,10 +13,10 @@ import psycopg
 import pytest
 from private_postgres import PrivatePostgres, private_postgres, skip_unless_available
 
+from trainfleet.domain.records import JobRecord, State, TaskRecord
 from trainfleet.store.connection import Connection, Transaction, patiently
 from trainfleet.store.database import Store
 from trainfleet.store.errors import StoreUnavailable
-from trainfleet.store.records import JobRecord, State, TaskRecord
 from trainfleet.store.targets import parse_target
 
 

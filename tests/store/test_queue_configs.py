@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from trainfleet.domain.records import JobRecord, TaskRecord
 from trainfleet.store.database import Store
-from trainfleet.store.records import JobRecord, TaskRecord
 
 
 def test_a_queue_is_created_then_replaced(store: Store) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import sqlite3
 import threading
 from collections.abc import Callable
@@ -9,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from trainfleet.domain.records import JobRecord, State, TaskRecord
 from trainfleet.store.database import Store
 from trainfleet.store.errors import StoreConflict, StoreError
-from trainfleet.store.records import JobRecord, State, TaskRecord
 
 MakeJob = Callable[..., JobRecord]
 
@@ -31,8 +32,8 @@ def test_job_tasks_and_events_round_trip(store: Store, make_job: MakeJob) -> Non
     store.update_task(job.id, "worker", 1, message="started, pid 42", state=State.RUNNING, pid=42)
     store.update_job(job.id, state=State.RUNNING, started_at=job.created_at + 1.5)
 
-    assert store.get_job(job.id) == job.model_copy(
-        update={"state": State.RUNNING, "started_at": job.created_at + 1.5}
+    assert store.get_job(job.id) == dataclasses.replace(
+        job, state=State.RUNNING, started_at=job.created_at + 1.5
     )
     tasks = {t.name: t for t in store.list_tasks(job.id)}
     assert tasks["worker/1"].pid == 42 and tasks["worker/1"].state == State.RUNNING

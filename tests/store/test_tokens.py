@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from trainfleet.domain.records import TokenRecord
 from trainfleet.store.database import Store
 from trainfleet.store.errors import StoreConflict
-from trainfleet.store.records import TokenRecord
 
 
 def _token(token_id: str, digest: str, admin: bool = False, created_at: float = 1.0) -> TokenRecord:

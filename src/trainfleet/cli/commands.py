@@ -22,7 +22,7 @@ from trainfleet.cli.service import (
     open_reader,
     open_service,
 )
-from trainfleet.store.records import JobActive, JobNotFound, JobRecord, State
+from trainfleet.domain.records import JobActive, JobNotFound, JobRecord, State
 
 if TYPE_CHECKING:
     from trainfleet.server.models import QueueState
@@ -161,7 +161,7 @@ def list_jobs(
 
         tables.print_jobs(jobs)
     else:
-        _dump([job.model_dump(mode="json", exclude={"spec"}) for job in jobs], output)
+        _dump([job.to_dict(exclude={"spec"}) for job in jobs], output)
     return 0
 
 
@@ -185,9 +185,9 @@ def describe(options: Options, job_id: str, output: str) -> int:
     else:
         _dump(
             {
-                "job": details.job.model_dump(mode="json") | {"spec": json.loads(details.job.spec)},
-                "tasks": [task.model_dump(mode="json") for task in details.tasks],
-                "events": [event.model_dump(mode="json") for event in details.events],
+                "job": details.job.to_dict() | {"spec": json.loads(details.job.spec)},
+                "tasks": [task.to_dict() for task in details.tasks],
+                "events": [event.to_dict() for event in details.events],
             },
             output,
         )
@@ -227,9 +227,9 @@ def events(options: Options, job_id: str, follow: bool, output: str) -> int:
             ended = not follow or _ended(service, job_id)
             for event in follower.read():
                 if output == "json":
-                    click.echo(event.model_dump_json())  # one object a line, for streaming
+                    click.echo(json.dumps(event.to_dict()))  # one object a line, for streaming
                 elif output == "yaml":
-                    _dump(event.model_dump(mode="json"), "yaml")
+                    _dump(event.to_dict(), "yaml")
                     click.echo("---")
                 else:
                     stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(event.time))
@@ -310,7 +310,7 @@ def _show_job(job: JobRecord, output: str, line: str) -> None:
     if output == "table":
         click.echo(line)
     else:
-        _dump(job.model_dump(mode="json") | {"spec": json.loads(job.spec)}, output)
+        _dump(job.to_dict() | {"spec": json.loads(job.spec)}, output)
 
 
 def _dump(data: object, output: str) -> None:

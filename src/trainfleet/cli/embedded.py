@@ -24,9 +24,9 @@ from trainfleet.cli.reading import StoreReader
 from trainfleet.cli.service import JobInput
 from trainfleet.control import local_admission
 from trainfleet.control.engine import Engine, JobActive
+from trainfleet.domain.records import JobRecord, State
 from trainfleet.spec.loading import LoadedJob, load_job_file
 from trainfleet.store.layout import DataDir, create_private
-from trainfleet.store.records import JobRecord, State
 
 if TYPE_CHECKING:
     from trainfleet.server.models import QueueBody, QueueState

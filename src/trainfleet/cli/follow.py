@@ -6,8 +6,8 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
 from trainfleet.cli.service import JobReader
+from trainfleet.domain.records import EventRecord
 from trainfleet.store.logs import LogTail
-from trainfleet.store.records import EventRecord
 
 
 @dataclass

@@ -10,10 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from trainfleet.store.database import Store
-from trainfleet.store.layout import DataDir
-from trainfleet.store.logs import LogTail
-from trainfleet.store.records import (
+from trainfleet.domain.records import (
     EventRecord,
     JobDetails,
     JobNotFound,
@@ -21,6 +18,9 @@ from trainfleet.store.records import (
     State,
     TaskRecord,
 )
+from trainfleet.store.database import Store
+from trainfleet.store.layout import DataDir
+from trainfleet.store.logs import LogTail
 
 
 class StoreReader:

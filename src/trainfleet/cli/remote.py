@@ -23,10 +23,10 @@ from trainfleet.client import (
     ServerError,
     Unauthorized,
 )
+from trainfleet.domain.records import EventRecord, JobDetails, JobRecord, State, TaskRecord
 from trainfleet.server.models import QueueBody, QueueState
 from trainfleet.spec.loading import read_job_text
 from trainfleet.store.logs import CHUNK, LogTail
-from trainfleet.store.records import EventRecord, JobDetails, JobRecord, State, TaskRecord
 
 T = TypeVar("T")
 

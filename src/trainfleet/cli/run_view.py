@@ -15,7 +15,7 @@ from types import FrameType
 
 from trainfleet.cli.follow import EventFollower, LogFollower, describe_event
 from trainfleet.cli.service import JobService
-from trainfleet.store.records import State, TaskRecord
+from trainfleet.domain.records import State, TaskRecord
 
 EXIT_CODES = {State.SUCCEEDED: 0, State.FAILED: 1, State.CANCELLED: 130}
 

@@ -12,7 +12,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from trainfleet.store.records import JobDetails, JobRecord, State, TaskRecord
+from trainfleet.domain.records import JobDetails, JobRecord, State, TaskRecord
 
 if TYPE_CHECKING:
     from trainfleet.backends.api import Preview

@@ -15,11 +15,11 @@ from contextlib import contextmanager
 import click
 
 from trainfleet.cli.errors import UserError
+from trainfleet.domain.records import TokenRecord
 from trainfleet.server.auth import new_record, new_token
 from trainfleet.store.database import Store
 from trainfleet.store.errors import StoreError
 from trainfleet.store.layout import DataDir
-from trainfleet.store.records import TokenRecord
 
 
 @contextmanager
@@ -58,7 +58,7 @@ def revoke(store: Store, token_id: str) -> None:
 
 def show(tokens: list[TokenRecord], output: str) -> None:
     """The tokens as a table, or as JSON/YAML (never their digests)."""
-    rows = [token.model_dump(exclude={"digest"}) for token in tokens]
+    rows = [token.to_dict(exclude={"digest"}) for token in tokens]
     if output == "json":
         click.echo(json.dumps(rows, indent=2))
     elif output == "yaml":

@@ -18,11 +18,11 @@ from pathlib import Path
 
 from trainfleet.backends.api import Backend, JobLaunch, Outside
 from trainfleet.control import policies
+from trainfleet.domain.records import State
 from trainfleet.scheduling.placement import Placement, TaskKey
 from trainfleet.spec.models import JobSpec, RestartPolicy
 from trainfleet.store.database import Store
 from trainfleet.store.layout import DataDir
-from trainfleet.store.records import State
 
 
 @dataclass

@@ -20,6 +20,10 @@ from trainfleet.control import queueing
 from trainfleet.control.admitter import Admitter
 from trainfleet.control.controller import JobController
 from trainfleet.control.runner import Runner
+from trainfleet.domain.records import JobActive as JobActive  # kept importable from here
+from trainfleet.domain.records import JobDetails as JobDetails
+from trainfleet.domain.records import JobNotFound as JobNotFound
+from trainfleet.domain.records import JobPage, JobRecord, State, TaskRecord
 from trainfleet.scheduling.admission import Admission, GangJob, Scheduler
 from trainfleet.scheduling.cluster import TaskAllocation
 from trainfleet.scheduling.placement import (
@@ -34,10 +38,6 @@ from trainfleet.spec.models import JobSpec
 from trainfleet.store.database import Store
 from trainfleet.store.errors import StoreConflict
 from trainfleet.store.layout import DataDir
-from trainfleet.store.records import JobActive as JobActive  # kept importable from here
-from trainfleet.store.records import JobDetails as JobDetails
-from trainfleet.store.records import JobNotFound as JobNotFound
-from trainfleet.store.records import JobPage, JobRecord, State, TaskRecord
 from trainfleet.store.space import require_free
 
 if TYPE_CHECKING:

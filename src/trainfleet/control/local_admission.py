@@ -24,8 +24,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from trainfleet.domain.records import JobRecord, State
 from trainfleet.store.layout import DataDir
-from trainfleet.store.records import JobRecord, State
 
 if TYPE_CHECKING:
     from trainfleet.control.engine import Engine

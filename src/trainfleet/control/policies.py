@@ -5,9 +5,9 @@ from __future__ import annotations
 import signal
 from collections.abc import Mapping
 
+from trainfleet.domain.records import State
 from trainfleet.scheduling.placement import TaskKey, task_keys
 from trainfleet.spec.models import JobSpec, RestartPolicy
-from trainfleet.store.records import State
 
 
 def exit_code(returncode: int) -> int:

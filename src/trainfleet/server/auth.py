@@ -18,9 +18,9 @@ from cachetools import TTLCache
 from fastapi import Security
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
+from trainfleet.domain.records import TokenRecord
 from trainfleet.server.errors import ApiError
 from trainfleet.store.database import Store
-from trainfleet.store.records import TokenRecord
 
 log = logging.getLogger("trainfleet.server")
 

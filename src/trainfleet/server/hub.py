@@ -14,8 +14,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from trainfleet.domain.records import JobRecord, State
 from trainfleet.store.logs import CHUNK
-from trainfleet.store.records import JobRecord, State
 
 WINDOW = 4 * CHUNK
 """Most bytes of a log kept in memory for its followers (the latest ones)."""

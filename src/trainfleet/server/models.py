@@ -8,8 +8,8 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict, Field
 
 from trainfleet.control.queueing import QueueStatus
+from trainfleet.domain.records import EventRecord, JobRecord, State, TaskRecord
 from trainfleet.spec.queues import QueueConfig, QueueName, Quota
-from trainfleet.store.records import EventRecord, JobRecord, State, TaskRecord
 
 
 class _Model(BaseModel):

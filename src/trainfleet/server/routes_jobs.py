@@ -12,6 +12,7 @@ from fastapi.sse import EventSourceResponse, ServerSentEvent
 from pydantic import Field
 
 from trainfleet.control.engine import Engine
+from trainfleet.domain.records import EventRecord, JobPage, JobRecord, State, TokenRecord
 from trainfleet.server import body, sse
 from trainfleet.server.errors import (
     ERROR_RESPONSES,
@@ -24,7 +25,6 @@ from trainfleet.server.models import JobDetails, Submitted
 from trainfleet.server.params import JobId, known_query_only
 from trainfleet.server.settings import API_PREFIX, Settings
 from trainfleet.spec.loading import load_job_text
-from trainfleet.store.records import EventRecord, JobPage, JobRecord, State, TokenRecord
 
 MAX_PAGE = 1000
 INLINE_TEXT = 16 << 10

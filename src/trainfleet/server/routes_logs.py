@@ -8,6 +8,7 @@ from fastapi import APIRouter, Depends, Header, Query, Response
 from fastapi.sse import EventSourceResponse, ServerSentEvent
 
 from trainfleet.control.engine import Engine
+from trainfleet.domain.records import TokenRecord
 from trainfleet.server import sse
 from trainfleet.server.errors import (
     ERROR_RESPONSES,
@@ -19,7 +20,6 @@ from trainfleet.server.hub import LogHub
 from trainfleet.server.params import Index, JobId, Role, known_query_only
 from trainfleet.server.settings import Settings
 from trainfleet.store.logs import read_range
-from trainfleet.store.records import TokenRecord
 
 MAX_RANGE = 8 << 20
 """Most bytes one read returns; ``X-Log-End`` tells where to go on from."""

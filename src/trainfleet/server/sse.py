@@ -12,8 +12,8 @@ from typing import Protocol
 import anyio
 from fastapi.sse import ServerSentEvent
 
+from trainfleet.domain.records import TokenRecord
 from trainfleet.store.database import Store
-from trainfleet.store.records import TokenRecord
 
 
 class Feed(Protocol):

@@ -14,12 +14,19 @@ from collections.abc import Mapping, Sequence
 from types import TracebackType
 from typing import Any
 
+from trainfleet.domain.records import (
+    EventRecord,
+    JobPage,
+    JobRecord,
+    State,
+    TaskRecord,
+    TokenRecord,
+)
 from trainfleet.store import queries, schema
 from trainfleet.store.connection import Connection, Row, Transaction, patiently
 from trainfleet.store.errors import StoreConflict, StoreError, StoreUnavailable
 from trainfleet.store.migrate import ensure_current
 from trainfleet.store.paging import decode_cursor, encode_cursor
-from trainfleet.store.records import EventRecord, JobPage, JobRecord, State, TaskRecord, TokenRecord
 from trainfleet.store.targets import Target, parse_target
 
 __all__ = ["Store", "StoreConflict", "StoreError", "StoreUnavailable", "patiently"]
@@ -89,16 +96,14 @@ class Store:
         def add(db: Transaction) -> None:
             if db.retried and db.rows("SELECT id FROM jobs WHERE id = :id", {"id": job.id}):
                 return  # the try that lost its link had committed
-            db.execute(
-                queries.insert("jobs", schema.JOB_COLUMNS), job.model_dump(exclude={"labels"})
-            )
+            db.execute(queries.insert("jobs", schema.JOB_COLUMNS), job.to_dict(exclude={"labels"}))
             db.execute_many(
                 queries.insert("job_labels", ("job_id", "key", "value")),
                 [{"job_id": job.id, "key": k, "value": v} for k, v in job.labels.items()],
             )
             db.execute_many(
                 queries.insert("tasks", (*schema.TASK_COLUMNS, "position")),
-                [{**task.model_dump(), "position": n} for n, task in enumerate(job_tasks)],
+                [{**task.to_dict(), "position": n} for n, task in enumerate(job_tasks)],
             )
             _event(db, job.id, "", job.state, f"submitted by {job.user or 'unknown'}")
 
@@ -209,7 +214,7 @@ class Store:
             'WHERE job_id = :id ORDER BY position, role, "index"',
             {"id": job_id},
         )
-        return [TaskRecord.model_validate(row) for row in rows]
+        return [TaskRecord.from_row(row) for row in rows]
 
     def list_events(self, job_id: str, after: int = 0) -> list[EventRecord]:
         """Events of ``job_id`` with an id above ``after``, oldest first."""
@@ -218,7 +223,7 @@ class Store:
             "WHERE job_id = :id AND id > :after ORDER BY id",
             {"id": job_id, "after": after},
         )
-        return [EventRecord.model_validate(row) for row in rows]
+        return [EventRecord.from_row(row) for row in rows]
 
     def count_jobs(self) -> dict[str, int]:
         """How many jobs are in each state (states with none are left out)."""
@@ -244,9 +249,7 @@ class Store:
         query = f'SELECT job_id, "key", "value" FROM job_labels WHERE job_id IN {ids}'
         for label in self._db.rows(query, params):
             labels.setdefault(label["job_id"], {})[label["key"]] = label["value"]
-        return [
-            JobRecord.model_validate({**row, "labels": labels.get(row["id"], {})}) for row in rows
-        ]
+        return [JobRecord.from_row({**row, "labels": labels.get(row["id"], {})}) for row in rows]
 
     # -- queues ---------------------------------------------------------------
 
@@ -274,19 +277,19 @@ class Store:
         def add(db: Transaction) -> None:
             if db.retried and db.rows("SELECT id FROM tokens WHERE id = :id", {"id": token.id}):
                 return  # the try that lost its link had committed
-            db.execute(queries.insert("tokens", schema.TOKEN_COLUMNS), token.model_dump())
+            db.execute(queries.insert("tokens", schema.TOKEN_COLUMNS), token.to_dict())
 
         self._db.write(add)
 
     def token_by_digest(self, digest: str) -> TokenRecord | None:
         """The token with this digest, revoked or not (see ``TokenRecord.revoked``)."""
         rows = self._db.rows(f"{SELECT_TOKENS} WHERE digest = :digest", {"digest": digest})
-        return TokenRecord.model_validate(rows[0]) if rows else None
+        return TokenRecord.from_row(rows[0]) if rows else None
 
     def list_tokens(self) -> list[TokenRecord]:
         """Every token, revoked ones included, oldest first."""
         rows = self._db.rows(f"{SELECT_TOKENS} ORDER BY created_at, id")
-        return [TokenRecord.model_validate(row) for row in rows]
+        return [TokenRecord.from_row(row) for row in rows]
 
     def revoke_token(self, token_id: str) -> bool:
         """Revoke an active token; False if there is no such token or it was revoked already.

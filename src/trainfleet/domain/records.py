@@ -1,11 +1,17 @@
-"""What the store keeps about jobs, tasks and events, as read by every face."""
+"""What the store keeps about jobs, tasks and events, as read by every face.
+
+Plain frozen dataclasses, not pydantic models: the read commands (``trainfleet list``)
+load no pydantic at all. The server and the SDK validate and serialise them with pydantic,
+which takes dataclasses as they are.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import dataclasses
+from collections.abc import Collection
+from dataclasses import dataclass, field
 from enum import StrEnum
-
-from pydantic import BaseModel, ConfigDict
+from typing import Any, Self
 
 
 class State(StrEnum):
@@ -27,10 +33,30 @@ class State(StrEnum):
 FINAL_STATES = frozenset({State.SUCCEEDED, State.FAILED, State.CANCELLED})
 
 
-class _Record(BaseModel):
-    model_config = ConfigDict(frozen=True)
+@dataclass(frozen=True, slots=True)
+class _Record:
+    @classmethod
+    def from_row(cls, row: dict[str, Any]) -> Self:
+        """A record from a row of the store (or a decoded JSON object): only its own fields."""
+        return cls(**{name: row[name] for name in cls.__dataclass_fields__ if name in row})
+
+    def to_dict(self, exclude: Collection[str] = ()) -> dict[str, Any]:
+        """The fields but ``exclude`` as plain values (states as strings), for JSON or YAML."""
+        values = ((f.name, getattr(self, f.name)) for f in dataclasses.fields(self))
+        return {
+            name: value.value if isinstance(value, StrEnum) else value
+            for name, value in values
+            if name not in exclude
+        }
 
 
+def _state(record: Any) -> None:
+    """Store the state as a State (rows and JSON give a plain string)."""
+    if not isinstance(record.state, State):
+        object.__setattr__(record, "state", State(record.state))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class TaskRecord(_Record):
     """One task of a job: a replica of a role."""
 
@@ -47,12 +73,16 @@ class TaskRecord(_Record):
     started_at: float | None = None
     finished_at: float | None = None
 
+    def __post_init__(self) -> None:
+        _state(self)
+
     @property
     def name(self) -> str:
         """``role/index``, as logs are prefixed."""
         return f"{self.role}/{self.index}"
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
 class JobRecord(_Record):
     """One submitted job; ``spec`` is the validated JobSpec as JSON."""
 
@@ -68,9 +98,13 @@ class JobRecord(_Record):
     created_at: float
     started_at: float | None = None
     finished_at: float | None = None
-    labels: dict[str, str] = {}
+    labels: dict[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        _state(self)
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
 class JobPage(_Record):
     """One page of jobs, newest first; ``next_cursor`` fetches the next (None on the last)."""
 
@@ -78,6 +112,7 @@ class JobPage(_Record):
     next_cursor: str | None = None
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
 class EventRecord(_Record):
     """A timestamped change of a job or of one of its tasks."""
 
@@ -89,6 +124,7 @@ class EventRecord(_Record):
     message: str = ""
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
 class TokenRecord(_Record):
     """An API token: the store keeps only its ``digest``; hashing is the server's job."""
 
@@ -98,6 +134,9 @@ class TokenRecord(_Record):
     admin: bool = False
     created_at: float
     revoked_at: float | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "admin", bool(self.admin))  # SQLite keeps 0 or 1
 
     @property
     def revoked(self) -> bool:

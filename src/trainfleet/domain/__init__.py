@@ -1,0 +1,1 @@
+"""The domain vocabulary every layer shares: job and task states, and the records of jobs."""
