@@ -25,6 +25,8 @@ import httpx
 from httpx_sse import ServerSentEvent, connect_sse
 from pydantic import TypeAdapter, ValidationError
 
+from trainfleet.domain import errors
+from trainfleet.domain.errors import TrainfleetError
 from trainfleet.domain.records import EventRecord, JobPage, JobRecord, State
 from trainfleet.server.models import (
     ErrorBody,
@@ -58,35 +60,40 @@ RECONNECTS = 3
 """How often a follow resumes (from its last offset or event) after the connection drops."""
 
 
-class ClientError(Exception):
-    """The server refused or failed a request; ``str()`` is its message."""
+class ClientError(TrainfleetError):
+    """The server refused or failed a request; ``str()`` is its message.
+
+    Each kind is also the kind of error trainfleet raises for the same failure without a
+    server (``NotFound`` is an ``errors.NotFound``), so callers handle both alike.
+    """
 
     def __init__(
         self, message: str, status: int = 0, problems: list[Problem] | None = None
     ) -> None:
         super().__init__(message)
         self.message = message
-        self.status = status
+        if status:
+            self.status = status
         self.problems = problems or []
 
 
-class BadRequest(ClientError):
+class BadRequest(ClientError, errors.BadInput):
     """Bad input (400, 413, 415, 416, 422): a job that cannot be read, a bad parameter."""
 
 
-class Unauthorized(ClientError):
+class Unauthorized(ClientError, errors.Unauthorized):
     """No token, or one the server does not know or has revoked (401, 403)."""
 
 
-class NotFound(ClientError):
+class NotFound(ClientError, errors.NotFound):
     """No such job or task (404)."""
 
 
-class Conflict(ClientError):
+class Conflict(ClientError, errors.Conflict):
     """The job's state forbids it, such as deleting a running job without force (409)."""
 
 
-class InsufficientStorage(ClientError):
+class InsufficientStorage(ClientError, errors.StorageFull):
     """The server's disk is full: it stores no new job until space is freed (507)."""
 
 
@@ -94,8 +101,10 @@ class ServerError(ClientError):
     """The server failed (5xx)."""
 
 
-class Unreachable(ClientError):
+class Unreachable(ClientError, errors.Unavailable):
     """No answer from the server: it is down, or the URL is wrong."""
+
+    exit_code = errors.USAGE_ERROR
 
 
 _BY_STATUS: dict[int, type[ClientError]] = {

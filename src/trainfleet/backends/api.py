@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+from trainfleet.domain.errors import USAGE_ERROR, Unavailable
 from trainfleet.frameworks import task_argv, task_environment
 from trainfleet.frameworks.base import TaskContext
 from trainfleet.scheduling.cluster import Node
@@ -108,8 +109,10 @@ class Preview:
     submission: str | None = None
 
 
-class BackendError(OSError):
+class BackendError(Unavailable, OSError):
     """A cluster engine could not be reached, or refused a command; the message says which."""
+
+    exit_code = USAGE_ERROR
 
 
 class Backend(Protocol):

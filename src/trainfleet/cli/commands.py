@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from trainfleet.cli.errors import USAGE_ERROR, UserError
+from trainfleet.cli.errors import UserError
 from trainfleet.cli.follow import LogFollower
 from trainfleet.cli.service import (
     JobInput,
@@ -22,7 +22,8 @@ from trainfleet.cli.service import (
     open_reader,
     open_service,
 )
-from trainfleet.domain.records import JobActive, JobNotFound, JobRecord, State
+from trainfleet.domain.errors import TrainfleetError
+from trainfleet.domain.records import JobRecord, State
 
 if TYPE_CHECKING:
     from trainfleet.server.models import QueueState
@@ -33,42 +34,12 @@ FOLLOW_SECONDS = 0.2
 
 @contextmanager
 def user_errors() -> Iterator[None]:
-    """Turn every kind of bad input into ``error: ...`` on stderr and exit code 2."""
+    """Turn every failure trainfleet names into ``error: ...`` on stderr and its exit code."""
     try:
         yield
-    except UserError as error:
+    except TrainfleetError as error:
         click.echo(f"error: {error}", err=True)
         sys.exit(error.exit_code)
-    except (JobNotFound, JobActive) as error:
-        click.echo(f"error: {error}", err=True)
-        sys.exit(USAGE_ERROR)
-    except Exception as error:
-        if not isinstance(error, _input_errors()):
-            raise
-        click.echo(f"error: {error}", err=True)
-        sys.exit(USAGE_ERROR)
-
-
-def _input_errors() -> tuple[type[Exception], ...]:
-    """The other errors that mean bad input; imported only once one is raised, so that
-    the read commands never load the backends, the scheduler or the spec models."""
-    from trainfleet.backends.api import BackendError
-    from trainfleet.backends.local.gpus import GpuConfigError
-    from trainfleet.backends.local.machine import ResourceConfigError
-    from trainfleet.backends.local.processes import LogCapError
-    from trainfleet.scheduling.placement import Unschedulable
-    from trainfleet.spec.errors import SpecError
-    from trainfleet.store.space import DiskFull
-
-    return (
-        BackendError,
-        SpecError,
-        Unschedulable,
-        GpuConfigError,
-        ResourceConfigError,
-        LogCapError,
-        DiskFull,
-    )
 
 
 @contextmanager

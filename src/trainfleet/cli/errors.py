@@ -1,11 +1,11 @@
-"""The one kind of error the CLI prints as a message: ``error: ...`` and an exit code."""
+"""The CLI's own error: a message for ``error: ...`` and an exit code (2 unless told)."""
 
 from __future__ import annotations
 
-USAGE_ERROR = 2
+from trainfleet.domain.errors import USAGE_ERROR, BadInput
 
 
-class UserError(Exception):
+class UserError(BadInput):
     """Bad input, or a server that refused or could not be reached: a message, no traceback."""
 
     def __init__(self, message: str, exit_code: int = USAGE_ERROR) -> None:

@@ -1,7 +1,9 @@
 """``JobService`` on a trainfleet server, through the SDK (``trainfleet.client``).
 
-The server's refusals become ``UserError`` with the server's own message, so a job file
-with mistakes reads the same (file, line, field) as with the embedded engine.
+The server's refusals are the SDK's errors, each of the same kind (trainfleet.domain.errors)
+as the embedded engine raises for the same failure, with the server's own message: a job
+file with mistakes reads the same (file, line, field) and exits the same with or without
+a server.
 """
 
 from __future__ import annotations
@@ -19,7 +21,6 @@ from trainfleet.cli.errors import UserError
 from trainfleet.cli.service import JobInput
 from trainfleet.client import (
     Client,
-    ClientError,
     ServerError,
     Unauthorized,
 )
@@ -52,7 +53,7 @@ class RemoteService:
 
     @contextmanager
     def _errors(self) -> Iterator[None]:
-        """The server's refusals as UserError: exit 2, or 1 when the server failed."""
+        """The server's refusals, said for the CLI where a hint helps."""
         try:
             yield
         except Unauthorized:
@@ -60,8 +61,6 @@ class RemoteService:
             raise UserError(f"the server {problem} (set TRAINFLEET_TOKEN)") from None
         except ServerError as error:
             raise UserError(f"the server failed: {error}", exit_code=1) from None
-        except ClientError as error:
-            raise UserError(str(error)) from None
 
     def _call(self, action: Callable[[], T]) -> T:
         with self._errors():

@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Self
 
+from trainfleet.domain.errors import Conflict, NotFound
+
 
 class State(StrEnum):
     """The life of a job and of each of its tasks."""
@@ -143,11 +145,11 @@ class TokenRecord(_Record):
         return self.revoked_at is not None
 
 
-class JobNotFound(LookupError):
+class JobNotFound(NotFound):
     """No job has that id."""
 
 
-class JobActive(RuntimeError):
+class JobActive(Conflict):
     """The job has not ended, and the request needs it to have."""
 
 

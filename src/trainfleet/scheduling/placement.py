@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
+from trainfleet.domain.errors import BadInput
 from trainfleet.scheduling.cluster import Cluster, Node, TaskDemand
 from trainfleet.scheduling.resources import GPU_UNIT, Resources
 from trainfleet.spec.models import JobSpec
@@ -13,7 +14,7 @@ TaskKey = tuple[str, int]
 """A task is named by its role and its index within the role."""
 
 
-class Unschedulable(Exception):
+class Unschedulable(BadInput):
     """The job can never fit: it asks for more than exists."""
 
 

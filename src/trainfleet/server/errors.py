@@ -14,13 +14,9 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
 
-from trainfleet.backends.local.gpus import GpuConfigError
-from trainfleet.control.engine import JobActive, JobNotFound
-from trainfleet.scheduling.placement import Unschedulable
+from trainfleet.domain.errors import Misconfigured, StorageFull, TrainfleetError, Unavailable
 from trainfleet.server.models import ErrorBody, Problem
 from trainfleet.spec.errors import SpecError
-from trainfleet.store.errors import StoreConflict, StoreError
-from trainfleet.store.space import DiskFull
 
 log = logging.getLogger("trainfleet.server")
 
@@ -28,7 +24,7 @@ RETRY_AFTER = 2
 """Seconds a client is told to wait (``Retry-After``) when the store cannot answer."""
 
 
-class ApiError(Exception):
+class ApiError(TrainfleetError):
     """A request that cannot be served, with the status and message to answer it with."""
 
     def __init__(self, status: int, detail: str, headers: Mapping[str, str] | None = None) -> None:
@@ -36,6 +32,26 @@ class ApiError(Exception):
         self.status = status
         self.detail = detail
         self.headers = dict(headers or {})
+
+
+def server_detail(error: TrainfleetError) -> str:
+    """The message, said as the server's own trouble where it is one (5xx)."""
+    if isinstance(error, StorageFull):
+        return f"the server cannot store more work now: {error}"
+    if isinstance(error, Misconfigured):
+        return f"the server is misconfigured: {error}"
+    if isinstance(error, Unavailable):
+        return f"the server cannot answer now, try again later: {error}"
+    return str(error)
+
+
+def problems_of(error: TrainfleetError) -> list[Problem]:
+    """Each problem found in a job that cannot be read (none for other errors)."""
+    if not isinstance(error, SpecError):
+        return []
+    return [
+        Problem(file=p.file, line=p.line, field=p.field, message=p.message) for p in error.problems
+    ]
 
 
 def answer(description: str, *, malformed: bool = False) -> dict[str, Any]:
@@ -80,49 +96,14 @@ def error_response(
 def install(app: FastAPI) -> None:
     """Register the handlers that turn exceptions into answers."""
 
-    @app.exception_handler(ApiError)
-    async def api_error(_: Request, error: ApiError) -> JSONResponse:
-        return error_response(error.status, error.detail, headers=error.headers)
-
-    @app.exception_handler(SpecError)
-    async def spec_error(_: Request, error: SpecError) -> JSONResponse:
-        problems = [
-            Problem(file=p.file, line=p.line, field=p.field, message=p.message)
-            for p in error.problems
-        ]
-        return error_response(422, str(error), problems)
-
-    @app.exception_handler(JobNotFound)
-    async def not_found(_: Request, error: JobNotFound) -> JSONResponse:
-        return error_response(404, str(error))
-
-    @app.exception_handler(JobActive)
-    async def active(_: Request, error: JobActive) -> JSONResponse:
-        return error_response(409, str(error))
-
-    @app.exception_handler(Unschedulable)
-    async def unschedulable(_: Request, error: Unschedulable) -> JSONResponse:
-        return error_response(422, str(error))
-
-    @app.exception_handler(GpuConfigError)
-    async def gpu_config(_: Request, error: GpuConfigError) -> JSONResponse:
-        # The server's own environment is wrong, not the request: say so, and how.
-        return error_response(503, f"the server cannot place GPU jobs: {error}")
-
-    @app.exception_handler(StoreError)
-    async def store_error(request: Request, error: StoreError) -> JSONResponse:
-        # The database is down or failing, not the request: one line, no traceback.
-        if isinstance(error, StoreConflict):
-            return error_response(409, str(error))
-        log.warning("503 for %s %s: %s", request.method, request.url.path, error)
-        detail = f"the server's store cannot answer now, try again later: {error}"
-        return error_response(503, detail, headers={"Retry-After": str(RETRY_AFTER)})
-
-    @app.exception_handler(DiskFull)
-    async def disk_full(request: Request, error: DiskFull) -> JSONResponse:
-        # The server's disk, not the request: 507, and one line in the server's log.
-        log.warning("507 for %s %s: %s", request.method, request.url.path, error)
-        return error_response(507, f"the server cannot store more work now: {error}")
+    @app.exception_handler(TrainfleetError)
+    async def known(request: Request, error: TrainfleetError) -> JSONResponse:
+        headers = dict(error.headers) if isinstance(error, ApiError) else {}
+        if error.status >= 500:  # the server's trouble, not the request's: one line, no traceback
+            log.warning("%d for %s %s: %s", error.status, request.method, request.url.path, error)
+        if error.status == 503:
+            headers.setdefault("Retry-After", str(RETRY_AFTER))
+        return error_response(error.status, server_detail(error), problems_of(error), headers)
 
     @app.exception_handler(RequestValidationError)
     async def invalid(_: Request, error: RequestValidationError) -> JSONResponse:

@@ -18,6 +18,8 @@ from typing import Annotated, Any, Union, get_args, get_origin
 from pydantic import BaseModel, ValidationError
 from pydantic_core import ErrorDetails
 
+from trainfleet.domain.errors import BadInput
+
 MAX_PROBLEMS = 100
 """Most problems reported for one document: a few thousand wrong keys make no better report."""
 
@@ -55,7 +57,7 @@ class Problem:
         return ": ".join(parts)
 
 
-class SpecError(Exception):
+class SpecError(BadInput):
     """A job could not be read; ``problems`` says every reason found, one line each."""
 
     def __init__(self, problems: Iterable[Problem]) -> None:

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from trainfleet.domain.errors import Conflict, Unavailable
 
-class StoreError(RuntimeError):
+
+class StoreError(Unavailable):
     """The database cannot be used: unreachable, unreadable, or written by a newer trainfleet."""
 
 
@@ -12,7 +14,7 @@ class StoreUnavailable(StoreError):
     call may succeed later. Raised once a call has waited for it as long as it may."""
 
 
-class StoreConflict(StoreError):
+class StoreConflict(Conflict, StoreError):
     """A write was refused because a row with the same key already exists."""
 
 

@@ -6,13 +6,15 @@ import errno
 import shutil
 from pathlib import Path
 
+from trainfleet.domain.errors import StorageFull
+
 MIN_FREE = 16 << 20
 """Bytes that must stay free in the data directory for a job to be stored or started."""
 
 DISK_FULL = (errno.ENOSPC, errno.EDQUOT)
 
 
-class DiskFull(OSError):
+class DiskFull(StorageFull, OSError):
     """The data directory's disk has no room for more work; the message says where."""
 
     def __init__(self, message: str) -> None:

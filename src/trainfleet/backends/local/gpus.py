@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import os
 
+from trainfleet.domain.errors import Misconfigured
 
-class GpuConfigError(ValueError):
+
+class GpuConfigError(Misconfigured, ValueError):
     """TRAINFLEET_GPUS is set but is not a list of GPU indices."""
 
 

@@ -5,13 +5,14 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 
+from trainfleet.domain.errors import Misconfigured
 from trainfleet.scheduling.cluster import Node
 from trainfleet.scheduling.resources import GPU_UNIT, Resources
 
 LOCAL_NODE = "local"
 
 
-class ResourceConfigError(ValueError):
+class ResourceConfigError(Misconfigured, ValueError):
     """TRAINFLEET_RESOURCES is not a list of name=count."""
 
 

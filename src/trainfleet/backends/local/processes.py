@@ -19,6 +19,7 @@ from trainfleet.backends.local.gpus import gpu_inventory
 from trainfleet.backends.local.groups import end_attempt, live_members, signal_group
 from trainfleet.backends.local.machine import local_node
 from trainfleet.backends.local.ports import PORTS
+from trainfleet.domain.errors import Misconfigured
 from trainfleet.scheduling.cluster import Node
 from trainfleet.scheduling.placement import TaskKey
 from trainfleet.spec.models import JobSpec
@@ -34,7 +35,7 @@ LOG_CAP = 1 << 30
 LOG_CAP_VARIABLE = "TRAINFLEET_LOG_CAP"
 
 
-class LogCapError(ValueError):
+class LogCapError(Misconfigured, ValueError):
     """TRAINFLEET_LOG_CAP (or ``--log-cap``) is not a size, or is too small."""
 
 

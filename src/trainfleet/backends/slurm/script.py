@@ -25,6 +25,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from trainfleet.domain.errors import BadInput
 from trainfleet.scheduling.placement import TaskKey
 from trainfleet.spec.backends import SlurmConfig
 from trainfleet.spec.models import JobSpec
@@ -51,7 +52,7 @@ class Shape:
         return math.ceil(self.memory_mb / self.cpus)
 
 
-class NotForSlurm(ValueError):
+class NotForSlurm(BadInput, ValueError):
     """The job asks for something Slurm cannot give (a fraction of a GPU)."""
 
 
