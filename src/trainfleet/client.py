@@ -28,7 +28,9 @@ from pydantic import TypeAdapter, ValidationError
 from trainfleet.domain import errors
 from trainfleet.domain.errors import TrainfleetError
 from trainfleet.domain.records import EventRecord, JobPage, JobRecord, State
-from trainfleet.server.models import (
+from trainfleet.spec.models import JobSpec
+from trainfleet.wire import (
+    API_PREFIX,
     ErrorBody,
     JobDetails,
     LogChunk,
@@ -37,8 +39,6 @@ from trainfleet.server.models import (
     QueueState,
     Submitted,
 )
-from trainfleet.server.settings import API_PREFIX
-from trainfleet.spec.models import JobSpec
 
 __all__ = [
     "BadRequest",

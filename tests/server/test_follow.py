@@ -13,7 +13,7 @@ from helpers import wait_for
 
 from trainfleet.client import Client, Unauthorized
 from trainfleet.server.auth import new_record, new_token
-from trainfleet.server.settings import API_PREFIX
+from trainfleet.wire import API_PREFIX
 
 from .harness import LiveServer
 

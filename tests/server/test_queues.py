@@ -12,8 +12,8 @@ from trainfleet.client import BadRequest, Client, NotFound, Unauthorized
 from trainfleet.control.queueing import quota_amounts
 from trainfleet.domain.records import State
 from trainfleet.server.auth import new_record, new_token
-from trainfleet.server.models import QueueBody
 from trainfleet.spec.queues import Quota
+from trainfleet.wire import QueueBody
 
 from .harness import LiveServer, ServerProcess
 

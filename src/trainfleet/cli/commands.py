@@ -26,7 +26,7 @@ from trainfleet.domain.errors import TrainfleetError
 from trainfleet.domain.records import JobRecord, State
 
 if TYPE_CHECKING:
-    from trainfleet.server.models import QueueState
+    from trainfleet.wire import QueueState
 
 FOLLOW_SECONDS = 0.2
 """Seconds between two looks at a followed job's logs or events (at least)."""

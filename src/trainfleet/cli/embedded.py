@@ -29,7 +29,7 @@ from trainfleet.spec.loading import LoadedJob, load_job_file
 from trainfleet.store.layout import DataDir, create_private
 
 if TYPE_CHECKING:
-    from trainfleet.server.models import QueueBody, QueueState
+    from trainfleet.wire import QueueBody, QueueState
 
 STOP_TIMEOUT = 60.0
 """Seconds ``cancel`` waits for another process to stop a job it runs."""
@@ -102,7 +102,7 @@ class EngineService(StoreReader):
         return self.engine.wait_ended(job_id, timeout)
 
     def queues(self) -> list[QueueState]:
-        from trainfleet.server.models import QueueState
+        from trainfleet.wire import QueueState
 
         return [QueueState.of(status) for status in self.engine.queues()]
 

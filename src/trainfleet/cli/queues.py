@@ -10,9 +10,9 @@ from trainfleet.cli.errors import UserError
 from trainfleet.cli.service import JobService
 from trainfleet.control.queueing import quota_amounts
 from trainfleet.scheduling.resources import describe
-from trainfleet.server.models import QueueBody, QueueState
 from trainfleet.spec.errors import SourceMap, spec_error_from_validation
 from trainfleet.spec.queues import Quota
+from trainfleet.wire import QueueBody, QueueState
 
 STANDARD = ("cpu", "memory", "gpu")
 

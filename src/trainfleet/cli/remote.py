@@ -25,9 +25,9 @@ from trainfleet.client import (
     Unauthorized,
 )
 from trainfleet.domain.records import EventRecord, JobDetails, JobRecord, State, TaskRecord
-from trainfleet.server.models import QueueBody, QueueState
 from trainfleet.spec.loading import read_job_text
 from trainfleet.store.logs import CHUNK, LogTail
+from trainfleet.wire import QueueBody, QueueState
 
 T = TypeVar("T")
 

@@ -14,9 +14,9 @@ from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
     from trainfleet.domain.records import EventRecord, JobDetails, JobRecord, TaskRecord
-    from trainfleet.server.models import QueueBody, QueueState
     from trainfleet.spec.submarine import SubmarineArgs
     from trainfleet.store.logs import LogTail
+    from trainfleet.wire import QueueBody, QueueState
 
 
 @dataclass(frozen=True)

@@ -14,10 +14,10 @@ from trainfleet.server import errors, openapi, routes_jobs, routes_logs, routes_
 from trainfleet.server.auth import Tokens, authenticator
 from trainfleet.server.guard import RequestGuard
 from trainfleet.server.metrics import CONTENT_TYPE, LatencyMiddleware, Metrics
-from trainfleet.server.models import Health
 from trainfleet.server.params import known_query_only
 from trainfleet.server.readiness import Readiness
-from trainfleet.server.settings import API_PREFIX, Settings
+from trainfleet.server.settings import Settings
+from trainfleet.wire import API_PREFIX, Health
 
 
 def create_app(engine: Engine, settings: Settings) -> FastAPI:

@@ -15,8 +15,8 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
 
 from trainfleet.domain.errors import Misconfigured, StorageFull, TrainfleetError, Unavailable
-from trainfleet.server.models import ErrorBody, Problem
 from trainfleet.spec.errors import SpecError
+from trainfleet.wire import ErrorBody, Problem
 
 log = logging.getLogger("trainfleet.server")
 

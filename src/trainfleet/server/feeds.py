@@ -10,8 +10,8 @@ from fastapi.sse import ServerSentEvent
 from trainfleet.control.engine import Engine, JobNotFound
 from trainfleet.domain.records import JobRecord, State
 from trainfleet.server.hub import LogHub, SharedLog
-from trainfleet.server.models import ErrorBody, JobEnd, LogChunk
 from trainfleet.store.logs import CHUNK, lines_end
+from trainfleet.wire import ErrorBody, JobEnd, LogChunk
 
 MAX_CHUNKS = 8
 """Most log chunks (1 MiB each) read in one poll, so a slow client holds little memory."""

@@ -8,8 +8,8 @@ from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 from pydantic import BaseModel
 
-from trainfleet.server.models import ErrorBody
 from trainfleet.spec.models import JobSpec
+from trainfleet.wire import ErrorBody
 
 
 def document(app: FastAPI) -> dict[str, Any]:

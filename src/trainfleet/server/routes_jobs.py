@@ -21,10 +21,10 @@ from trainfleet.server.errors import (
 )
 from trainfleet.server.feeds import EventFeed
 from trainfleet.server.metrics import Metrics
-from trainfleet.server.models import JobDetails, Submitted
 from trainfleet.server.params import JobId, known_query_only
-from trainfleet.server.settings import API_PREFIX, Settings
+from trainfleet.server.settings import Settings
 from trainfleet.spec.loading import load_job_text
+from trainfleet.wire import API_PREFIX, JobDetails, Submitted
 
 MAX_PAGE = 1000
 INLINE_TEXT = 16 << 10

@@ -9,10 +9,10 @@ from trainfleet.control.engine import Engine
 from trainfleet.control.queueing import QueueStatus
 from trainfleet.domain.records import TokenRecord
 from trainfleet.server.errors import ERROR_RESPONSES, ApiError, responses
-from trainfleet.server.models import QueueBody, QueueState
 from trainfleet.server.params import known_query_only
 from trainfleet.spec.models import JOB_NAME
 from trainfleet.spec.queues import queue_config
+from trainfleet.wire import QueueBody, QueueState
 
 QueueName = Annotated[str, Path(pattern=JOB_NAME.pattern, description="The queue's name.")]
 

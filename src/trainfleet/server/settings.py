@@ -7,8 +7,6 @@ from pathlib import Path
 
 from trainfleet.spec.limits import DEFAULT_MAX_ROLES, DEFAULT_MAX_TASKS, JobLimits
 
-API_PREFIX = "/api/v1"
-
 DEFAULT_MAX_BODY = 1 << 20
 
 

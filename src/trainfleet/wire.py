@@ -1,15 +1,24 @@
 """What the REST API sends and receives, shared by the server and the Python SDK.
 
-Jobs, tasks and events are the store's own records; these models only wrap them.
+Jobs, tasks and events are the domain's own records; these models only wrap them. This
+module imports nothing of the server, the engine, the backends or the store, so the SDK
+(``import trainfleet.client``) loads none of them.
 """
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from pydantic import BaseModel, ConfigDict, Field
 
-from trainfleet.control.queueing import QueueStatus
 from trainfleet.domain.records import EventRecord, JobRecord, State, TaskRecord
 from trainfleet.spec.queues import QueueConfig, QueueName, Quota
+
+if TYPE_CHECKING:
+    from trainfleet.control.queueing import QueueStatus
+
+API_PREFIX = "/api/v1"
+"""Where every versioned endpoint lives."""
 
 
 class _Model(BaseModel):
