@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import secrets
 import signal
+import sys
 import textwrap
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -20,12 +21,17 @@ from trainfleet.store.layout import DataDir
 
 
 def pytest_configure() -> None:
-    """Programs the tests start take Ctrl-C, however the suite itself was started.
+    """Programs the tests start take Ctrl-C and find this virtual environment first on PATH,
+    however the suite itself was started.
 
     From a shell in the background, pytest would inherit SIGINT as ignored and pass that on
     to every program (as POSIX asks); a handled signal is reset to its default in a child.
     """
     signal.signal(signal.SIGINT, signal.default_int_handler)
+    # As a user with the virtual environment activated: `python` in the jobs that tests
+    # run (`trainfleet run` takes the user's shell) is the one with TensorFlow and PyTorch.
+    bin_dir = os.path.dirname(sys.executable)
+    os.environ["PATH"] = os.pathsep.join([bin_dir, os.environ.get("PATH", os.defpath)])
 
 
 @pytest.fixture

@@ -58,3 +58,25 @@ def test_server_runs_on_slurm_and_adopts_after_kill_9(
             assert b"done on tf-node" in logs, logs
     finally:
         again.stop()
+
+
+def test_server_secrets_never_reach_a_slurm_task(slurm_user: SlurmUser, tmp_path: Path) -> None:
+    """sbatch passes its environment on to the job: it gets only the Slurm client's."""
+    secret = "slurm-secret-value-4b7e"
+    job = (
+        "name: env-on-slurm\nroles:\n  worker: {command: "
+        "\"python -c 'import json, os; print(json.dumps(dict(os.environ)))'\"}\n"
+    )
+    env = {**slurm_user.env, "TRAINFLEET_ADMIN_TOKEN": TOKEN, "AWS_SECRET_ACCESS_KEY": secret}
+    server = ServerProcess(slurm_user.data_dir, env)
+    try:
+        with Client(server.url, TOKEN) as client:
+            job_id = client.submit(job, workdir=tmp_path).id
+            wait_for(lambda: client.get(job_id).state.is_final, timeout=180, what="the end")
+            assert client.get(job_id).state == State.SUCCEEDED, client.describe(job_id)
+            log = client.read_log(job_id, "worker", 0)
+    finally:
+        server.stop()
+    assert b"SLURM_JOB_ID" in log and b"TRAINFLEET_JOB" in log, log
+    for leaked in (secret.encode(), TOKEN.encode(), b"AWS_SECRET_ACCESS_KEY"):
+        assert leaked not in log, leaked

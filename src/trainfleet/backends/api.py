@@ -7,13 +7,12 @@ was lost, the cluster engine cancelled it); the controller decides what that mea
 
 from __future__ import annotations
 
-import os
-import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+from trainfleet.backends.task_environment import SERVERS, TaskBase
 from trainfleet.domain.errors import USAGE_ERROR, Unavailable
 from trainfleet.frameworks import task_argv, task_environment
 from trainfleet.frameworks.base import TaskContext
@@ -77,15 +76,14 @@ class JobLaunch:
     data_dir: DataDir
     attempts: Mapping[TaskKey, int]
     """The tasks to start, each with the number of its attempt (0: the first start)."""
+    base: TaskBase = SERVERS
+    """Where each task's environment starts (see ``task_environment``)."""
 
     def task(self, key: TaskKey, placement: Placement | None = None) -> TaskLaunch:
         """The argv, environment, directory, log file and records of one task's attempt."""
         context = TaskContext(self.job_id, self.spec, placement or self.placement, *key)
         role = self.spec.roles[key[0]]
-        env = dict(os.environ)
-        # `python` and `trainfleet` in a command mean the ones running trainfleet.
-        env["PATH"] = os.pathsep.join([os.path.dirname(sys.executable), env.get("PATH", "")])
-        env.setdefault("PYTHONUNBUFFERED", "1")
+        env = self.base.environment()
         env.update(task_environment(context))
         record = self.data_dir.record(self.job_id, *key, self.attempts.get(key, 0))
         # Every process of the attempt inherits it, even one that leaves the task's group.

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 
 import click
 
+from trainfleet.backends.task_environment import USERS_OWN
 from trainfleet.cli.errors import UserError
 from trainfleet.cli.reading import StoreReader
 from trainfleet.cli.service import JobInput
@@ -67,7 +68,10 @@ class EngineService(StoreReader):
         from trainfleet.backends.choose import backend_for
         from trainfleet.cli.config import backend_config
 
-        return cls(Engine(DataDir.resolve(data_dir), backend_for(backend_config())))
+        engine = Engine(
+            DataDir.resolve(data_dir), backend_for(backend_config()), task_base=USERS_OWN
+        )
+        return cls(engine)
 
     def submit(self, job: JobInput, *, detach: bool) -> JobRecord:
         loaded, folder = load(job)

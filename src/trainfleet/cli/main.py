@@ -227,6 +227,13 @@ def delete(options: Options, job_id: str, force: bool) -> None:
     help="Most bytes a task's log keeps, its first and last halves (512Mi, 2G) "
     "[default: TRAINFLEET_LOG_CAP, else 1Gi].",
 )
+@click.option(
+    "--task-python",
+    envvar="TRAINFLEET_TASK_PYTHON",
+    metavar="PYTHON",
+    help="The `python` of tasks whose job builds no environment of its own: its directory "
+    "goes first on their PATH [default: TRAINFLEET_TASK_PYTHON, else the server's own].",
+)
 @click.pass_obj
 def server(
     options: Options,
@@ -239,6 +246,7 @@ def server(
     max_roles: int | None,
     max_tasks: int | None,
     log_cap: str | None,
+    task_python: str | None,
 ) -> None:
     """Serve the REST API and run submitted jobs (stop with Ctrl-C).
 
@@ -249,13 +257,12 @@ def server(
 
     from trainfleet.backends.choose import backend_for
     from trainfleet.backends.local.processes import log_cap_setting
+    from trainfleet.backends.task_environment import server_task_base
     from trainfleet.cli.config import backend_config
-    from trainfleet.cli.errors import UserError
+    from trainfleet.domain.errors import TrainfleetError
     from trainfleet.server.serve import database_url_of, serve
     from trainfleet.server.settings import Settings
-    from trainfleet.spec.errors import SpecError
     from trainfleet.spec.loading import load_queues_file
-    from trainfleet.store.errors import StoreError
 
     try:
         database_url = database_url_of(database_url, database_url_file)
@@ -265,8 +272,9 @@ def server(
         given = {"max_body": max_body, "max_roles": max_roles, "max_tasks": max_tasks}
         limits = {name: value for name, value in given.items() if value is not None}
         settings = Settings(workdir=Path.cwd(), **limits)
-        serve(options.data_dir, host, port, database_url, queues, backend, settings)
-    except (StoreError, ValueError, SpecError, UserError, OSError) as error:
+        base = server_task_base(task_python)
+        serve(options.data_dir, host, port, database_url, queues, backend, settings, base)
+    except (TrainfleetError, ValueError, OSError) as error:
         click.echo(f"error: {error}", err=True)
         sys.exit(2)
 

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from trainfleet.backends.api import Backend, JobLaunch, Outside
+from trainfleet.backends.task_environment import SERVERS, TaskBase
 from trainfleet.control import policies
 from trainfleet.domain.records import State
 from trainfleet.scheduling.placement import Placement, TaskKey
@@ -74,7 +75,9 @@ class JobController:
         store: Store,
         backend: Backend,
         data_dir: DataDir,
+        base: TaskBase = SERVERS,
     ) -> None:
+        """``base``: where its tasks' environments start (see ``task_environment``)."""
         self.job_id = job_id
         self.spec = spec
         self.placement = placement
@@ -82,6 +85,7 @@ class JobController:
         self.store = store
         self.backend = backend
         self.data_dir = data_dir
+        self.base = base
         self._tasks = {slot.key: _Task(slot.key) for slot in placement}
         self._inbox: queue.Queue[_Exited | _Placed | _Cancel | _Preempt] = queue.Queue()
         self._timers: list[tuple[float, int, Callable[[], None]]] = []
@@ -217,7 +221,7 @@ class JobController:
         if not attempts:
             return
         job = JobLaunch(
-            self.job_id, self.spec, self.placement, self.workdir, self.data_dir, attempts
+            self.job_id, self.spec, self.placement, self.workdir, self.data_dir, attempts, self.base
         )
         queued = self.backend.queues_tasks
         for key, started in self.backend.start(job, self).items():

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 from trainfleet.backends.api import Backend, JobLaunch, Preview
 from trainfleet.backends.local import LocalBackend
+from trainfleet.backends.task_environment import SERVERS, TaskBase
 from trainfleet.control import queueing
 from trainfleet.control.admitter import Admitter
 from trainfleet.control.controller import JobController
@@ -60,14 +61,18 @@ class Engine:
         backend: Backend | None = None,
         supervised: bool = False,
         database: str | None = None,
+        task_base: TaskBase = SERVERS,
     ) -> None:
         """``supervised`` (a server): tasks outlive this process and ``resume`` adopts them.
 
         ``database``: a PostgreSQL or SQLite URL; the data directory's SQLite file otherwise.
+        ``task_base``: where tasks' environments start: a server's small base by default,
+        the user's own environment for their own runs (``USERS_OWN``).
         """
         data_dir.ensure()
         self.data_dir = data_dir
         self.supervised = supervised
+        self.task_base = task_base
         self.store = Store.open(database or data_dir.database)
         self.backend: Backend = backend or LocalBackend(supervised=supervised)
         self.runner = Runner(self.controller, on_end=self._ended)
@@ -174,7 +179,14 @@ class Engine:
         spec = JobSpec.model_validate_json(job.spec)
         placement = Placement(tuple(_slot(task) for task in self.store.list_tasks(job_id)))
         return JobController(
-            job.id, spec, placement, Path(job.workdir), self.store, self.backend, self.data_dir
+            job.id,
+            spec,
+            placement,
+            Path(job.workdir),
+            self.store,
+            self.backend,
+            self.data_dir,
+            self.task_base,
         )
 
     def dry_run(self, spec: JobSpec, workdir: Path) -> Preview:
@@ -184,7 +196,9 @@ class Engine:
         self.backend.check(spec)
         placement = self.plan(spec)
         attempts = {slot.key: 0 for slot in placement}
-        job = JobLaunch(f"{spec.name}-dryrun", spec, placement, workdir, self.data_dir, attempts)
+        job = JobLaunch(
+            f"{spec.name}-dryrun", spec, placement, workdir, self.data_dir, attempts, self.task_base
+        )
         return self.backend.preview(job)
 
     def start(self, job_id: str) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 
 from trainfleet.frameworks.base import TaskContext
+from trainfleet.programs import tf_server
 
 PLACEHOLDER = re.compile(r"%(input_path|checkpoint_path)%")
 
@@ -32,4 +33,19 @@ def task_argv(ctx: TaskContext) -> list[str]:
     def fill(match: re.Match[str]) -> str:
         return paths[match.group(1)] or ""
 
-    return [PLACEHOLDER.sub(fill, word) for word in argv]
+    return standalone([PLACEHOLDER.sub(fill, word) for word in argv])
+
+
+def standalone(argv: list[str]) -> list[str]:
+    """``trainfleet tf-server ARGS`` as ``python3 <tf_server.py> ARGS``.
+
+    The program then runs under the task's own ``python3`` (the one with TensorFlow, found
+    on the task's ``PATH``), which need not have trainfleet installed: it is stdlib only.
+    A shell command (``trainfleet tf-server && ...``) is left as written.
+
+    >>> standalone(["trainfleet", "tf-server", "--protocol", "grpc"])[2:]
+    ['--protocol', 'grpc']
+    """
+    if len(argv) >= 2 and argv[0].rsplit("/", 1)[-1] == "trainfleet" and argv[1] == "tf-server":
+        return ["python3", tf_server.__file__, *argv[2:]]
+    return argv

@@ -20,13 +20,14 @@ import signal
 import sys
 from dataclasses import dataclass
 from types import FrameType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 PROG = "trainfleet tf-server"
 EXIT_BAD_INPUT = 2
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
-ClusterDict = dict[str, list[str] | dict[int, str]]
+if TYPE_CHECKING:  # evaluated by type checkers only: the task's Python may be older
+    ClusterDict = dict[str, list[str] | dict[int, str]]
 
 
 class TFConfigError(ValueError):

@@ -9,6 +9,7 @@ from pathlib import Path
 import uvicorn
 
 from trainfleet.backends.api import Backend
+from trainfleet.backends.task_environment import SERVERS, TaskBase
 from trainfleet.control.engine import Engine
 from trainfleet.server.app import create_app
 from trainfleet.server.auth import bootstrap
@@ -51,6 +52,7 @@ def serve(
     queues: QueuesFile | None = None,
     backend: Backend | None = None,
     settings: Settings | None = None,
+    task_base: TaskBase = SERVERS,
 ) -> None:
     """Run the server in this process until SIGINT or SIGTERM.
 
@@ -58,8 +60,15 @@ def serve(
     ``queues`` (from ``--queues FILE``) are created or updated before jobs resume.
     ``backend``: where jobs run (the local backend, supervised, by default).
     ``settings``: limits and defaults (``Settings``' own, in this directory, by default).
+    ``task_base``: where tasks' environments start (never this process's own environment).
     """
-    engine = Engine(DataDir.resolve(data_dir), backend, supervised=True, database=database_url)
+    engine = Engine(
+        DataDir.resolve(data_dir),
+        backend,
+        supervised=True,
+        database=database_url,
+        task_base=task_base,
+    )
     for queue in queues.queues if queues else []:
         engine.set_queue(queue)
     token = bootstrap(engine.store, os.environ.get("TRAINFLEET_ADMIN_TOKEN") or None)

@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import itertools
 import marshal
-import os
 import signal
 import sys
 import threading
@@ -185,7 +184,7 @@ class SlurmBackend:
             launch = job.task(key, placeholders)
             tasks[f"{key[0]}/{key[1]}"] = {
                 "argv": list(launch.argv),
-                "env": {k: v for k, v in launch.env.items() if os.environ.get(k) != v},
+                "env": dict(launch.env),
                 "cwd": str(launch.cwd),
                 "log": str(launch.log_path),
                 "record": str(launch.record),
@@ -206,7 +205,7 @@ class SlurmBackend:
         )
         script = run / f"{name}.sh"
         script.write_text(self._script(job, groups, launch_file))
-        return commands.sbatch(script, dict(os.environ))
+        return commands.sbatch(script)
 
     def adopt(self, key: TaskKey, record: Path, reports: TaskReports) -> int | None:
         status = records.exit_status(record)

@@ -125,7 +125,8 @@ def main(argv: list[str]) -> int:
         shim.write_record(f"{me['record']}.exit", "75")  # EX_TEMPFAIL: trying again may work
         return 75
     tokens = {task["token"]: hosts[name] for name, task in tasks.items()}
-    env = dict(os.environ)
+    # The task's own environment, and what Slurm says of the step (SLURM*), nothing more.
+    env = {key: value for key, value in os.environ.items() if key.startswith("SLURM")}
     env.update({key: _placed(value, tokens) for key, value in me["env"].items()})
     slurm_gpus = os.environ.get("CUDA_VISIBLE_DEVICES")
     if me["gpus"] and slurm_gpus:  # the devices Slurm gave the step

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from trainfleet.backends.api import BackendError
+from trainfleet.backends.task_environment import BASE_VARIABLES
 
 TIMEOUT_SECONDS = 60
 
@@ -57,8 +59,18 @@ def _run(argv: Sequence[str], env: Mapping[str, str] | None = None) -> str:
     return done.stdout
 
 
-def sbatch(script: Path, env: Mapping[str, str]) -> str:
-    """Submit a batch script; returns the job id."""
+def sbatch(script: Path) -> str:
+    """Submit a batch script; returns the job id.
+
+    sbatch passes its own environment on to the job's steps: it gets only what the Slurm
+    client needs (the base variables, ``SLURM_*`` and ``SBATCH_*``), never the server's
+    own (its tokens, its database URL). Each task's environment travels in its launch file.
+    """
+    env = {
+        name: value
+        for name, value in os.environ.items()
+        if name in BASE_VARIABLES or name.startswith(("SLURM_", "SBATCH_"))
+    }
     return _run(["sbatch", "--parsable", str(script)], env).strip().split(";")[0]
 
 
