@@ -15,8 +15,10 @@ from __future__ import annotations
 
 import logging
 import os
+import tempfile
 import time
 from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
 from types import TracebackType
 from typing import Any, TypeVar
 from urllib.parse import quote
@@ -166,20 +168,27 @@ class Client:
         job: str | bytes | JobSpec,
         *,
         workdir: str | os.PathLike[str] | None = None,
+        server_workdir: str | os.PathLike[str] | None = None,
         filename: str | None = None,
     ) -> JobRecord:
         """Submit a job (YAML or JSON text, a Kubeflow manifest, or a JobSpec); it starts at once.
 
-        ``workdir`` is a directory on the server; ``filename`` names the text in errors.
-        Warnings about how the job was read go to ``on_warning``.
+        ``workdir``: a directory here, sent to the server (see ``upload_workdir``); the job
+        runs in its own copy of it. ``server_workdir``: a directory on the server, which the
+        job runs in as it is (a shared file system). Neither: the server's own directory.
+        ``filename`` names the text in errors. Warnings about how the job was read go to
+        ``on_warning``.
         """
+        if workdir is not None and server_workdir is not None:
+            raise errors.BadInput("give workdir (sent) or server_workdir (in place), not both")
+        tree = self.upload_workdir(workdir) if workdir is not None else None
         if isinstance(job, JobSpec):
             content, media_type = job.model_dump_json().encode(), "application/json"
         else:
             content = job.encode() if isinstance(job, str) else job
             media_type = "application/yaml"
-        params = {"workdir": os.fspath(workdir) if workdir is not None else None}
-        params["filename"] = filename
+        params = {"workdir": os.fspath(server_workdir) if server_workdir is not None else None}
+        params["tree"], params["filename"] = tree, filename
         response = self._request(
             "POST",
             f"{API_PREFIX}/jobs",
@@ -191,6 +200,33 @@ class Client:
         for warning in submitted.warnings:
             self.on_warning(warning)
         return submitted.job
+
+    def upload_workdir(self, folder: str | os.PathLike[str], cap: int | None = None) -> str:
+        """Send a job's directory, less what its ``.gitignore`` and ``.trainfleetignore``
+        files leave behind, unless the server has the same tree already; returns its digest.
+
+        Raises BadInput for a folder over ``cap`` bytes (TRAINFLEET_MAX_WORKDIR, else
+        100 MiB; the server holds its own cap too) or an ignore file with a bad pattern.
+        """
+        from trainfleet.workdirs.pack import client_cap, pack
+
+        top = Path(folder).resolve()
+        if not top.is_dir():
+            raise errors.BadInput(f"workdir: {os.fspath(folder)!r} is not a directory")
+        with tempfile.TemporaryDirectory(prefix="trainfleet-upload-") as scratch:
+            packed = pack(top, cap or client_cap(), Path(scratch) / "workdir.tar.gz")
+            for path in packed.left_out:
+                self.on_warning(f"{path} is not sent: a link that leads out of {top}")
+            path = f"{API_PREFIX}/workdirs/{packed.digest}"
+            try:
+                known = self._http.head(path).status_code == 200
+            except httpx.TransportError as error:
+                raise Unreachable(f"cannot reach the server at {self.url}: {error}") from None
+            if not known:
+                with open(packed.archive, "rb") as archive:
+                    headers = {"Content-Type": "application/octet-stream"}
+                    self._request("PUT", path, content=archive, headers=headers)
+        return packed.digest
 
     def find(
         self,

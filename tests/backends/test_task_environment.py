@@ -54,7 +54,7 @@ def test_server_secrets_never_reach_a_task(tmp_path: Path) -> None:
     try:
         job = f"name: env\nenv: {{MINE: job-value}}\nroles:\n  worker: {{command: {PRINT_ENV!r}}}\n"
         with Client(server.url, TOKEN) as client:
-            job_id = client.submit(job, workdir=tmp_path).id
+            job_id = client.submit(job, server_workdir=tmp_path).id
             ended = client.wait(job_id)
             log = client.read_log(job_id, "worker", 0)
     finally:
@@ -89,7 +89,7 @@ def test_task_python_flag(tmp_path: Path) -> None:
     try:
         with Client(server.url, TOKEN) as client:
             job = f"name: py\nroles:\n  worker: {{command: {PRINT_ENV!r}}}\n"
-            job_id = client.submit(job, workdir=tmp_path).id
+            job_id = client.submit(job, server_workdir=tmp_path).id
             client.wait(job_id)
             env = _printed_env(client.read_log(job_id, "worker", 0))
     finally:

@@ -40,7 +40,7 @@ def test_first_start_prints_a_token_once_and_a_restart_keeps_jobs_running(tmp_pa
         assert httpx.get(f"{server.url}/healthz").status_code == 200
         assert httpx.get(f"{server.url}/api/v1/jobs").status_code == 401
         with Client(server.url, token) as client:
-            job = client.submit(SLEEPER, workdir=tmp_path)
+            job = client.submit(SLEEPER, server_workdir=tmp_path)
             assert next(client.follow_log(job.id, "worker", 0)) == "up\n"
             pid = client.describe(job.id).tasks[0].pid
             assert pid is not None

@@ -29,7 +29,9 @@ def test_kill_9_of_the_server_loses_no_job(reap: Path) -> None:
     server = ServerProcess(data, env)
     with Client(server.url, TOKEN) as client:
         ids = {
-            path.stem: client.submit(path.read_text(), workdir=tmp_path, filename=path.name).id
+            path.stem: client.submit(
+                path.read_text(), server_workdir=tmp_path, filename=path.name
+            ).id
             for path in write_jobs(tmp_path)
         }
         wait_for(

@@ -83,7 +83,9 @@ def test_json_text_a_jobspec_and_a_kubeflow_manifest_are_accepted(client: Client
 
 def test_a_job_runs_in_the_workdir_given(client: Client, tmp_path: Path) -> None:
     (tmp_path / "data.txt").write_text("from the workdir\n")
-    job = client.submit("name: cat\nroles:\n  worker: {command: cat data.txt}\n", workdir=tmp_path)
+    job = client.submit(
+        "name: cat\nroles:\n  worker: {command: cat data.txt}\n", server_workdir=tmp_path
+    )
     assert client.wait(job.id).state == State.SUCCEEDED
     assert client.read_log(job.id, "worker", 0) == b"from the workdir\n"
     assert client.get(job.id).workdir == str(tmp_path)

@@ -71,7 +71,7 @@ def test_an_attempt_whose_shim_was_killed_is_ended_before_the_next(reap: Path) -
     server = ServerProcess(reap / "data", env)
     try:
         with Client(server.url, TOKEN) as client:
-            job_id = client.submit(json.dumps(job), workdir=reap).id
+            job_id = client.submit(json.dumps(job), server_workdir=reap).id
             wait_for(lambda: attempts(journal), what="the task to start")
             shim = client.describe(job_id).tasks[0].pid
     finally:

@@ -78,8 +78,12 @@ def test_a_job_over_its_queue_quota_waits_and_says_why(tmp_path: Path) -> None:
     server = ServerProcess(tmp_path / "data", args=["--queues", str(queues)])
     try:
         with Client(server.url, server.admin_token or "", timeout=30) as client:
-            first = client.submit(job.format(name="first", command="sleep 3"), workdir=tmp_path)
-            second = client.submit(job.format(name="second", command="true"), workdir=tmp_path)
+            first = client.submit(
+                job.format(name="first", command="sleep 3"), server_workdir=tmp_path
+            )
+            second = client.submit(
+                job.format(name="second", command="true"), server_workdir=tmp_path
+            )
             reason = (
                 "waiting for quota: queue 'team' has a nominal quota of cpu 0.5, uses cpu 0.5 "
                 "and the job needs cpu 0.5; it has no cohort to borrow from"

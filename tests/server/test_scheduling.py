@@ -51,11 +51,11 @@ def test_jobs_needing_the_whole_machine_run_one_at_a_time_in_priority_order(
     server = ServerProcess(tmp_path / "data")
     try:
         with Client(server.url, server.admin_token or "", timeout=30) as client:
-            blocker = client.submit(job("blocker", 10, seconds=2), workdir=tmp_path)
+            blocker = client.submit(job("blocker", 10, seconds=2), server_workdir=tmp_path)
             wait_for(lambda: ("blocker", "start") in events(tmp_path), what="blocker running")
-            low = client.submit(job("low", 1), workdir=tmp_path)
-            high = client.submit(job("high", 5), workdir=tmp_path)
-            middle = client.submit(job("middle", 3), workdir=tmp_path)
+            low = client.submit(job("low", 1), server_workdir=tmp_path)
+            high = client.submit(job("high", 5), server_workdir=tmp_path)
+            middle = client.submit(job("middle", 3), server_workdir=tmp_path)
             waiting = wait_for(  # the admitter's pass stores the reason
                 lambda: (
                     "waiting for resources" in (record := client.get(high.id)).reason and record
@@ -94,9 +94,9 @@ def test_a_higher_priority_job_preempts_a_running_one_which_later_succeeds(
     server = ServerProcess(tmp_path / "data")
     try:
         with Client(server.url, server.admin_token or "", timeout=30) as client:
-            low = client.submit(job("low", 0, extra="--until-preempted"), workdir=tmp_path)
+            low = client.submit(job("low", 0, extra="--until-preempted"), server_workdir=tmp_path)
             wait_for(lambda: ("low", "start") in events(tmp_path), what="low running")
-            high = client.submit(job("high", 5), workdir=tmp_path)
+            high = client.submit(job("high", 5), server_workdir=tmp_path)
             wait_for(
                 lambda: all(State(client.get(j.id).state).is_final for j in (low, high)),
                 timeout=120,
@@ -127,9 +127,9 @@ def test_after_a_kill_9_the_running_job_keeps_the_machine_and_the_waiting_one_wa
     token = server.admin_token or ""
     try:
         with Client(server.url, token, timeout=30) as client:
-            first = client.submit(job("first", 0, seconds=6), workdir=tmp_path)
+            first = client.submit(job("first", 0, seconds=6), server_workdir=tmp_path)
             wait_for(lambda: ("first", "start") in events(tmp_path), what="first running")
-            second = client.submit(job("second", 0), workdir=tmp_path)
+            second = client.submit(job("second", 0), server_workdir=tmp_path)
             assert client.get(second.id).state == State.QUEUED
     finally:
         assert server.stop(signal.SIGKILL) == -signal.SIGKILL

@@ -36,7 +36,7 @@ def test_server_runs_on_slurm_and_adopts_after_kill_9(
     server = ServerProcess(slurm_user.data_dir, env)
     try:
         with Client(server.url, TOKEN) as client:
-            job_id = client.submit(job, workdir=tmp_path).id
+            job_id = client.submit(job, server_workdir=tmp_path).id
             wait_for(lambda: client.get(job_id).state == State.RUNNING, timeout=120, what="running")
             before = client.describe(job_id).tasks
         assert server.stop(signal.SIGKILL) == -signal.SIGKILL
@@ -71,7 +71,7 @@ def test_server_secrets_never_reach_a_slurm_task(slurm_user: SlurmUser, tmp_path
     server = ServerProcess(slurm_user.data_dir, env)
     try:
         with Client(server.url, TOKEN) as client:
-            job_id = client.submit(job, workdir=tmp_path).id
+            job_id = client.submit(job, server_workdir=tmp_path).id
             wait_for(lambda: client.get(job_id).state.is_final, timeout=180, what="the end")
             assert client.get(job_id).state == State.SUCCEEDED, client.describe(job_id)
             log = client.read_log(job_id, "worker", 0)

@@ -74,6 +74,8 @@ class EngineService(StoreReader):
         return cls(engine)
 
     def submit(self, job: JobInput, *, detach: bool) -> JobRecord:
+        if job.server_workdir is not None:
+            raise UserError("--server-workdir needs a server (--server); here use --workdir")
         loaded, folder = load(job)
         workdir = Path(job.workdir).resolve() if job.workdir else folder
         if not workdir.is_dir():

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from typing import Any
 
 import click
 
+from trainfleet.cli.errors import UserError
 from trainfleet.cli.service import JobInput, Options
 from trainfleet.cli.submarine_options import submarine_args_from, submarine_options
 
@@ -41,16 +43,26 @@ def cli(ctx: click.Context, data_dir: str | None, server: str | None) -> None:
     ctx.obj = Options(data_dir, server)
 
 
-def _job_input(job_file: str | None, workdir: str | None, flags: dict[str, Any]) -> JobInput:
-    return JobInput(job_file, submarine_args_from(flags), workdir)
+def _job_input(job_file: str | None, flags: dict[str, Any]) -> JobInput:
+    workdir, server_workdir = flags.pop("workdir"), flags.pop("server_workdir")
+    return JobInput(job_file, submarine_args_from(flags), workdir, server_workdir)
 
 
-WORKDIR = click.option(
-    "--workdir",
-    type=click.Path(file_okay=False),
-    help="Directory the job runs in [default: the job file's folder; with a server, the "
-    "server's own directory, and a given one must exist there].",
-)
+def WORKDIR(command: Callable[..., Any]) -> Callable[..., Any]:
+    """``--workdir`` and ``--server-workdir``."""
+    command = click.option(
+        "--server-workdir",
+        metavar="PATH",
+        help="With a server: a directory on the server that the job runs in as it is "
+        "(a shared file system), instead of sending --workdir.",
+    )(command)
+    return click.option(
+        "--workdir",
+        type=click.Path(exists=True, file_okay=False),
+        help="The job's directory [default: the job file's folder]. With a server, it is "
+        "sent (less what .gitignore and .trainfleetignore leave out) and the job runs in "
+        "its own copy.",
+    )(command)
 
 
 @cli.command()
@@ -59,9 +71,7 @@ WORKDIR = click.option(
 @WORKDIR
 @click.option("--dry-run", is_flag=True, help="Print the resolved job and each task's environment.")
 @click.pass_obj
-def run(
-    options: Options, /, job_file: str | None, workdir: str | None, dry_run: bool, **flags: Any
-) -> None:
+def run(options: Options, /, job_file: str | None, dry_run: bool, **flags: Any) -> None:
     """Run JOB_FILE (a trainfleet job, or a Kubeflow manifest) and show it until it ends.
 
     Without a server it runs here and now; with one, on the server, and Ctrl-C cancels it
@@ -71,7 +81,7 @@ def run(
     """
     from trainfleet.cli import commands
 
-    sys.exit(commands.run(options, _job_input(job_file, workdir, flags), dry_run))
+    sys.exit(commands.run(options, _job_input(job_file, flags), dry_run))
 
 
 @cli.command()
@@ -80,9 +90,7 @@ def run(
 @WORKDIR
 @OUTPUT
 @click.pass_obj
-def submit(
-    options: Options, /, job_file: str | None, workdir: str | None, output: str, **flags: Any
-) -> None:
+def submit(options: Options, /, job_file: str | None, output: str, **flags: Any) -> None:
     """Start JOB_FILE in the background and print its job id.
 
     With a server, the server runs it; without one, a background trainfleet process on
@@ -90,7 +98,7 @@ def submit(
     """
     from trainfleet.cli import commands
 
-    sys.exit(commands.submit(options, _job_input(job_file, workdir, flags), output))
+    sys.exit(commands.submit(options, _job_input(job_file, flags), output))
 
 
 @cli.command(name="_runner", hidden=True)
@@ -228,6 +236,13 @@ def delete(options: Options, job_id: str, force: bool) -> None:
     "[default: TRAINFLEET_LOG_CAP, else 1Gi].",
 )
 @click.option(
+    "--max-workdir",
+    envvar="TRAINFLEET_MAX_WORKDIR",
+    metavar="SIZE",
+    help="Most bytes of a job directory that clients send, packed and unpacked (413 beyond) "
+    "[default: TRAINFLEET_MAX_WORKDIR, else 100Mi].",
+)
+@click.option(
     "--task-python",
     envvar="TRAINFLEET_TASK_PYTHON",
     metavar="PYTHON",
@@ -246,6 +261,7 @@ def server(
     max_roles: int | None,
     max_tasks: int | None,
     log_cap: str | None,
+    max_workdir: str | None,
     task_python: str | None,
 ) -> None:
     """Serve the REST API and run submitted jobs (stop with Ctrl-C).
@@ -269,7 +285,9 @@ def server(
         queues = load_queues_file(queues_file) if queues_file else None
         cap = log_cap_setting(log_cap, "--log-cap") if log_cap else None
         backend = backend_for(backend_config(), supervised=True, log_cap=cap)
+        workdir_cap = size_setting(max_workdir, "--max-workdir") if max_workdir else None
         given = {"max_body": max_body, "max_roles": max_roles, "max_tasks": max_tasks}
+        given["max_workdir"] = workdir_cap
         limits = {name: value for name, value in given.items() if value is not None}
         settings = Settings(workdir=Path.cwd(), **limits)
         base = server_task_base(task_python)
@@ -423,3 +441,16 @@ def main() -> None:
 
 if __name__ == "__main__":
     main()
+
+
+def size_setting(value: str, source: str) -> int:
+    """Bytes in ``value`` (``100Mi``, ``2G``, bytes); UserError naming ``source``."""
+    from trainfleet.spec.quantity import parse_memory
+
+    try:
+        size = parse_memory(value.strip())
+    except ValueError as error:
+        raise UserError(f"{source}: {error}") from None
+    if size < 1024:
+        raise UserError(f"{source}: {value!r} is too small (1024 bytes at least)")
+    return size

@@ -26,6 +26,7 @@ from trainfleet.client import (
 )
 from trainfleet.domain.records import EventRecord, JobDetails, JobRecord, State, TaskRecord
 from trainfleet.spec.loading import read_job_text
+from trainfleet.spec.models import JobSpec
 from trainfleet.store.logs import CHUNK, LogTail
 from trainfleet.wire import QueueBody, QueueState
 
@@ -67,20 +68,31 @@ class RemoteService:
             return action()
 
     def submit(self, job: JobInput, *, detach: bool) -> JobRecord:
-        """Send the job; the server starts it at once (``detach`` makes no difference)."""
+        """Send the job, and its directory unless it runs in one on the server; the server
+        starts it at once (``detach`` makes no difference)."""
         if job.file and job.submarine:
             raise UserError("give a job file or Submarine-style flags, not both")
+        if job.workdir is not None and job.server_workdir is not None:
+            raise UserError("give --workdir (sent to the server) or --server-workdir, not both")
         if job.submarine:
             from trainfleet.spec.submarine import from_submarine_args
 
             loaded = from_submarine_args(job.submarine)
             for warning in loaded.warnings:
                 _warn(warning)
-            return self._call(lambda: self.client.submit(loaded.spec, workdir=job.workdir))
-        if not job.file:
+            content: str | JobSpec = loaded.spec
+            folder, name = Path.cwd(), None
+        elif job.file:
+            content, name = read_job_text(job.file), job.file
+            folder = Path(job.file).resolve().parent
+        else:
             raise UserError("missing JOB_FILE (or Submarine-style flags such as --num_workers)")
-        text, name = read_job_text(job.file), job.file
-        return self._call(lambda: self.client.submit(text, workdir=job.workdir, filename=name))
+        where: dict[str, str] = (
+            {"server_workdir": job.server_workdir}
+            if job.server_workdir is not None
+            else {"workdir": job.workdir or str(folder)}
+        )
+        return self._call(lambda: self.client.submit(content, filename=name, **where))
 
     def attach(self, job_id: str) -> str:
         return f"runs on {self.client.url}"

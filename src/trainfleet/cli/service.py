@@ -34,8 +34,9 @@ class JobInput:
     file: str | None = None
     submarine: SubmarineArgs | None = None
     workdir: str | None = None
-    """The job's directory: on this machine (embedded; default: the job file's folder), or
-    on the server (remote; default: the server's own)."""
+    """The job's directory here (default: the job file's folder); a server gets a copy."""
+    server_workdir: str | None = None
+    """A directory on the server the job runs in as it is (with a server only)."""
 
 
 class JobReader(Protocol):

@@ -10,7 +10,7 @@ import secrets
 import shutil
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -135,9 +135,12 @@ class Engine:
         source: str = "trainfleet",
         user: str | None = None,
         start: bool = False,
+        fill_workdir: Callable[[Path], None] | None = None,
     ) -> JobRecord:
         """Store the job, queued, and with ``start`` queue it for admission here at once.
 
+        ``fill_workdir``: the job runs in a folder of its own (``jobs/<id>/workdir``, gone
+        with the job), which this fills before the job is stored, instead of ``workdir``.
         Raises Unschedulable when it could never be admitted, DiskFull when the data
         directory's disk has no room for it.
         """
@@ -145,18 +148,30 @@ class Engine:
         self.backend.check(spec)
         self.scheduler.check(queueing.gang_job(spec.name, spec, time.time()))
         for _ in range(ID_TRIES):
-            try:
-                job = self._store_new(spec, workdir, source, user)
-            except StoreConflict:  # the random part of the id was taken: draw again
+            job_id = f"{spec.name}-{secrets.token_hex(4)}"
+            own = self.data_dir.job_dir(job_id) / "workdir"
+            if fill_workdir is not None and own.exists():  # an id taken already: draw again
                 continue
+            try:
+                if fill_workdir is not None:
+                    fill_workdir(own)
+                job = self._store_new(job_id, spec, own if fill_workdir else workdir, source, user)
+            except BaseException as error:
+                if fill_workdir is not None:  # nothing half-stored
+                    shutil.rmtree(own, ignore_errors=True)
+                if isinstance(error, StoreConflict):  # the id was taken: draw again
+                    continue
+                raise
             if start:
                 self._queue(job, spec)
             return job
         raise StoreConflict(f"no free job id for {spec.name!r} after {ID_TRIES} tries")
 
-    def _store_new(self, spec: JobSpec, workdir: Path, source: str, user: str | None) -> JobRecord:
+    def _store_new(
+        self, job_id: str, spec: JobSpec, workdir: Path, source: str, user: str | None
+    ) -> JobRecord:
         job = JobRecord(
-            id=f"{spec.name}-{secrets.token_hex(4)}",
+            id=job_id,
             name=spec.name,
             framework=spec.framework.value,
             spec=spec.model_dump_json(),

@@ -10,7 +10,14 @@ from fastapi import Depends, FastAPI, Response
 from fastapi.concurrency import run_in_threadpool
 
 from trainfleet.control.engine import Engine
-from trainfleet.server import errors, openapi, routes_jobs, routes_logs, routes_queues
+from trainfleet.server import (
+    errors,
+    openapi,
+    routes_jobs,
+    routes_logs,
+    routes_queues,
+    routes_workdirs,
+)
 from trainfleet.server.auth import Tokens, authenticator
 from trainfleet.server.guard import RequestGuard
 from trainfleet.server.metrics import CONTENT_TYPE, LatencyMiddleware, Metrics
@@ -18,6 +25,7 @@ from trainfleet.server.params import known_query_only
 from trainfleet.server.readiness import Readiness
 from trainfleet.server.settings import Settings
 from trainfleet.wire import API_PREFIX, Health
+from trainfleet.workdirs.store import WorkdirStore
 
 
 def create_app(engine: Engine, settings: Settings) -> FastAPI:
@@ -49,10 +57,15 @@ def create_app(engine: Engine, settings: Settings) -> FastAPI:
         max_body=settings.max_body,
         guarded=(f"{API_PREFIX}/", "/metrics"),
         public=(f"{API_PREFIX}/openapi.json", f"{API_PREFIX}/docs"),
+        larger={f"{API_PREFIX}/workdirs/": settings.max_workdir},
     )
     metrics = Metrics(engine.store)
     app.add_middleware(LatencyMiddleware, metrics=metrics)  # outermost: it sees every answer
-    app.include_router(routes_jobs.router(engine, settings, auth, metrics), prefix=API_PREFIX)
+    workdirs = WorkdirStore(engine.data_dir.root / "workdirs", settings.max_workdir)
+    app.include_router(
+        routes_jobs.router(engine, settings, auth, metrics, workdirs), prefix=API_PREFIX
+    )
+    app.include_router(routes_workdirs.router(workdirs, auth), prefix=API_PREFIX)
     app.include_router(routes_logs.router(engine, settings, auth), prefix=API_PREFIX)
     app.include_router(routes_queues.router(engine, auth), prefix=API_PREFIX)
 

@@ -8,7 +8,7 @@ hundreds of megabytes. This pure ASGI middleware answers first.
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 
 from starlette.datastructures import Headers
 from starlette.exceptions import HTTPException
@@ -29,10 +29,13 @@ class RequestGuard:
         max_body: int,
         guarded: tuple[str, ...],
         public: Collection[str] = (),
+        larger: Mapping[str, int] | None = None,
     ) -> None:
+        """``larger``: paths (prefixes) whose bodies may be larger, with their limits."""
         self.app = app
         self.tokens = tokens
         self.max_body = max_body
+        self.larger = dict(larger or {})
         self.guarded = guarded
         self.public = frozenset(public)
 
@@ -52,29 +55,15 @@ class RequestGuard:
                 # The store cannot answer: the endpoint's own token check meets the same
                 # error, and the app's handlers answer it (the body stays bounded below).
                 pass
+        limit = next(
+            (size for prefix, size in self.larger.items() if path.startswith(prefix)),
+            self.max_body,
+        )
         declared = headers.get("content-length", "")
-        if declared.isdigit() and int(declared) > self.max_body:
-            await self._answer(scope, receive, send, 413, self._too_large())
+        if declared.isdigit() and int(declared) > limit:
+            await self._answer(scope, receive, send, 413, _too_large(limit))
             return
-        await self.app(scope, self._limited(receive), send)
-
-    def _limited(self, receive: Receive) -> Receive:
-        """``receive`` that raises 413 (answered by the app's handler) once over the limit."""
-        seen = 0
-
-        async def limited() -> Message:
-            nonlocal seen
-            message = await receive()
-            if message["type"] == "http.request":
-                seen += len(message.get("body", b""))
-                if seen > self.max_body:
-                    raise HTTPException(413, self._too_large())
-            return message
-
-        return limited
-
-    def _too_large(self) -> str:
-        return f"the request body is larger than the server's limit of {self.max_body} bytes"
+        await self.app(scope, _limited(receive, limit), send)
 
     async def _answer(
         self,
@@ -90,3 +79,23 @@ class RequestGuard:
             status, detail, headers={**(headers or {}), "Connection": "close"}
         )
         await response(scope, receive, send)
+
+
+def _limited(receive: Receive, limit: int) -> Receive:
+    """``receive`` that raises 413 (answered by the app's handler) once over ``limit``."""
+    seen = 0
+
+    async def limited() -> Message:
+        nonlocal seen
+        message = await receive()
+        if message["type"] == "http.request":
+            seen += len(message.get("body", b""))
+            if seen > limit:
+                raise HTTPException(413, _too_large(limit))
+        return message
+
+    return limited
+
+
+def _too_large(limit: int) -> str:
+    return f"the request body is larger than the server's limit of {limit} bytes"

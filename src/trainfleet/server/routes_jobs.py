@@ -25,6 +25,7 @@ from trainfleet.server.params import JobId, known_query_only
 from trainfleet.server.settings import Settings
 from trainfleet.spec.loading import load_job_text
 from trainfleet.wire import API_PREFIX, JobDetails, Submitted
+from trainfleet.workdirs.store import DIGEST, TREE_MARKER, WorkdirStore
 
 MAX_PAGE = 1000
 INLINE_TEXT = 16 << 10
@@ -53,6 +54,7 @@ def router(
     settings: Settings,
     auth: Callable[..., Awaitable[TokenRecord]],
     metrics: Metrics,
+    workdirs: WorkdirStore,
 ) -> APIRouter:
     """The job endpoints, each behind ``auth``."""
     api = APIRouter(
@@ -82,7 +84,19 @@ def router(
         token: Annotated[TokenRecord, Depends(auth)],
         workdir: Annotated[
             str | None,
-            Query(max_length=4096, description="Directory on the server the job runs in."),
+            Query(
+                max_length=4096,
+                description="Directory on the server the job runs in, as it is (a shared "
+                "file system).",
+            ),
+        ] = None,
+        tree: Annotated[
+            str | None,
+            Query(
+                pattern=DIGEST.pattern,
+                description="A job directory sent before (PUT /workdirs/{tree}): the job runs "
+                "in its own copy of it.",
+            ),
         ] = None,
         filename: Annotated[
             str, Query(max_length=255, description="The job file's name, for error messages.")
@@ -91,7 +105,10 @@ def router(
         """Store a job and queue it for admission; answers at once with the queued job."""
         media_type = body.check_media_type(request)
         text = body.decode(await body.read_limited(request, settings.max_body), filename)
+        if tree is not None and workdir is not None:
+            raise ApiError(422, "give workdir (in place) or tree (a copy), not both")
         directory = _workdir(workdir, settings.workdir)
+        fill = partial(workdirs.copy, tree) if tree is not None else None
         read = partial(
             load_job_text,
             text,
@@ -105,10 +122,17 @@ def router(
         large = len(text) > INLINE_TEXT
         loaded = await run_in_threadpool(read) if large else read()
         submit = partial(
-            engine.submit, loaded.spec, directory, loaded.source, user=token.name, start=True
+            engine.submit,
+            loaded.spec,
+            directory,
+            loaded.source,
+            user=token.name,
+            start=True,
+            fill_workdir=fill,
         )
         tasks = sum(role.replicas for role in loaded.spec.roles.values())
-        job = await run_in_threadpool(submit) if large or tasks > INLINE_TASKS else submit()
+        slow = large or tasks > INLINE_TASKS or fill is not None
+        job = await run_in_threadpool(submit) if slow else submit()
         metrics.submissions.labels(job.source).inc()
         response.headers["Location"] = f"{API_PREFIX}/jobs/{job.id}"
         return Submitted(job=job, warnings=loaded.warnings)
@@ -160,6 +184,8 @@ def router(
     def delete_job(job_id: JobId, force: bool = False) -> None:
         """Forget an ended job and its logs; ``force`` stops a running job first."""
         engine.delete(job_id, force=force)
+        jobs = engine.data_dir.root / "jobs"
+        workdirs.sweep(marker.read_text() for marker in jobs.glob(f"*/{TREE_MARKER}"))
 
     @api.get("/{job_id}/events")
     async def list_events(

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from trainfleet.spec.limits import DEFAULT_MAX_ROLES, DEFAULT_MAX_TASKS, JobLimits
+from trainfleet.workdirs.pack import DEFAULT_CAP as DEFAULT_WORKDIR_CAP
 
 DEFAULT_MAX_BODY = 1 << 20
 
@@ -22,6 +23,8 @@ class Settings:
     """Most roles of one job (422 beyond)."""
     max_tasks: int = DEFAULT_MAX_TASKS
     """Most tasks of one job, replicas summed over its roles (422 beyond)."""
+    max_workdir: int = DEFAULT_WORKDIR_CAP
+    """Most bytes of a job directory sent to the server, as sent and as unpacked (413)."""
     poll_interval: float = 0.1
     """Seconds between two looks at a followed log or event list."""
 

@@ -1,0 +1,76 @@
+"""``/api/v1/workdirs/{tree}``: job directories sent by clients, stored once by digest.
+
+A client asks whether the server has a tree (``HEAD``) and sends it only when not
+(``PUT``, a tar.gz of at most ``--max-workdir`` bytes, its unpacked files at most that
+too); a submission naming the tree (``?tree=``) runs in a copy of it of its own.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Awaitable, Callable
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, Path, Request, Response
+from fastapi.concurrency import run_in_threadpool
+
+from trainfleet.domain.records import TokenRecord
+from trainfleet.server.errors import ApiError, responses
+from trainfleet.server.params import known_query_only
+from trainfleet.store.space import require_free
+from trainfleet.workdirs.store import DIGEST, WorkdirStore
+
+Tree = Annotated[
+    str, Path(pattern=DIGEST.pattern, description="The tree's digest (sha256 of its files).")
+]
+SPOOL = 8 << 20
+"""Bytes of an upload kept in memory before it goes to a temporary file."""
+
+
+def router(store: WorkdirStore, auth: Callable[..., Awaitable[TokenRecord]]) -> APIRouter:
+    """Any token may ask for and send trees; a tree holds nothing until a job runs in it."""
+    api = APIRouter(
+        prefix="/workdirs",
+        tags=["workdirs"],
+        dependencies=[Depends(auth), Depends(known_query_only)],
+        responses=responses(),
+    )
+
+    @api.head("/{tree}", responses={200: {"description": "Stored."}})
+    def has_tree(tree: Tree) -> Response:
+        """200 when the server has this tree (nothing to send), 404 when not."""
+        if not store.has(tree):
+            raise ApiError(404, f"no stored tree {tree}")
+        return Response(status_code=200)
+
+    @api.put(
+        "/{tree}",
+        status_code=201,
+        openapi_extra={
+            "requestBody": {
+                "required": True,
+                "content": {
+                    "application/octet-stream": {"schema": {"type": "string", "format": "binary"}}
+                },
+            }
+        },
+        responses=responses(
+            _413="Over --max-workdir, sent or unpacked.",
+            _422="Not a tar.gz, a member it may not hold, or not the tree named.",
+            _507="The server's disk has no room.",
+        ),
+    )
+    async def put_tree(tree: Tree, request: Request, response: Response) -> None:
+        """Store a job's directory, sent as a tar.gz of its files (200: stored already)."""
+        if store.has(tree):
+            response.status_code = 200
+            return
+        require_free(store.root.parent)
+        with tempfile.SpooledTemporaryFile(SPOOL) as upload:
+            async for chunk in request.stream():  # bounded by the request guard
+                upload.write(chunk)
+            upload.seek(0)
+            if not await run_in_threadpool(store.add, tree, upload):
+                response.status_code = 200
+
+    return api

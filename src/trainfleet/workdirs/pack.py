@@ -1,0 +1,106 @@
+"""The client's side: the files of a job's directory that go, and their archive."""
+
+from __future__ import annotations
+
+import os
+import tarfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from trainfleet.domain.errors import BadInput
+from trainfleet.spec.quantity import parse_memory
+from trainfleet.workdirs.ignore import IgnoreRules, read_rules
+from trainfleet.workdirs.tree import digest
+
+DEFAULT_CAP = 100 << 20
+"""Most bytes of files a job's directory may send, unless the server says otherwise."""
+
+
+CAP_VARIABLE = "TRAINFLEET_MAX_WORKDIR"
+
+
+def client_cap() -> int:
+    """The cap this client holds a job's directory to: TRAINFLEET_MAX_WORKDIR, else 100 MiB."""
+    value = os.environ.get(CAP_VARIABLE, "").strip()
+    if not value:
+        return DEFAULT_CAP
+    try:
+        return parse_memory(value)
+    except ValueError as error:
+        raise BadInput(f"{CAP_VARIABLE}: {error}") from None
+
+
+class WorkdirTooLarge(BadInput):
+    """The job's directory, less what its ignore files leave behind, is over the cap."""
+
+    status = 413
+
+
+@dataclass(frozen=True)
+class Packed:
+    """A job's directory ready to send: its digest, its archive and what it holds."""
+
+    digest: str
+    archive: Path
+    files: int
+    size: int
+    left_out: list[str]
+    """Links that lead out of the directory: they cannot be sent as they are."""
+
+
+def select(top: Path, left_out: list[str] | None = None) -> list[str]:
+    """The files and links of ``top`` that its ignore files keep, ``/``-separated; links
+    that lead out of ``top`` are not among them (added to ``left_out``).
+
+    Raises BadIgnoreFile for a pattern git could not read.
+    """
+    chosen: list[str] = []
+    resolved_top = top.resolve()
+    rules_of = {top: read_rules(top, "", IgnoreRules.empty())}
+    for folder, dirs, files in os.walk(top):
+        here = Path(folder)
+        rules = rules_of.pop(here)
+        relative = "" if here == top else here.relative_to(top).as_posix()
+        kept_dirs = []
+        for name in sorted(dirs):
+            path = f"{relative}/{name}" if relative else name
+            if (here / name).is_symlink():
+                files.append(name)  # a link to a folder goes as a link
+            elif not rules.ignored(path, is_dir=True):
+                kept_dirs.append(name)
+                rules_of[here / name] = read_rules(here / name, path, rules)
+        dirs[:] = kept_dirs
+        for name in sorted(files):
+            path = f"{relative}/{name}" if relative else name
+            full = here / name
+            if not (full.is_file() or full.is_symlink()) or rules.ignored(path, is_dir=False):
+                continue
+            target = os.readlink(full) if full.is_symlink() else ""
+            if target and not (
+                not os.path.isabs(target) and full.resolve().is_relative_to(resolved_top)
+            ):
+                if left_out is not None:
+                    left_out.append(path)
+                continue
+            chosen.append(path)
+    return chosen
+
+
+def pack(top: Path, cap: int, archive: Path) -> Packed:
+    """Write the kept files of ``top`` to ``archive`` (tar, gzip).
+
+    Raises WorkdirTooLarge, before writing anything, when they hold more than ``cap`` bytes.
+    """
+    left_out: list[str] = []
+    paths = select(top, left_out)
+    size = sum((top / p).lstat().st_size for p in paths if not (top / p).is_symlink())
+    if size > cap:
+        raise WorkdirTooLarge(
+            f"the job's directory {top} holds {size / 2**20:.2f} MiB to send, over the cap of "
+            f"{cap / 2**20:.2f} MiB: leave large files out with .trainfleetignore or "
+            ".gitignore, or run in place with --server-workdir"
+        )
+    with tarfile.open(archive, "w:gz", compresslevel=1) as tar:
+        for path in paths:
+            tar.add(top / path, arcname=path, recursive=False)
+    return Packed(digest(top, paths), archive, len(paths), size, left_out)
