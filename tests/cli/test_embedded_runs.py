@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 from helpers import process_group_alive, run_cli, trainfleet, wait_for
 
+from trainfleet.backends.local.groups import live_members
 from trainfleet.control.engine import Engine
 from trainfleet.domain.records import JobRecord, State
 from trainfleet.store.layout import DataDir
@@ -105,6 +106,11 @@ def test_a_lost_jobs_tasks_are_ended_even_when_their_shims_died_too(
     run = _start(job_file(orphans))
     job_id = _job(engine, "orphaned").id
     groups = _running_groups(engine, job_id)
+    # The shell, its two sleeps and the shim: the trap is set (a busy machine may be slower).
+    wait_for(
+        lambda: all(len(live_members(pgid)) >= 4 for pgid in groups),
+        what="every task's trap set and its sleeps started",
+    )
 
     run.kill()
     run.communicate(timeout=60)
