@@ -308,7 +308,13 @@ class Client:
         self, job_id: str, role: str, index: int, start: int = 0, end: int | None = None
     ) -> bytes:
         """Bytes ``start``..``end`` of a task's log (to its current end if ``end`` is None)."""
-        path = self._log(job_id, role, index)
+        return self._read_range(self._log(job_id, role, index), start, end)
+
+    def read_setup_log(self, job_id: str) -> bytes:
+        """The job's ``setup`` phase: the output of its Python environments' builds."""
+        return self._read_range(f"{self._job(job_id)}/setup/log", 0, None)
+
+    def _read_range(self, path: str, start: int, end: int | None) -> bytes:
         data = bytearray()
         while True:
             params = {"start": start + len(data)} | ({} if end is None else {"end": end})

@@ -18,6 +18,9 @@ from pathlib import Path
 
 import psutil
 import pytest
+from server.harness import ServerProcess
+
+from trainfleet.client import Client
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 TIMEOUT = 300  # seconds; each example takes about 10 on two slow cores
@@ -151,3 +154,26 @@ def test_torch_ddp_trains(tmp_path: Path, job_file: str) -> None:
     losses = [loss for (_, loss) in epochs[-5:]]
     assert losses[-1] < losses[0] / 10, master
     assert any(line.startswith("done: 3 ranks") for line in master), master
+
+
+def test_two_tensorflow_versions_side_by_side_on_one_server(tmp_path: Path) -> None:
+    """The issue's demo: two jobs on one server, each on its own TensorFlow (2.20, 2.21),
+    each built once into an environment of its own and printing its version."""
+    folder = EXAMPLES / "two_tensorflow_versions"
+    token = "two-versions-admin-token-0123456789abcdef"
+    server = ServerProcess(tmp_path / "data", {"TRAINFLEET_ADMIN_TOKEN": token})
+    try:
+        with Client(server.url, token) as client:
+            jobs = {
+                version: client.submit(
+                    (folder / f"tf{version.replace('.', '')}.yaml").read_text(), workdir=folder
+                ).id
+                for version in ("2.20", "2.21")
+            }
+            for version, job_id in jobs.items():
+                ended = client.wait(job_id)
+                assert ended.state == "succeeded", client.describe(job_id)
+                log = client.read_log(job_id, "worker", 0).decode()
+                assert f"tensorflow {version}.0: [1, 2] x [3, 4] = 11" in log, log
+    finally:
+        server.stop()

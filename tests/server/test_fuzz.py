@@ -43,6 +43,7 @@ OPERATIONS = [
     ("GET", f"{JOB}/events/follow"),
     ("GET", LOG),
     ("GET", f"{LOG}/follow"),
+    ("GET", f"{JOB}/setup/log"),
     ("GET", "/api/v1/queues"),
     ("GET", "/api/v1/queues/{name}"),
     ("PUT", "/api/v1/queues/{name}"),

@@ -7,8 +7,9 @@ was lost, the cluster engine cancelled it); the controller decides what that mea
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
@@ -78,12 +79,18 @@ class JobLaunch:
     """The tasks to start, each with the number of its attempt (0: the first start)."""
     base: TaskBase = SERVERS
     """Where each task's environment starts (see ``task_environment``)."""
+    python_dirs: Mapping[str, Path] = field(default_factory=dict)
+    """Per role with a Python environment of its own: its ``bin`` folder (``python``)."""
 
     def task(self, key: TaskKey, placement: Placement | None = None) -> TaskLaunch:
         """The argv, environment, directory, log file and records of one task's attempt."""
         context = TaskContext(self.job_id, self.spec, placement or self.placement, *key)
         role = self.spec.roles[key[0]]
         env = self.base.environment()
+        python_dir = self.python_dirs.get(key[0])
+        if python_dir is not None:  # the job's own environment: its python and pip first
+            env["PATH"] = os.pathsep.join([str(python_dir), env.get("PATH", "")])
+            env["VIRTUAL_ENV"] = str(python_dir.parent)
         env.update(task_environment(context))
         record = self.data_dir.record(self.job_id, *key, self.attempts.get(key, 0))
         # Every process of the attempt inherits it, even one that leaves the task's group.

@@ -165,8 +165,19 @@ def describe(options: Options, job_id: str, output: str) -> int:
     return 0
 
 
-def logs(options: Options, job_id: str, role: str | None, index: int | None, follow: bool) -> int:
+def logs(
+    options: Options,
+    job_id: str,
+    role: str | None,
+    index: int | None,
+    follow: bool,
+    setup: bool = False,
+) -> int:
     with reader_of(options) as service:
+        if setup:
+            sys.stdout.buffer.write(service.setup_log(job_id))
+            sys.stdout.flush()
+            return 0
         if index is not None and role is None:
             raise UserError("--index needs --role")
         tasks = service.tasks(job_id)

@@ -150,12 +150,20 @@ def describe(options: Options, job_id: str, output: str) -> None:
 @click.option("--role", help="Only this role's tasks.")
 @click.option("--index", type=click.IntRange(0), help="Only this replica of --role.")
 @click.option("--follow", "-f", is_flag=True, help="Keep printing until the job ends.")
+@click.option("--setup", is_flag=True, help="The setup phase instead: its environments' builds.")
 @click.pass_obj
-def logs(options: Options, job_id: str, role: str | None, index: int | None, follow: bool) -> None:
+def logs(
+    options: Options,
+    job_id: str,
+    role: str | None,
+    index: int | None,
+    follow: bool,
+    setup: bool,
+) -> None:
     """Print the logs of a job's tasks, prefixed role/index."""
     from trainfleet.cli import commands
 
-    sys.exit(commands.logs(options, job_id, role, index, follow))
+    sys.exit(commands.logs(options, job_id, role, index, follow, setup))
 
 
 @cli.command()
@@ -243,6 +251,13 @@ def delete(options: Options, job_id: str, force: bool) -> None:
     "[default: TRAINFLEET_MAX_WORKDIR, else 100Mi].",
 )
 @click.option(
+    "--environment-cache",
+    envvar="TRAINFLEET_ENVIRONMENT_CACHE",
+    metavar="SIZE",
+    help="Bytes of built job environments kept, least recently used evicted first; those "
+    "of running jobs are always kept [default: TRAINFLEET_ENVIRONMENT_CACHE, else 20Gi].",
+)
+@click.option(
     "--task-python",
     envvar="TRAINFLEET_TASK_PYTHON",
     metavar="PYTHON",
@@ -262,6 +277,7 @@ def server(
     max_tasks: int | None,
     log_cap: str | None,
     max_workdir: str | None,
+    environment_cache: str | None,
     task_python: str | None,
 ) -> None:
     """Serve the REST API and run submitted jobs (stop with Ctrl-C).
@@ -276,6 +292,7 @@ def server(
     from trainfleet.backends.task_environment import server_task_base
     from trainfleet.cli.config import backend_config
     from trainfleet.domain.errors import TrainfleetError
+    from trainfleet.environments.cache import cache_size
     from trainfleet.server.serve import database_url_of, serve
     from trainfleet.server.settings import Settings
     from trainfleet.spec.loading import load_queues_file
@@ -291,7 +308,8 @@ def server(
         limits = {name: value for name, value in given.items() if value is not None}
         settings = Settings(workdir=Path.cwd(), **limits)
         base = server_task_base(task_python)
-        serve(options.data_dir, host, port, database_url, queues, backend, settings, base)
+        cache = cache_size(environment_cache) if environment_cache else None
+        serve(options.data_dir, host, port, database_url, queues, backend, settings, base, cache)
     except (TrainfleetError, ValueError, OSError) as error:
         click.echo(f"error: {error}", err=True)
         sys.exit(2)

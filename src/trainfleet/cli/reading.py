@@ -20,7 +20,7 @@ from trainfleet.domain.records import (
 )
 from trainfleet.store.database import Store
 from trainfleet.store.layout import DataDir
-from trainfleet.store.logs import LogTail
+from trainfleet.store.logs import LogTail, read_range
 
 
 class StoreReader:
@@ -71,6 +71,10 @@ class StoreReader:
 
     def log_tail(self, job_id: str, role: str, index: int) -> LogTail:
         return LogTail(self.data_dir.log_path(job_id, role, index))
+
+    def setup_log(self, job_id: str) -> bytes:
+        self.get(job_id)
+        return read_range(self.data_dir.setup_log(job_id))
 
     def close(self) -> None:
         self.store.close()

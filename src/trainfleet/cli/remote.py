@@ -148,6 +148,9 @@ class RemoteService:
     def log_tail(self, job_id: str, role: str, index: int) -> LogTail:
         return RemoteTail(self, job_id, role, index)
 
+    def setup_log(self, job_id: str) -> bytes:
+        return self._call(lambda: self.client.read_setup_log(job_id))
+
     def queues(self) -> list[QueueState]:
         return self._call(self.client.queues)
 

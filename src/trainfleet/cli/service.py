@@ -73,6 +73,10 @@ class JobReader(Protocol):
         """A reader of one task's log, from its start."""
         ...
 
+    def setup_log(self, job_id: str) -> bytes:
+        """The output of the job's ``setup`` phase (its Python environments' builds)."""
+        ...
+
     def close(self) -> None: ...
 
 

@@ -20,6 +20,9 @@ from trainfleet.backends.api import Backend, JobLaunch, Outside
 from trainfleet.backends.task_environment import SERVERS, TaskBase
 from trainfleet.control import policies
 from trainfleet.domain.records import State
+from trainfleet.environments.build import BuildFailed
+from trainfleet.environments.cache import EnvironmentCache, Lease
+from trainfleet.environments.recipe import MissingRequirementsFile, Recipe
 from trainfleet.scheduling.placement import Placement, TaskKey
 from trainfleet.spec.models import JobSpec, RestartPolicy
 from trainfleet.store.database import Store
@@ -76,8 +79,10 @@ class JobController:
         backend: Backend,
         data_dir: DataDir,
         base: TaskBase = SERVERS,
+        environments: EnvironmentCache | None = None,
     ) -> None:
-        """``base``: where its tasks' environments start (see ``task_environment``)."""
+        """``base``: where its tasks' environments start (see ``task_environment``);
+        ``environments``: where the Python environments its roles ask for are built."""
         self.job_id = job_id
         self.spec = spec
         self.placement = placement
@@ -86,6 +91,9 @@ class JobController:
         self.backend = backend
         self.data_dir = data_dir
         self.base = base
+        self.environments = environments or EnvironmentCache(data_dir.root / "environments")
+        self._leases: list[Lease] = []
+        self._python_dirs: dict[str, Path] = {}
         self._tasks = {slot.key: _Task(slot.key) for slot in placement}
         self._inbox: queue.Queue[_Exited | _Placed | _Cancel | _Preempt] = queue.Queue()
         self._timers: list[tuple[float, int, Callable[[], None]]] = []
@@ -111,6 +119,9 @@ class JobController:
             # A bug here must not leave a job's processes running without a controller.
             self._kill_remaining()
             raise
+        finally:
+            for lease in self._leases:
+                lease.release()
 
     def _run(self, resume: bool) -> State:
         job = self.store.get_job(self.job_id)
@@ -128,6 +139,8 @@ class JobController:
     def _begin(self) -> None:
         # A job that waited in the queue has a waiting reason: it no longer applies.
         self.store.update_job(self.job_id, state=State.STARTING, started_at=time.time(), reason="")
+        if not self._setup():
+            return
         self._start(self._tasks)
         self._watch_deadline(time.time())  # time waiting in a cluster's queue counts too
         if not self.backend.queues_tasks:
@@ -138,6 +151,44 @@ class JobController:
             self._after(
                 max(0.0, started_at + self.spec.deadline - time.time()), self._deadline_passed
             )
+
+    def _setup(self, state: State = State.STARTING) -> bool:
+        """Build (or find) the Python environments the roles ask for, in the ``setup``
+        phase: its events say what and how long, its log is the job's ``setup.log``.
+
+        False, with the job failed and the reason, when one cannot be built. ``state``:
+        the job's, which its events keep.
+        """
+        recipes: dict[str, list[str]] = {}
+        try:
+            found = {}
+            for role in self.spec.roles:
+                wanted = self.spec.environment_of(role)
+                if wanted is not None:
+                    recipe = Recipe.of(wanted, self.workdir)
+                    found[recipe.digest] = recipe
+                    recipes.setdefault(recipe.digest, []).append(role)
+        except MissingRequirementsFile as error:
+            self._finish(State.FAILED, f"environment build failed: {error}")
+            return False
+        log = self.data_dir.setup_log(self.job_id)
+        for digest, roles in recipes.items():
+            recipe = found[digest]
+            self._note(f"setup: preparing {recipe.describe()} for {', '.join(roles)}", state)
+            try:
+                lease = self.environments.lease(recipe, log)
+            except BuildFailed as error:
+                self._finish(State.FAILED, f"environment build failed: {error}")
+                return False
+            self._leases.append(lease)
+            how = f"built in {lease.seconds:.1f}s" if lease.built else "cached"
+            self._note(f"setup: {recipe.describe()} ready ({how})", state)
+            self._python_dirs.update(dict.fromkeys(roles, lease.bin_dir))
+        return True
+
+    def _note(self, message: str, state: State) -> None:
+        """An event of the job that changes nothing (the job stays in ``state``)."""
+        self.store.update_job(self.job_id, message=message, state=state)
 
     def _recover(self, started_at: float) -> None:
         """Rebuild what an earlier controller knew from the store and the task records."""
@@ -159,6 +210,10 @@ class JobController:
             else:
                 task.restarts = attempt
                 self._adopt(task, self.data_dir.record(self.job_id, *task.key, attempt))
+        wants = any(self.spec.environment_of(role) for role in self.spec.roles)
+        job = self.store.get_job(self.job_id)
+        if wants and not self._setup(State(job.state) if job else State.RUNNING):
+            return
         self._start(never_started)
         self._watch_deadline(started_at)
         self._evaluate()
@@ -221,7 +276,14 @@ class JobController:
         if not attempts:
             return
         job = JobLaunch(
-            self.job_id, self.spec, self.placement, self.workdir, self.data_dir, attempts, self.base
+            self.job_id,
+            self.spec,
+            self.placement,
+            self.workdir,
+            self.data_dir,
+            attempts,
+            self.base,
+            self._python_dirs,
         )
         queued = self.backend.queues_tasks
         for key, started in self.backend.start(job, self).items():

@@ -25,6 +25,7 @@ from trainfleet.domain.records import JobActive as JobActive  # kept importable 
 from trainfleet.domain.records import JobDetails as JobDetails
 from trainfleet.domain.records import JobNotFound as JobNotFound
 from trainfleet.domain.records import JobPage, JobRecord, State, TaskRecord
+from trainfleet.environments.cache import EnvironmentCache, cache_size
 from trainfleet.scheduling.admission import Admission, GangJob, Scheduler
 from trainfleet.scheduling.cluster import TaskAllocation
 from trainfleet.scheduling.placement import (
@@ -62,17 +63,22 @@ class Engine:
         supervised: bool = False,
         database: str | None = None,
         task_base: TaskBase = SERVERS,
+        environment_cache: int | None = None,
     ) -> None:
         """``supervised`` (a server): tasks outlive this process and ``resume`` adopts them.
 
         ``database``: a PostgreSQL or SQLite URL; the data directory's SQLite file otherwise.
         ``task_base``: where tasks' environments start: a server's small base by default,
         the user's own environment for their own runs (``USERS_OWN``).
+        ``environment_cache``: bytes of built Python environments kept (TRAINFLEET_ENVIRONMENT_
+        CACHE, else 20 GiB, by default).
         """
         data_dir.ensure()
         self.data_dir = data_dir
         self.supervised = supervised
         self.task_base = task_base
+        size = environment_cache if environment_cache is not None else cache_size()
+        self.environments = EnvironmentCache(data_dir.root / "environments", size)
         self.store = Store.open(database or data_dir.database)
         self.backend: Backend = backend or LocalBackend(supervised=supervised)
         self.runner = Runner(self.controller, on_end=self._ended)
@@ -202,6 +208,7 @@ class Engine:
             self.backend,
             self.data_dir,
             self.task_base,
+            self.environments,
         )
 
     def dry_run(self, spec: JobSpec, workdir: Path) -> Preview:

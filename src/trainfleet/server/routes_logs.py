@@ -41,7 +41,7 @@ def router(
 ) -> APIRouter:
     """The log endpoints, each behind ``auth``."""
     api = APIRouter(
-        prefix="/jobs/{job_id}/tasks/{role}/{index}/log",
+        prefix="/jobs/{job_id}",
         tags=["logs"],
         dependencies=[Depends(auth), Depends(known_query_only)],
         responses=ERROR_RESPONSES,
@@ -58,21 +58,18 @@ def router(
     LogPath = Annotated[Path, Depends(log_path)]
     hub = LogHub(settings.poll_interval)
 
-    @api.get("", response_class=Response, responses=RANGE_RESPONSES)
+    @api.get("/tasks/{role}/{index}/log", response_class=Response, responses=RANGE_RESPONSES)
     def read_log(path: LogPath, start: Offset = 0, end: Offset | None = None) -> Response:
         """Bytes ``start`` up to ``end`` (exclusive; the end of the log when left out)."""
-        if end is not None and end < start:
-            raise ApiError(416, f"the range {start}-{end} ends before it starts")
-        stop = start + MAX_RANGE if end is None else min(end, start + MAX_RANGE)
-        data = read_range(path, start, stop)
-        headers = {
-            "X-Log-Start": str(start),
-            "X-Log-End": str(start + len(data)),
-            "X-Log-Size": str(_size(path)),
-        }
-        return Response(data, media_type="application/octet-stream", headers=headers)
+        return _range(path, start, end)
 
-    @api.get("/follow", response_class=EventSourceResponse)
+    @api.get("/setup/log", response_class=Response, responses=RANGE_RESPONSES)
+    def read_setup_log(job_id: JobId, start: Offset = 0, end: Offset | None = None) -> Response:
+        """The job's ``setup`` phase, as ``read_log``: the builds of its Python environments."""
+        engine.get(job_id)
+        return _range(engine.data_dir.setup_log(job_id), start, end)
+
+    @api.get("/tasks/{role}/{index}/log/follow", response_class=EventSourceResponse)
     async def follow_log(
         job_id: JobId,
         path: LogPath,
@@ -90,6 +87,20 @@ def router(
             yield item
 
     return api
+
+
+def _range(path: Path, start: int, end: int | None) -> Response:
+    """Bytes ``start`` up to ``end`` of a log (at most MAX_RANGE), with where they end."""
+    if end is not None and end < start:
+        raise ApiError(416, f"the range {start}-{end} ends before it starts")
+    stop = start + MAX_RANGE if end is None else min(end, start + MAX_RANGE)
+    data = read_range(path, start, stop)
+    headers = {
+        "X-Log-Start": str(start),
+        "X-Log-End": str(start + len(data)),
+        "X-Log-Size": str(_size(path)),
+    }
+    return Response(data, media_type="application/octet-stream", headers=headers)
 
 
 def _size(path: Path) -> int:

@@ -53,6 +53,7 @@ def serve(
     backend: Backend | None = None,
     settings: Settings | None = None,
     task_base: TaskBase = SERVERS,
+    environment_cache: int | None = None,
 ) -> None:
     """Run the server in this process until SIGINT or SIGTERM.
 
@@ -68,6 +69,7 @@ def serve(
         supervised=True,
         database=database_url,
         task_base=task_base,
+        environment_cache=environment_cache,
     )
     for queue in queues.queues if queues else []:
         engine.set_queue(queue)

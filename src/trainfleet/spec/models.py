@@ -33,6 +33,7 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
+from trainfleet.spec.environments import PythonEnvironment
 from trainfleet.spec.quantity import (
     CPU_LIMIT,
     CPU_SCHEMA_PATTERN,
@@ -266,6 +267,9 @@ class RoleSpec(_Model):
         "but ps, tensorboard and roles running `trainfleet tf-server`.",
     )
     image: Text | None = Field(default=None, description="Container image (ignored locally).")
+    environment: PythonEnvironment | None = Field(
+        default=None, description="The Python its tasks run under (the job's by default)."
+    )
 
     @field_validator("command")
     @classmethod
@@ -414,6 +418,9 @@ class JobSpec(_Model):
         default=10.0, description="Seconds between SIGTERM and SIGKILL when tasks are stopped."
     )
     env: Environment = Field(default_factory=dict, description="Environment of every task.")
+    environment: PythonEnvironment | None = Field(
+        default=None, description="The Python every role's tasks run under, unless it sets its own."
+    )
     input_path: Text | None = None
     checkpoint_path: Text | None = None
     labels: dict[str, EnvValue] = Field(default_factory=dict)
@@ -478,6 +485,10 @@ class JobSpec(_Model):
             if unknown:
                 raise ValueError(f"success names unknown role(s): {', '.join(unknown)}")
         return self
+
+    def environment_of(self, role: str) -> PythonEnvironment | None:
+        """The Python environment the role's tasks run under (its own, else the job's)."""
+        return self.roles[role].environment or self.environment
 
     def tracked_roles(self) -> list[str]:
         return [name for name, role in self.roles.items() if role.is_tracked(name)]

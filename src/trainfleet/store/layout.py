@@ -54,6 +54,10 @@ class DataDir:
     def log_path(self, job_id: str, role: str, index: int) -> Path:
         return self.job_dir(job_id) / "logs" / f"{role}-{index}.log"
 
+    def setup_log(self, job_id: str) -> Path:
+        """The output of the job's ``setup`` phase (its Python environments' builds)."""
+        return self.job_dir(job_id) / "logs" / "setup.log"
+
     def run_dir(self, job_id: str) -> Path:
         """Where supervised tasks keep their ``.pid`` and ``.exit`` records."""
         return self.job_dir(job_id) / "run"

@@ -1,0 +1,78 @@
+"""Building one environment with uv: a virtual environment with pip, then the requirements.
+
+uv is a dependency of trainfleet (the ``uv`` package ships its binary), so nothing is
+downloaded to get it. It never downloads a Python either (``UV_PYTHON_DOWNLOADS=never``):
+a version that is not on the machine fails the build with uv's own words. Packages come
+from uv's configured indexes (``UV_INDEX_URL``, ``UV_EXTRA_INDEX_URL``, ``UV_FIND_LINKS``,
+``uv.toml``), which the build's environment passes on, with certificates and proxies,
+and nothing else of this process's environment.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+from typing import IO
+
+from uv import find_uv_bin
+
+from trainfleet.backends.task_environment import TaskBase
+from trainfleet.environments.recipe import Recipe
+
+PASSED_ON = ("SSL_CERT_FILE", "SSL_CERT_DIR", "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY")
+TIMEOUT = 3600.0
+"""Seconds one uv command may take (a large framework from a slow index)."""
+TAIL = 2000
+"""Characters of the build log a failed build's reason keeps."""
+
+
+class BuildFailed(Exception):
+    """uv could not build the environment; the message is the end of its output."""
+
+
+def build_environment() -> dict[str, str]:
+    """The environment uv runs in: a task's small base, uv's settings, certificates, proxies."""
+    env = TaskBase().environment()
+    for name, value in os.environ.items():
+        if name.startswith("UV_") or name.upper() in PASSED_ON:
+            env[name] = value
+    env["UV_PYTHON_DOWNLOADS"] = "never"
+    return env
+
+
+def build(recipe: Recipe, target: Path, log: IO[bytes]) -> None:
+    """Build ``recipe`` as a virtual environment at ``target``; uv's output goes to ``log``.
+
+    Raises BuildFailed with the tail of that output.
+    """
+    uv, env = find_uv_bin(), build_environment()
+    python = str(target / "bin" / "python")
+    # pip itself too, so that `pip` in a task is the environment's (uv's --seed would add
+    # setuptools and wheel as well, and take a second round of downloads).
+    install = [uv, "pip", "install", "--python", python, "pip", *recipe.pip]
+    steps = [[uv, "venv", "--python", recipe.python, str(target)], install]
+    if recipe.requirements:
+        requirements = target / "trainfleet-requirements.txt"
+        requirements.write_text(recipe.requirements)
+        install += ["--requirement", str(requirements)]
+    for argv in steps:
+        log.write(f"$ {' '.join(argv[1:])}\n".encode())
+        log.flush()
+        try:
+            done = subprocess.run(
+                argv, stdout=log, stderr=subprocess.STDOUT, env=env, timeout=TIMEOUT, check=False
+            )
+        except subprocess.TimeoutExpired:
+            raise BuildFailed(f"uv {argv[1]} took more than {TIMEOUT:.0f}s") from None
+        if done.returncode != 0:
+            log.flush()
+            raise BuildFailed(_tail(log.name) or f"uv {argv[1]} exited {done.returncode}")
+
+
+def _tail(path: object) -> str:
+    try:
+        text = Path(str(path)).read_text(errors="replace")
+    except OSError:
+        return ""
+    return text[-TAIL:].strip()
