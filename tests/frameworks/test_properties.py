@@ -12,7 +12,8 @@ from hypothesis import strategies as st
 from trainfleet.frameworks import task_environment
 from trainfleet.frameworks.base import TaskContext
 from trainfleet.scheduling.placement import TaskKey, assign_gpus, build_placement, task_keys
-from trainfleet.spec.models import Framework, JobSpec
+from trainfleet.spec.frameworks import Framework
+from trainfleet.spec.models import JobSpec
 
 OPTIONAL_ROLES = {
     "worker": 6,

@@ -10,8 +10,9 @@ import pytest
 import yaml
 
 from trainfleet.spec.errors import SpecError
+from trainfleet.spec.frameworks import Framework
 from trainfleet.spec.loading import LoadedJob, load_job_file
-from trainfleet.spec.models import Framework, RestartPolicy
+from trainfleet.spec.models import RestartPolicy
 
 # Shaped like kubeflow/training-operator's examples, with an explicit command (the image's
 # entrypoint cannot be known here) and the usual Kubernetes-only fields left in.

@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 
 from trainfleet.spec.errors import SpecError
+from trainfleet.spec.frameworks import Framework
 from trainfleet.spec.loading import MAX_VALUES, LoadedJob, load_job_file, load_job_text
-from trainfleet.spec.models import Framework, JobSpec, RestartPolicy
+from trainfleet.spec.models import JobSpec, RestartPolicy
 
 TAGS = ("int", "float", "bool", "timestamp")
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"

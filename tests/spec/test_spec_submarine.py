@@ -15,7 +15,7 @@ from trainfleet.cli.submarine_options import (
     submarine_options,
 )
 from trainfleet.spec.errors import SpecError
-from trainfleet.spec.models import Framework
+from trainfleet.spec.frameworks import Framework
 from trainfleet.spec.submarine import SubmarineArgs, from_submarine_args, parse_resource_list
 
 GIB = 2**30

@@ -401,7 +401,7 @@ class JobController:
             return State.QUEUED, f"{policies.describe_exit(code)}; {self._outcome[1]}"
         if code == 0:
             return State.SUCCEEDED, "exit code 0"
-        if self._outcome[0] is State.SUCCEEDED and not self.spec.roles[key[0]].is_tracked(key[0]):
+        if self._outcome[0] is State.SUCCEEDED and not self.spec.is_tracked(key[0]):
             return State.SUCCEEDED, "stopped: training finished"
         return State.CANCELLED, f"stopped: {self._outcome[1]}"
 
@@ -448,7 +448,7 @@ class JobController:
                 else:
                     self._set_task(task, State.CANCELLED, f"not started: {reason}")
         if state is State.SUCCEEDED:
-            self._terminate(lambda key: not self.spec.roles[key[0]].is_tracked(key[0]))
+            self._terminate(lambda key: not self.spec.is_tracked(key[0]))
             self._after(self.spec.grace_period, lambda: self._terminate(lambda key: True))
         else:
             self._terminate(lambda key: True)

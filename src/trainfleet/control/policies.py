@@ -49,7 +49,7 @@ def success_tasks(spec: JobSpec) -> list[TaskKey]:
         if master:
             return [(master, 0)]
         worker = spec.roles.get("worker")
-        if worker is not None and worker.is_tracked("worker"):
+        if worker is not None and spec.is_tracked("worker"):
             return [("worker", 0)]
         tracked = set(spec.tracked_roles())
         return [key for key in keys if key[0] in tracked]

@@ -16,7 +16,6 @@ from collections.abc import Callable
 
 from trainfleet.frameworks.base import TaskContext
 from trainfleet.scheduling.placement import TaskSlot
-from trainfleet.spec.models import Framework
 
 EnvBuilder = Callable[[TaskContext], dict[str, str]]
 """A framework's part of a task's environment."""
@@ -63,7 +62,7 @@ def common_environment(ctx: TaskContext) -> dict[str, str]:
     fraction = ctx.spec.roles[ctx.role].resources.gpu
     if 0 < fraction < 1:  # a share of one GPU: the program must not take all its memory
         env["TRAINFLEET_GPU_FRACTION"] = f"{fraction:g}"
-        if ctx.spec.framework is Framework.TENSORFLOW:
+        if ctx.spec.traits.limits_gpu_memory:
             env["TF_FORCE_GPU_ALLOW_GROWTH"] = "true"
     return env
 

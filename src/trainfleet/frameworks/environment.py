@@ -3,21 +3,38 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 from trainfleet.frameworks import jax, mxnet, pytorch, tensorflow, xgboost
 from trainfleet.frameworks.base import TaskContext
 from trainfleet.frameworks.common import EnvBuilder, common_environment, generic_environment
-from trainfleet.spec.models import Framework
+from trainfleet.spec.frameworks import TRAITS, Framework, FrameworkTraits
 
-FRAMEWORKS: Mapping[Framework, EnvBuilder] = {
-    Framework.TENSORFLOW: tensorflow.environment,
-    Framework.PYTORCH: pytorch.environment,
-    Framework.JAX: jax.environment,
-    Framework.XGBOOST: xgboost.environment,
-    Framework.MXNET: mxnet.environment,
-    Framework.GENERIC: generic_environment,
+
+@dataclass(frozen=True)
+class FrameworkRecord:
+    """One framework: its traits (roles, restart scope) and its cluster-spec variables."""
+
+    framework: Framework
+    environment: EnvBuilder
+
+    @property
+    def traits(self) -> FrameworkTraits:
+        return TRAITS[self.framework]
+
+
+FRAMEWORKS: Mapping[Framework, FrameworkRecord] = {
+    record.framework: record
+    for record in (
+        FrameworkRecord(Framework.TENSORFLOW, tensorflow.environment),
+        FrameworkRecord(Framework.PYTORCH, pytorch.environment),
+        FrameworkRecord(Framework.JAX, jax.environment),
+        FrameworkRecord(Framework.XGBOOST, xgboost.environment),
+        FrameworkRecord(Framework.MXNET, mxnet.environment),
+        FrameworkRecord(Framework.GENERIC, generic_environment),
+    )
 }
-"""The cluster-spec builder of each framework."""
+"""Every framework's record (a test checks that none is missing)."""
 
 
 def task_environment(ctx: TaskContext) -> dict[str, str]:
@@ -26,7 +43,7 @@ def task_environment(ctx: TaskContext) -> dict[str, str]:
     In order, later ones winning: the framework's cluster-spec variables, the common
     ``TRAINFLEET_*``/GPU ones, the job's ``env``, the role's ``env``.
     """
-    env = FRAMEWORKS[ctx.spec.framework](ctx)
+    env = FRAMEWORKS[ctx.spec.framework].environment(ctx)
     env.update(common_environment(ctx))
     env.update(ctx.spec.env)
     env.update(ctx.spec.roles[ctx.role].env)

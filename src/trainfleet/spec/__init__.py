@@ -1,7 +1,7 @@
 """What the user writes: job models, loading and importers."""
 
+from trainfleet.spec.frameworks import Framework
 from trainfleet.spec.models import (
-    Framework,
     JobSpec,
     Resources,
     RestartPolicy,

@@ -24,8 +24,9 @@ from trainfleet.spec.errors import (
     image_warning,
     spec_error_from_validation,
 )
+from trainfleet.spec.frameworks import Framework
 from trainfleet.spec.limits import JobLimits, check_limits
-from trainfleet.spec.models import Framework, JobSpec, RestartPolicy
+from trainfleet.spec.models import JobSpec, RestartPolicy
 
 API_VERSION = "kubeflow.org/v1"
 

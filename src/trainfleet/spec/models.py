@@ -9,7 +9,7 @@
 ...         "client": {"command": "python client.py"},
 ...     },
 ... })
->>> [name for name, role in job.roles.items() if role.is_tracked(name)]
+>>> job.tracked_roles()
 ['client']
 """
 
@@ -27,6 +27,7 @@ from pydantic import (
     ConfigDict,
     Field,
     PlainSerializer,
+    ValidationInfo,
     WithJsonSchema,
     field_validator,
     model_validator,
@@ -34,6 +35,7 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from trainfleet.spec.environments import PythonEnvironment
+from trainfleet.spec.frameworks import TRAITS, Framework, FrameworkTraits
 from trainfleet.spec.quantity import (
     CPU_LIMIT,
     CPU_SCHEMA_PATTERN,
@@ -43,12 +45,6 @@ from trainfleet.spec.quantity import (
     parse_cpu,
     parse_memory,
 )
-
-MASTER_ROLES = ("chief", "master")
-"""Roles that coordinate a job; at most one of them, with one replica."""
-
-UNTRACKED_ROLES = frozenset({"ps", "tensorboard"})
-"""Roles that serve others and never finish on their own: stopped when training ends."""
 
 MAX_REPLICAS = 10_000
 """Most replicas of one role whatever the limits (``trainfleet.spec.limits``) say."""
@@ -156,17 +152,6 @@ Bytes = Annotated[
         }
     ),
 ]
-
-
-class Framework(StrEnum):
-    """Which cluster-spec environment the tasks receive."""
-
-    TENSORFLOW = "tensorflow"
-    PYTORCH = "pytorch"
-    JAX = "jax"
-    XGBOOST = "xgboost"
-    MXNET = "mxnet"
-    GENERIC = "generic"
 
 
 class RestartPolicy(StrEnum):
@@ -305,12 +290,6 @@ class RoleSpec(_Model):
             and words[0].rsplit("/", 1)[-1] == "trainfleet"
             and words[1] == "tf-server"
         )
-
-    def is_tracked(self, name: str) -> bool:
-        """Whether the job waits for this role's tasks to finish."""
-        if self.tracked is not None:
-            return self.tracked
-        return name not in UNTRACKED_ROLES and not self.runs_tf_server()
 
 
 _SHELL_SYNTAX = re.compile(r"[;&|<>()$`*?\[\]{}~#\\\n]")
@@ -456,17 +435,19 @@ class JobSpec(_Model):
 
     @field_validator("roles")
     @classmethod
-    def _role_names(cls, roles: dict[str, RoleSpec]) -> dict[str, RoleSpec]:
+    def _role_names(cls, roles: dict[str, RoleSpec], info: ValidationInfo) -> dict[str, RoleSpec]:
         for name in roles:
             if not ROLE_NAME.match(name):
                 raise ValueError(
                     f"invalid role name {name!r}: use lower-case letters, digits and '_', "
                     "starting with a letter"
                 )
-        masters = [name for name in MASTER_ROLES if name in roles]
+        framework = info.data.get("framework", Framework.GENERIC)
+        masters = [name for name in TRAITS[framework].master_roles if name in roles]
         if len(masters) > 1:
             raise ValueError(
-                "roles 'chief' and 'master' collide: both name the job's master; keep one"
+                f"roles {' and '.join(map(repr, masters))} collide: both name the job's "
+                "master; keep one"
             )
         for name in masters:
             if roles[name].replicas != 1:
@@ -475,7 +456,7 @@ class JobSpec(_Model):
 
     @model_validator(mode="after")
     def _consistent(self) -> JobSpec:
-        if not any(role.is_tracked(name) for name, role in self.roles.items()):
+        if not self.tracked_roles():
             raise ValueError(
                 "no role is tracked, so the job could never finish: set tracked: true on the "
                 "role whose end is the end of training"
@@ -490,18 +471,29 @@ class JobSpec(_Model):
         """The Python environment the role's tasks run under (its own, else the job's)."""
         return self.roles[role].environment or self.environment
 
+    @property
+    def traits(self) -> FrameworkTraits:
+        """What its framework means for the job (see ``spec.frameworks``)."""
+        return TRAITS[self.framework]
+
+    def is_tracked(self, name: str) -> bool:
+        """Whether the job waits for role ``name``'s tasks to finish."""
+        role = self.roles[name]
+        if role.tracked is not None:
+            return role.tracked
+        return name not in self.traits.untracked_roles and not role.runs_tf_server()
+
     def tracked_roles(self) -> list[str]:
-        return [name for name, role in self.roles.items() if role.is_tracked(name)]
+        return [name for name in self.roles if self.is_tracked(name)]
 
     def restart_scope(self) -> Literal["task", "job"]:
         """Whether one failed task restarts alone or with the whole job (see ``RestartSpec``)."""
         if self.restart.scope is not None:
             return self.restart.scope
-        static_torch = self.framework is Framework.PYTORCH and not (
-            self.pytorch and self.pytorch.elastic
-        )
-        return "job" if static_torch or self.framework is Framework.JAX else "task"
+        if self.traits.elastic_restarts_alone and self.pytorch and self.pytorch.elastic:
+            return "task"
+        return self.traits.restart_scope
 
     def master_role(self) -> str | None:
         """The chief or master role, if the job has one."""
-        return next((name for name in MASTER_ROLES if name in self.roles), None)
+        return next((name for name in self.traits.master_roles if name in self.roles), None)

@@ -24,9 +24,10 @@ from trainfleet.spec.errors import (
     image_warning,
     spec_error_from_validation,
 )
+from trainfleet.spec.frameworks import Framework
 from trainfleet.spec.limits import JobLimits, check_limits
 from trainfleet.spec.loading import LoadedJob
-from trainfleet.spec.models import Framework, JobSpec, Resources
+from trainfleet.spec.models import JobSpec, Resources
 
 _RESOURCE_NAMES = {
     "memory": "memory",
