@@ -462,13 +462,10 @@ if __name__ == "__main__":
 
 
 def size_setting(value: str, source: str) -> int:
-    """Bytes in ``value`` (``100Mi``, ``2G``, bytes); UserError naming ``source``."""
-    from trainfleet.spec.quantity import parse_memory
+    """Bytes in a size flag's ``value`` (``100Mi``, ``2G``); UserError naming ``source``."""
+    from trainfleet.spec import quantity
 
     try:
-        size = parse_memory(value.strip())
+        return quantity.size_setting(value, source, 0, minimum=1024)
     except ValueError as error:
-        raise UserError(f"{source}: {error}") from None
-    if size < 1024:
-        raise UserError(f"{source}: {value!r} is too small (1024 bytes at least)")
-    return size
+        raise UserError(str(error)) from None

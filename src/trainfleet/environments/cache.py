@@ -19,7 +19,7 @@ from pathlib import Path
 from trainfleet.domain.errors import Misconfigured
 from trainfleet.environments.build import build
 from trainfleet.environments.recipe import Recipe
-from trainfleet.spec.quantity import parse_memory
+from trainfleet.spec.quantity import size_setting
 
 DEFAULT_SIZE = 20 << 30
 """Bytes of environments kept (those in use are never evicted, whatever their size)."""
@@ -118,13 +118,10 @@ class EnvironmentCache:
 def cache_size(value: str | None = None) -> int:
     """Bytes in ``value`` (``20Gi``; TRAINFLEET_ENVIRONMENT_CACHE when None), else the
     default; Misconfigured naming the setting."""
-    value = (os.environ.get(SIZE_VARIABLE, "") if value is None else value).strip()
-    if not value:
-        return DEFAULT_SIZE
     try:
-        return parse_memory(value)
+        return size_setting(value, SIZE_VARIABLE, DEFAULT_SIZE)
     except ValueError as error:
-        raise CacheSizeError(f"{SIZE_VARIABLE} (--environment-cache): {error}") from None
+        raise CacheSizeError(f"{error} (--environment-cache)") from None
 
 
 class CacheSizeError(Misconfigured):

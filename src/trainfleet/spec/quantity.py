@@ -8,6 +8,7 @@ are accepted too. A bare number is bytes.
 from __future__ import annotations
 
 import math
+import os
 import re
 
 _DECIMAL = {"": 1, "k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12, "p": 10**15, "e": 10**18}
@@ -44,6 +45,26 @@ def parse_memory(value: str | int | float) -> int:
     number, unit = match.group(1), (match.group(2) or "").lower()
     factor = _BINARY[unit] if unit.endswith("i") else _DECIMAL[unit]
     return int(_finite(float(number) * factor, "memory", MEMORY_LIMIT))
+
+
+def size_setting(value: str | None, variable: str, default: int, minimum: int = 1) -> int:
+    """Bytes of a size setting: ``value`` (a flag's), else the environment variable
+    ``variable``, else ``default``; ValueError naming ``variable`` when it is no size or
+    is below ``minimum``.
+
+    >>> size_setting("2Gi", "TRAINFLEET_X", 0), size_setting("", "TRAINFLEET_NO_SUCH_X", 7)
+    (2147483648, 7)
+    """
+    value = (os.environ.get(variable, "") if value is None else value).strip()
+    if not value:
+        return default
+    try:
+        size = parse_memory(value)
+    except ValueError as error:
+        raise ValueError(f"{variable}: {error}") from None
+    if size < minimum:
+        raise ValueError(f"{variable}: {value!r} is too small ({minimum} bytes at least)")
+    return size
 
 
 def parse_cpu(value: str | int | float) -> int:

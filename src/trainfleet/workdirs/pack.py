@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from trainfleet.domain.errors import BadInput
-from trainfleet.spec.quantity import parse_memory
+from trainfleet.spec.quantity import size_setting
 from trainfleet.workdirs.ignore import IgnoreRules, read_rules
 from trainfleet.workdirs.tree import digest
 
@@ -21,13 +21,10 @@ CAP_VARIABLE = "TRAINFLEET_MAX_WORKDIR"
 
 def client_cap() -> int:
     """The cap this client holds a job's directory to: TRAINFLEET_MAX_WORKDIR, else 100 MiB."""
-    value = os.environ.get(CAP_VARIABLE, "").strip()
-    if not value:
-        return DEFAULT_CAP
     try:
-        return parse_memory(value)
+        return size_setting(None, CAP_VARIABLE, DEFAULT_CAP)
     except ValueError as error:
-        raise BadInput(f"{CAP_VARIABLE}: {error}") from None
+        raise BadInput(str(error)) from None
 
 
 class WorkdirTooLarge(BadInput):

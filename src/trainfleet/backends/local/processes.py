@@ -23,7 +23,7 @@ from trainfleet.domain.errors import Misconfigured
 from trainfleet.scheduling.cluster import Node
 from trainfleet.scheduling.placement import TaskKey
 from trainfleet.spec.models import JobSpec
-from trainfleet.spec.quantity import parse_memory
+from trainfleet.spec.quantity import size_setting
 from trainfleet.store.layout import create_private
 from trainfleet.store.space import DiskFull, is_disk_full, require_free
 
@@ -42,16 +42,11 @@ class LogCapError(Misconfigured, ValueError):
 def log_cap_setting(value: str | None = None, source: str = LOG_CAP_VARIABLE) -> int:
     """Bytes in ``value`` (``512Mi``, ``2G``, bytes; ``TRAINFLEET_LOG_CAP`` when None), else
     LOG_CAP; LogCapError naming ``source``."""
-    value = (os.environ.get(LOG_CAP_VARIABLE, "") if value is None else value).strip()
-    if not value:
-        return LOG_CAP
+    value = os.environ.get(LOG_CAP_VARIABLE, "") if value is None else value
     try:
-        cap = parse_memory(value)
+        return size_setting(value, source, LOG_CAP, minimum=4096)
     except ValueError as error:
-        raise LogCapError(f"{source}: {error}") from None
-    if cap < 4096:
-        raise LogCapError(f"{source}: {value!r} is too small (4096 bytes at least)")
-    return cap
+        raise LogCapError(str(error)) from None
 
 
 @dataclass
