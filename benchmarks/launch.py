@@ -205,7 +205,7 @@ def bench_ddp(work: Path, runs: int) -> dict[str, object]:
 
 
 def _plain_torchrun(work: Path) -> str:
-    from trainfleet.backends.local.ports import free_port
+    from trainfleet.backends.supervision.ports import free_port
 
     port = str(free_port())
     nodes = [

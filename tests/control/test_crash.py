@@ -17,7 +17,7 @@ from pathlib import Path
 from crashjobs import EXPECTED_STARTS, starts, write_jobs
 from helpers import process_group_alive, wait_for
 
-from trainfleet.backends.local.shim import main as shim_main
+from trainfleet.backends.supervision.shim import main as shim_main
 from trainfleet.control.engine import Engine
 from trainfleet.domain.records import State
 from trainfleet.store.layout import DataDir

@@ -14,11 +14,11 @@ from functools import cached_property
 from pathlib import Path
 
 from trainfleet.backends.api import ATTEMPT_VARIABLE, JobLaunch, Preview, TaskLaunch, TaskReports
-from trainfleet.backends.local import records
 from trainfleet.backends.local.gpus import gpu_inventory
 from trainfleet.backends.local.groups import end_attempt, live_members, signal_group
 from trainfleet.backends.local.machine import local_node
-from trainfleet.backends.local.ports import PORTS
+from trainfleet.backends.supervision import SHIM, records
+from trainfleet.backends.supervision.ports import PORTS
 from trainfleet.domain.errors import Misconfigured
 from trainfleet.scheduling.cluster import Node
 from trainfleet.scheduling.placement import TaskKey
@@ -29,7 +29,6 @@ from trainfleet.store.space import DiskFull, is_disk_full, require_free
 
 GROUP_POLL_SECONDS = 0.02
 ExitCallback = Callable[[TaskKey, int], None]
-SHIM = Path(__file__).with_name("shim.py")
 LOG_CAP = 1 << 30
 """Bytes a task's log keeps by default (the first and the last half of its output)."""
 LOG_CAP_VARIABLE = "TRAINFLEET_LOG_CAP"

@@ -20,9 +20,6 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from trainfleet.backends.api import BackendError, JobLaunch, Outside, Preview, TaskReports
-from trainfleet.backends.local import records
-from trainfleet.backends.local.ports import PORTS
-from trainfleet.backends.local.processes import SHIM
 from trainfleet.backends.slurm import commands
 from trainfleet.backends.slurm.commands import SlurmError, SlurmJob
 from trainfleet.backends.slurm.script import (
@@ -32,6 +29,8 @@ from trainfleet.backends.slurm.script import (
     components,
     task_shape,
 )
+from trainfleet.backends.supervision import SHIM, records
+from trainfleet.backends.supervision.ports import PORTS
 from trainfleet.scheduling.cluster import Node
 from trainfleet.scheduling.placement import Placement, TaskKey, Unschedulable
 from trainfleet.scheduling.resources import GPU_UNIT, Resources

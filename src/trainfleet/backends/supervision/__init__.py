@@ -1,0 +1,11 @@
+"""What every backend that starts processes shares: the shim that supervises a task (its
+records, its log), reading those records, and this machine's ports.
+
+The local backend runs the shim on this machine; the Slurm backend runs it on each node
+through its bootstrap. Neither imports the other.
+"""
+
+from pathlib import Path
+
+SHIM = Path(__file__).with_name("shim.py")
+"""The supervisor program, run as ``python -I -S SHIM ...`` (standard library only)."""
