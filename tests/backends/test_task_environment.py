@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers import run_cli, trainfleet, wait_for
+from helpers import run_cli, wait_for
 from server.harness import ServerProcess
 
 from trainfleet.backends.task_environment import BASE_VARIABLES, TaskBase
@@ -69,12 +69,7 @@ def test_server_secrets_never_reach_a_task(tmp_path: Path) -> None:
 
 
 def test_task_python_flag(tmp_path: Path) -> None:
-    bad = subprocess.run(
-        trainfleet("--data-dir", tmp_path / "d", "server", "--task-python", "/nope/python"),
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    bad = run_cli("--data-dir", tmp_path / "d", "server", "--task-python", "/nope/python")
     assert bad.returncode == 2, bad
     assert "--task-python: '/nope/python' is not an executable file" in bad.stderr
     assert "Traceback" not in bad.stderr

@@ -10,17 +10,13 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from helpers import in_ci, trainfleet
-
-SLURM_CONF = "TRAINFLEET_TEST_SLURM_CONF"
-SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "slurm.sh"
-NODES = ("tf-node1", "tf-node2", "tf-node3")
+from helpers import trainfleet
+from slurm_nodes import slurm_conf, wait_until_idle
 
 
 @dataclass(frozen=True)
@@ -48,16 +44,6 @@ class SlurmUser:
         return found
 
 
-def slurm_conf() -> str:
-    conf = os.environ.get(SLURM_CONF)
-    if conf:
-        return conf
-    message = f"{SLURM_CONF} is not set (run: export {SLURM_CONF}=$(bash {SCRIPT} start))"
-    if in_ci():
-        pytest.fail(f"CI must test the Slurm backend: {message}")
-    pytest.skip(message)
-
-
 @pytest.fixture
 def slurm_user(tmp_path: Path) -> Iterator[SlurmUser]:
     """A config file that names the Slurm backend, and every node up before the test."""
@@ -75,7 +61,7 @@ def slurm_user(tmp_path: Path) -> Iterator[SlurmUser]:
         "TRAINFLEET_DATA_DIR": str(tmp_path / "data"),
     }
     user = SlurmUser(env, tmp_path / "data")
-    wait_until_idle(user)
+    wait_until_idle(user.env)
     yield user
     for line in user.squeue("-o", "%i %j").splitlines():
         job, name = line.split()
@@ -88,21 +74,3 @@ def _workdir(env: dict[str, str], job: str) -> str:
         ["scontrol", "show", "job", job], env=env, capture_output=True, text=True, check=False
     )
     return shown.stdout
-
-
-def wait_until_idle(user: SlurmUser, timeout: float = 120) -> None:
-    """Every node back in service (a test may have killed one) and none of them busy."""
-    deadline = time.monotonic() + timeout
-    while True:
-        states = subprocess.run(
-            ["sinfo", "-h", "-N", "-o", "%N %T"], env=user.env, capture_output=True, text=True
-        ).stdout.split("\n")
-        nodes = dict(line.split() for line in states if line.strip())
-        if all(nodes.get(node, "").rstrip("*") == "idle" for node in NODES):
-            return
-        for node in NODES:
-            if nodes.get(node, "").endswith("*") or "down" in nodes.get(node, ""):
-                subprocess.run(["bash", str(SCRIPT), "node-start", node], env=user.env)
-        if time.monotonic() > deadline:
-            pytest.fail(f"the Slurm nodes are not all idle: {nodes}")
-        time.sleep(1)

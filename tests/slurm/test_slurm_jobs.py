@@ -18,7 +18,8 @@ from pathlib import Path
 import psutil
 import pytest
 from helpers import trainfleet, wait_for
-from slurm_cluster import NODES, SCRIPT, SlurmUser
+from slurm_cluster import SlurmUser
+from slurm_nodes import NODES, SCRIPT
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 TIMEOUT = 420
@@ -286,7 +287,7 @@ def test_a_deadline_stops_the_job_on_slurm(slurm_user: SlurmUser, tmp_path: Path
     assert done.returncode != 0, done.stdout
     details = slurm_user.describe(job_id_in(done.stdout))
     assert details["job"]["state"] == "failed", details  # type: ignore[index]
-    assert "deadline of 4s exceeded" in details["job"]["reason"], details  # type: ignore[index]
+    assert "deadline exceeded: 4s" in details["job"]["reason"], details  # type: ignore[index]
     wait_for(lambda: not _slurm_processes("sleep 601"), timeout=30, what="the tasks to stop")
 
 

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 from helpers import wait_for
 from server.harness import ServerProcess
-from slurm_cluster import NODES, SlurmUser
+from slurm_cluster import SlurmUser
+from slurm_nodes import NODES
 
 from trainfleet.client import Client
 from trainfleet.domain.records import State

@@ -2,7 +2,11 @@
 
 A backend reports what it sees (a task's process exited with a code, the node under it
 was lost, the cluster engine cancelled it); the controller decides what that means
-(restart, succeed, fail).
+(restart, succeed, fail). Its verbs follow TorchX's scheduler API: ``dryrun``, ``start``
+(schedule), ``describe``, ``stop`` (cancel), ``log_path`` (logs), plus ``adopt`` and
+``abandon`` for the tasks an earlier trainfleet process left running. Handles are opaque
+strings; each backend keeps its own recovery state (records beside the data directory's
+attempt prefixes) and reads it back itself.
 """
 
 from __future__ import annotations
@@ -11,7 +15,7 @@ import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import NamedTuple, NewType, Protocol
 
 from trainfleet.backends.task_environment import SERVERS, TaskBase
 from trainfleet.domain.errors import USAGE_ERROR, Unavailable
@@ -19,8 +23,11 @@ from trainfleet.frameworks import task_argv, task_environment
 from trainfleet.frameworks.base import TaskContext
 from trainfleet.scheduling.cluster import Node
 from trainfleet.scheduling.placement import Placement, TaskKey
-from trainfleet.spec.models import JobSpec
+from trainfleet.spec.models import JobSpec, Resources
 from trainfleet.store.layout import DataDir
+
+TaskHandle = NewType("TaskHandle", str)
+"""A started task, as its backend knows it (a process id, a Slurm job and task, a pod)."""
 
 ATTEMPT_VARIABLE = "TRAINFLEET_ATTEMPT"
 """Set in every task's environment to its attempt's record prefix: the kernel shows it in
@@ -50,8 +57,35 @@ class TaskReports(Protocol):
 
 
 @dataclass(frozen=True)
+class NotStarted:
+    """Why a task could not be started (said in its reason)."""
+
+    reason: str
+
+
+class Address(NamedTuple):
+    """Where a task listens: ``host`` is "" until the task learns it (a cluster's node)."""
+
+    host: str
+    port: int
+
+    def __str__(self) -> str:
+        return f"{self.host}:{self.port}"
+
+
+@dataclass(frozen=True)
+class Mount:
+    """A folder of this machine (or of the shared file system) that the task sees."""
+
+    source: Path
+    target: Path
+    read_only: bool = False
+
+
+@dataclass(frozen=True)
 class TaskLaunch:
-    """Everything needed to start one task's process."""
+    """One task's attempt as data: what runs, where, with what. A backend runs it as a
+    process, a Slurm step, a container or a pod; none needs more than this."""
 
     key: TaskKey
     argv: Sequence[str]
@@ -60,6 +94,14 @@ class TaskLaunch:
     log_path: Path
     record: Path
     """Prefix of this attempt's supervision records (``.pid``, ``.exit``)."""
+    resources: Resources = field(default_factory=Resources)
+    gpus: tuple[int, ...] = ()
+    """Host indices of the GPUs given to it here; () where a cluster engine gives them."""
+    mounts: tuple[Mount, ...] = ()
+    """Folders it needs: its working directory, its Python environment. A process sees
+    them anyway; a container must be given them."""
+    image: str | None = None
+    """The container image it runs in; None: this machine's (or node's) own file system."""
 
 
 @dataclass(frozen=True)
@@ -84,13 +126,16 @@ class JobLaunch:
 
     def task(self, key: TaskKey, placement: Placement | None = None) -> TaskLaunch:
         """The argv, environment, directory, log file and records of one task's attempt."""
-        context = TaskContext(self.job_id, self.spec, placement or self.placement, *key)
+        placement = placement or self.placement
+        context = TaskContext(self.job_id, self.spec, placement, *key)
         role = self.spec.roles[key[0]]
         env = self.base.environment()
+        mounts = [Mount(self.workdir, self.workdir)]
         python_dir = self.python_dirs.get(key[0])
         if python_dir is not None:  # the job's own environment: its python and pip first
             env["PATH"] = os.pathsep.join([str(python_dir), env.get("PATH", "")])
             env["VIRTUAL_ENV"] = str(python_dir.parent)
+            mounts.append(Mount(python_dir.parent, python_dir.parent, read_only=True))
         env.update(task_environment(context))
         record = self.data_dir.record(self.job_id, *key, self.attempts.get(key, 0))
         # Every process of the attempt inherits it, even one that leaves the task's group.
@@ -102,6 +147,10 @@ class JobLaunch:
             cwd=self.workdir / role.working_dir if role.working_dir else self.workdir,
             log_path=self.data_dir.log_path(self.job_id, *key),
             record=record,
+            resources=role.resources,
+            gpus=placement.slot(*key).gpus,
+            mounts=tuple(mounts),
+            image=role.image,
         )
 
 
@@ -120,6 +169,17 @@ class BackendError(Unavailable, OSError):
     exit_code = USAGE_ERROR
 
 
+@dataclass(frozen=True)
+class TaskStatus:
+    """A started task as its backend describes it."""
+
+    handle: TaskHandle
+    where: str
+    """For people: ``pid 4242``, ``Slurm job 17, step 17.0``."""
+    pid: int | None = None
+    """Its process id on this machine, where it has one (a signal reaches it)."""
+
+
 class Backend(Protocol):
     """Where the processes of tasks really run."""
 
@@ -128,18 +188,11 @@ class Backend(Protocol):
     the controller then restarts every task of the job together."""
     queues_tasks: bool
     """True where a started task may wait in a cluster engine's queue: it is ``starting``
-    until ``placed`` reports its address. Its handles are then not process ids."""
-
-    def host(self) -> str:
-        """The host name tasks reach each other at; "" where only the task learns it."""
-        ...
-
-    def gpu_inventory(self) -> list[int]:
-        """Host indices of this machine's GPUs that tasks may be given."""
-        ...
+    until ``placed`` reports its address."""
 
     def nodes(self) -> list[Node]:
-        """What jobs are admitted onto: this machine, or a cluster's nodes.
+        """What jobs are admitted onto: this machine, or a cluster's nodes. A node's
+        ``devices`` are the GPUs trainfleet hands out itself (this machine's).
 
         Raises BackendError where the cluster engine cannot be reached."""
         ...
@@ -148,44 +201,61 @@ class Backend(Protocol):
         """Raise Unschedulable (naming the field) for a job this backend can never run."""
         ...
 
-    def reserve_ports(self, job_id: str, fixed: Mapping[TaskKey, int | None]) -> dict[TaskKey, int]:
-        """A port for every task: the fixed one where given, else a free one, held for
-        ``job_id`` until ``release_ports``. All fixed: holds them again (an adopted job).
+    def reserve(self, job_id: str, spec: JobSpec) -> dict[TaskKey, Address]:
+        """An address for every task of ``spec``: its fixed port where the role gives one,
+        else a free one, held for ``job_id`` until ``release``.
 
         Raises OSError (NoFreePort) when no port is free; then none is held."""
         ...
 
-    def release_ports(self, job_id: str) -> None:
-        """The job has ended: its ports may be given to other jobs."""
+    def hold(self, job_id: str, addresses: Mapping[TaskKey, Address]) -> None:
+        """Count ``addresses`` as ``job_id``'s again (a job adopted after a restart)."""
         ...
 
-    def preview(self, job: JobLaunch) -> Preview:
+    def release(self, job_id: str) -> None:
+        """The job has ended: its addresses may be given to other jobs."""
+        ...
+
+    def dryrun(self, job: JobLaunch) -> Preview:
         """What ``start`` would do with ``job``, without starting or writing anything."""
         ...
 
-    def start(self, job: JobLaunch, reports: TaskReports) -> dict[TaskKey, int | str]:
+    def start(self, job: JobLaunch, reports: TaskReports) -> dict[TaskKey, TaskHandle | NotStarted]:
         """Start the tasks of ``job.attempts`` together.
 
-        Returns each task's handle (the pid the other calls take), or the reason it could
-        not start. ``reports.exited`` follows once for every task that started.
+        Returns each task's handle, or why it could not start. ``reports.exited``
+        follows once for every task that started.
         """
         ...
 
-    def describe(self, pid: int) -> str:
-        """The task with handle ``pid`` for people, e.g. ``pid 4242``."""
+    def describe(self, handle: TaskHandle) -> TaskStatus:
+        """Where the task runs, for people, and its process id where it has one here."""
         ...
 
-    def terminate(self, pid: int) -> None:
-        """Ask the task with handle ``pid`` to stop (SIGTERM to all its processes)."""
+    def stop(self, handle: TaskHandle, force: bool = False) -> None:
+        """Ask the task to stop (SIGTERM to all its processes); ``force``: now (SIGKILL).
+        A task that has ended already is left alone; its exit is reported as usual."""
         ...
 
-    def kill(self, pid: int) -> None:
-        """Stop the task with handle ``pid`` now (SIGKILL to all its processes)."""
+    def log_path(self, data_dir: DataDir, job_id: str, key: TaskKey) -> Path:
+        """The file that holds the task's output, readable from this machine."""
         ...
 
-    def adopt(self, key: TaskKey, record: Path, reports: TaskReports) -> int | None:
-        """Follow a task that an earlier trainfleet process started, from its records.
+    def last_attempt(self, data_dir: DataDir, job_id: str, key: TaskKey) -> int | None:
+        """The last attempt of the task that this backend started (read from its records),
+        or None when it never started one."""
+        ...
+
+    def adopt(
+        self, data_dir: DataDir, job_id: str, key: TaskKey, attempt: int, reports: TaskReports
+    ) -> TaskHandle | None:
+        """Follow an attempt that an earlier trainfleet process started, from its records.
 
         Returns its handle, or None when it is no longer running (``exited`` then follows).
         """
+        ...
+
+    def abandon(self, data_dir: DataDir, job_id: str, key: TaskKey) -> None:
+        """End whatever is left of the task's last attempt, with nobody to report to (the
+        process that ran its job is gone)."""
         ...

@@ -16,10 +16,10 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from trainfleet.backends.api import Backend, JobLaunch, Outside
+from trainfleet.backends.api import Backend, JobLaunch, NotStarted, Outside, TaskHandle
 from trainfleet.backends.task_environment import SERVERS, TaskBase
 from trainfleet.control import policies
-from trainfleet.domain.records import State
+from trainfleet.domain.records import Reason, State
 from trainfleet.environments.build import BuildFailed
 from trainfleet.environments.cache import EnvironmentCache, Lease
 from trainfleet.environments.recipe import MissingRequirementsFile, Recipe
@@ -38,7 +38,8 @@ class _Task:
     restarts: int = 0
     alive: bool = False
     """Its process may still run: an exit is still to come (or is queued)."""
-    pid: int | None = None
+    handle: TaskHandle | None = None
+    """Its current attempt's, while it may run."""
     reason: str = ""
 
 
@@ -169,7 +170,7 @@ class JobController:
                     found[recipe.digest] = recipe
                     recipes.setdefault(recipe.digest, []).append(role)
         except MissingRequirementsFile as error:
-            self._finish(State.FAILED, f"environment build failed: {error}")
+            self._finish(State.FAILED, Reason.ENVIRONMENT_BUILD_FAILED.because(error))
             return False
         log = self.data_dir.setup_log(self.job_id)
         for digest, roles in recipes.items():
@@ -178,7 +179,7 @@ class JobController:
             try:
                 lease = self.environments.lease(recipe, log)
             except BuildFailed as error:
-                self._finish(State.FAILED, f"environment build failed: {error}")
+                self._finish(State.FAILED, Reason.ENVIRONMENT_BUILD_FAILED.because(error))
                 return False
             self._leases.append(lease)
             how = f"built in {lease.seconds:.1f}s" if lease.built else "cached"
@@ -202,14 +203,14 @@ class JobController:
             )
             if task.state.is_final:
                 continue
-            attempt = self.data_dir.latest_attempt(self.job_id, stored.role, stored.index)
+            attempt = self.backend.last_attempt(self.data_dir, self.job_id, task.key)
             if attempt is None:
                 never_started.append(task.key)
             elif attempt == task.restarts and task.state is State.RESTARTING:
                 self._after(0, functools.partial(self._restart, [task.key]))  # exit was handled
             else:
                 task.restarts = attempt
-                self._adopt(task, self.data_dir.record(self.job_id, *task.key, attempt))
+                self._adopt(task, attempt)
         wants = any(self.spec.environment_of(role) for role in self.spec.roles)
         job = self.store.get_job(self.job_id)
         if wants and not self._setup(State(job.state) if job else State.RUNNING):
@@ -218,13 +219,14 @@ class JobController:
         self._watch_deadline(started_at)
         self._evaluate()
 
-    def _adopt(self, task: _Task, record: Path) -> None:
+    def _adopt(self, task: _Task, attempt: int) -> None:
         task.alive = True  # adopt() queues the exit at once if the task has ended
-        pid = task.pid = self.backend.adopt(task.key, record, self)
-        if pid is not None:
-            note = f"adopted, {self.backend.describe(pid)}"
-            shown = None if self.backend.queues_tasks else pid  # a handle is not a pid there
-            self._set_task(task, State.RUNNING, note, pid=shown, restarts=task.restarts)
+        handle = self.backend.adopt(self.data_dir, self.job_id, task.key, attempt, self)
+        task.handle = handle
+        if handle is not None:
+            status = self.backend.describe(handle)
+            note = f"adopted, {status.where}"
+            self._set_task(task, State.RUNNING, note, pid=status.pid, restarts=task.restarts)
 
     def exited(self, key: TaskKey, returncode: int, outside: Outside | None = None) -> None:
         """The backend's report that a task ended (any thread)."""
@@ -288,18 +290,19 @@ class JobController:
         queued = self.backend.queues_tasks
         for key, started in self.backend.start(job, self).items():
             task = self._tasks[key]
-            if isinstance(started, str):
-                self._set_task(task, State.FAILED, f"could not start: {started}")
+            if isinstance(started, NotStarted):
+                self._set_task(task, State.FAILED, Reason.COULD_NOT_START.because(started.reason))
                 continue
-            task.alive, task.pid = True, started
+            task.alive, task.handle = True, started
+            status = self.backend.describe(started)
             verb = "submitted" if queued else "started"
             if task.restarts:
                 verb = f"re{verb} (restart {task.restarts})"
             self._set_task(
                 task,
                 State.STARTING if queued else State.RUNNING,
-                f"{verb}, {self.backend.describe(started)}",
-                pid=None if queued else started,
+                f"{verb}, {status.where}",
+                pid=status.pid,
                 started_at=time.time(),
                 restarts=task.restarts,
                 exit_code=None,
@@ -403,7 +406,7 @@ class JobController:
             return State.SUCCEEDED, "exit code 0"
         if self._outcome[0] is State.SUCCEEDED and not self.spec.is_tracked(key[0]):
             return State.SUCCEEDED, "stopped: training finished"
-        return State.CANCELLED, f"stopped: {self._outcome[1]}"
+        return State.CANCELLED, Reason.STOPPED.because(self._outcome[1])
 
     def _succeeds_job(self, key: TaskKey) -> bool:
         states = {k: t.state for k, t in self._tasks.items()}
@@ -429,7 +432,7 @@ class JobController:
 
     def _deadline_passed(self) -> None:
         if self._outcome is None:
-            self._finish(State.FAILED, f"deadline of {self.spec.deadline:g}s exceeded")
+            self._finish(State.FAILED, Reason.DEADLINE_EXCEEDED.because(f"{self.spec.deadline:g}s"))
 
     def _finish(self, state: State, reason: str) -> None:
         """Decide the job's end and stop every task still running or waiting to restart.
@@ -446,7 +449,7 @@ class JobController:
                 if state is State.QUEUED:
                     self._set_task(task, State.QUEUED, reason)
                 else:
-                    self._set_task(task, State.CANCELLED, f"not started: {reason}")
+                    self._set_task(task, State.CANCELLED, Reason.NOT_STARTED.because(reason))
         if state is State.SUCCEEDED:
             self._terminate(lambda key: not self.spec.is_tracked(key[0]))
             self._after(self.spec.grace_period, lambda: self._terminate(lambda key: True))
@@ -456,21 +459,23 @@ class JobController:
     def _terminate(self, which: Callable[[TaskKey], bool]) -> None:
         """SIGTERM the chosen running tasks; SIGKILL them when the grace period ends."""
         targets = {
-            key: task.pid
+            key: task.handle
             for key, task in self._tasks.items()
-            if task.alive and task.pid is not None and which(key)
+            if task.alive and task.handle is not None and which(key)
         }
-        for pid in targets.values():
-            self.backend.terminate(pid)
+        for handle in targets.values():
+            self.backend.stop(handle)
         if targets:
             self._after(self.spec.grace_period, lambda: self._kill(targets))
 
-    def _kill(self, targets: dict[TaskKey, int]) -> None:
+    def _kill(self, targets: dict[TaskKey, TaskHandle]) -> None:
         """SIGKILL these attempts of tasks if they still run (not a later attempt)."""
-        for key, pid in targets.items():
+        for key, handle in targets.items():
             task = self._tasks[key]
-            if task.alive and task.pid == pid:
-                self.backend.kill(pid)
+            if task.alive and task.handle == handle:
+                self.backend.stop(handle, force=True)
 
     def _kill_remaining(self) -> None:
-        self._kill({key: task.pid for key, task in self._tasks.items() if task.pid is not None})
+        self._kill(
+            {key: task.handle for key, task in self._tasks.items() if task.handle is not None}
+        )

@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from trainfleet.backends.api import Backend, JobLaunch, Preview
+from trainfleet.backends.api import Address, Backend, JobLaunch, Preview
 from trainfleet.backends.local import LocalBackend
 from trainfleet.backends.task_environment import SERVERS, TaskBase
 from trainfleet.control import queueing
@@ -24,16 +24,14 @@ from trainfleet.control.runner import Runner
 from trainfleet.domain.records import JobActive as JobActive  # kept importable from here
 from trainfleet.domain.records import JobDetails as JobDetails
 from trainfleet.domain.records import JobNotFound as JobNotFound
-from trainfleet.domain.records import JobPage, JobRecord, State, TaskRecord
+from trainfleet.domain.records import JobPage, JobRecord, Reason, State, TaskRecord
 from trainfleet.environments.cache import EnvironmentCache, cache_size
 from trainfleet.scheduling.admission import Admission, GangJob, Scheduler
 from trainfleet.scheduling.cluster import TaskAllocation
 from trainfleet.scheduling.placement import (
     Placement,
-    TaskKey,
     TaskSlot,
     assign_gpus,
-    build_placement,
     task_keys,
 )
 from trainfleet.spec.models import JobSpec
@@ -112,27 +110,24 @@ class Engine:
     def scheduler(self) -> Scheduler:
         return self.admitter.scheduler
 
-    @property
-    def _gpus(self) -> list[int]:
-        """This machine's GPUs."""
-        return self.backend.gpu_inventory()
-
     def plan(self, spec: JobSpec) -> Placement:
         """Place every task: free ports, exclusive GPUs of this machine (a cluster engine
         gives its own GPUs where it places the tasks). Raises Unschedulable."""
         wants_gpus = any(role.resources.gpu for role in spec.roles.values())
-        local_gpus = wants_gpus and not self.backend.queues_tasks
-        gpus = assign_gpus(spec, self._gpus) if local_gpus else {}
-        fixed: Mapping[TaskKey, int | None] = {
-            (role, index): _fixed_port(spec.roles[role].port, index)
-            for role, index in task_keys(spec)
-        }
+        gpus = {}
+        if wants_gpus and not self.backend.queues_tasks:  # else the engine's nodes decide
+            gpus = assign_gpus(spec, self.backend.nodes()[0].devices)  # this machine's
         owner = f"plan-{secrets.token_hex(4)}"  # shown, never run: held only for the moment
         try:
-            ports = self.backend.reserve_ports(owner, fixed)
+            addresses = self.backend.reserve(owner, spec)
         finally:
-            self.backend.release_ports(owner)
-        return build_placement(spec, self.backend.host(), ports, gpus)
+            self.backend.release(owner)
+        return Placement(
+            tuple(
+                TaskSlot(*key, addresses[key].host, addresses[key].port, gpus.get(key, ()))
+                for key in task_keys(spec)
+            )
+        )
 
     def submit(
         self,
@@ -221,7 +216,7 @@ class Engine:
         job = JobLaunch(
             f"{spec.name}-dryrun", spec, placement, workdir, self.data_dir, attempts, self.task_base
         )
-        return self.backend.preview(job)
+        return self.backend.dryrun(job)
 
     def start(self, job_id: str) -> None:
         """Queue a stored job for admission; it runs on a background thread once admitted."""
@@ -284,31 +279,30 @@ class Engine:
         submission. When this raises, the job waits again (see ``Admitter``)."""
         job = self.get(admission.job)
         spec = JobSpec.model_validate_json(job.spec)
-        keys = task_keys(spec)
-        fixed = {key: _fixed_port(spec.roles[key[0]].port, key[1]) for key in keys}
         try:
-            ports = self.backend.reserve_ports(job.id, fixed)
+            addresses = self.backend.reserve(job.id, spec)
         except OSError as error:  # no free port: fail now, with the reason, rather than wait
-            reason = f"could not reserve ports: {error}"
+            reason = Reason.NO_FREE_PORT.because(error)
             self.admitter.finished(job.id)
             self.store.update_job(
                 job.id, reason, state=State.FAILED, reason=reason, finished_at=time.time()
             )
             return
-        host = self.backend.host()  # "" where the tasks learn it (then they report it)
+        nodes = self.scheduler.cluster.nodes
         try:
             self.store.place_tasks(
                 job.id,
                 {
+                    # host "" where the tasks learn it (then they report it)
                     key: (
-                        f"{host}:{ports[key]}",
-                        ",".join(map(str, queueing.host_gpus(allocation, self._gpus))),
+                        str(addresses[key]),
+                        ",".join(map(str, queueing.host_gpus(allocation, nodes))),
                     )
-                    for key, allocation in zip(keys, admission.allocations, strict=True)
+                    for key, allocation in zip(task_keys(spec), admission.allocations, strict=True)
                 },
             )
         except BaseException:  # it waits again: its next launch reserves ports anew
-            self.backend.release_ports(job.id)
+            self.backend.release(job.id)
             raise
         if self.supervised:
             # Marks the job as one a restarted server picks up (see resume).
@@ -317,7 +311,7 @@ class Engine:
 
     def _ended(self, job_id: str) -> None:
         """A job's controller returned: free its resources; a preempted one waits again."""
-        self.backend.release_ports(job_id)
+        self.backend.release(job_id)
         job = self.store.get_job(job_id)
         if job is not None and job.state == State.QUEUED:
             # Its next run starts from attempt 0 again: drop the old attempts' records.
@@ -357,7 +351,7 @@ class Engine:
     def _hold_ports(self, job_id: str) -> None:
         """An adopted job keeps its ports: no other job may be given them."""
         placed = [_slot(task) for task in self.store.list_tasks(job_id) if task.address]
-        self.backend.reserve_ports(job_id, {slot.key: slot.port for slot in placed})
+        self.backend.hold(job_id, {slot.key: Address(slot.host, slot.port) for slot in placed})
 
     def _embedded(self, job_id: str) -> bool:
         """Whether an embedded engine runs (or ran) the job: it has a runner record."""
@@ -376,7 +370,7 @@ class Engine:
                 return places
         fractions = [demand.gpu_fraction for demand in gang.tasks]
         return [
-            queueing.allocation_of(_slot(task).gpus, fraction, self._gpus)
+            queueing.allocation_of(_slot(task).gpus, fraction, self.scheduler.cluster.nodes)
             for task, fraction in zip(tasks, fractions, strict=True)
         ]
 
@@ -401,7 +395,7 @@ class Engine:
                 return job
             if not self.admitter.withdraw(job_id) and job.state != State.QUEUED:
                 raise JobActive(f"job {job_id} is {job.state} in another trainfleet process")
-            message = f"not started: {reason}"
+            message = Reason.NOT_STARTED.because(reason)
             for task in self.store.list_tasks(job_id):
                 self.store.update_task(
                     job_id,
@@ -489,7 +483,7 @@ class Engine:
         )
 
     def log_path(self, job_id: str, role: str, index: int) -> Path:
-        return self.data_dir.log_path(job_id, role, index)
+        return self.backend.log_path(self.data_dir, job_id, (role, index))
 
 
 def _stored_queues(store: Store) -> dict[str, QueueConfig]:
@@ -510,10 +504,6 @@ def _held_elsewhere(lacks: Sequence[str], others: Sequence[JobRecord]) -> str:
     if len(others) == 1:
         return f"{waiting} job {names} of another trainfleet process"
     return f"{waiting} jobs {names} of other trainfleet processes"
-
-
-def _fixed_port(first: int | None, index: int) -> int | None:
-    return None if first is None else first + index
 
 
 def _slot(task: TaskRecord) -> TaskSlot:

@@ -24,7 +24,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from trainfleet.domain.records import JobRecord, State
+from trainfleet.domain.records import JobRecord, Reason, State
 from trainfleet.store.layout import DataDir
 
 if TYPE_CHECKING:
@@ -119,9 +119,10 @@ def _fail_lost(engine: Engine, job: JobRecord) -> JobRecord:
     pid = lost_runner(engine.data_dir, job.id)
     if State(job.state).is_final or pid is None:
         return job
-    reason = f"lost: the trainfleet process running it ended (pid {pid})"
+    reason = Reason.LOST.because(f"the trainfleet process running it ended (pid {pid})")
     for task in engine.store.list_tasks(job.id):
-        _end_leftover(engine.data_dir, job.id, task.role, task.index)
+        # A tethered shim ends its task itself, but one killed with its runner cannot.
+        engine.backend.abandon(engine.data_dir, job.id, (task.role, task.index))
         if not State(task.state).is_final:
             engine.store.update_task(
                 job.id, task.role, task.index, reason, state=State.FAILED, reason=reason
@@ -131,16 +132,6 @@ def _fail_lost(engine: Engine, job: JobRecord) -> JobRecord:
     )
     log.warning("job %s: %s", job.id, reason)
     return engine.get(job.id)
-
-
-def _end_leftover(data_dir: DataDir, job_id: str, role: str, index: int) -> None:
-    """Kill what is left of the task's last attempt: its tethered shim ends the task itself,
-    but a shim killed with its runner cannot."""
-    from trainfleet.backends.local.processes import end_attempt_of  # only for a lost job
-
-    attempt = data_dir.latest_attempt(job_id, role, index)
-    if attempt is not None:
-        end_attempt_of(data_dir.record(job_id, role, index, attempt))
 
 
 def holders(engine: Engine, job_id: str) -> list[JobRecord]:
@@ -172,7 +163,7 @@ class SharedAdmission:
             self._admit()
         except Exception as error:  # never silently: the job fails and says why
             log.exception("job %s: admission failed", self.job_id)
-            reason = f"admission failed: {error}"
+            reason = Reason.ADMISSION_FAILED.because(error)
             with contextlib.suppress(Exception):
                 self.engine.store.update_job(
                     self.job_id, reason, state=State.FAILED, reason=reason, finished_at=time.time()

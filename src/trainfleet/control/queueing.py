@@ -10,9 +10,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from trainfleet.backends.local.machine import LOCAL_NODE
 from trainfleet.scheduling.admission import GangJob, Scheduler
-from trainfleet.scheduling.cluster import TaskAllocation
+from trainfleet.scheduling.cluster import Node, TaskAllocation
 from trainfleet.scheduling.placement import task_demands
 from trainfleet.scheduling.queues import QueueSpec
 from trainfleet.scheduling.resources import GPU_UNIT, Resources
@@ -26,17 +25,21 @@ def gang_job(job_id: str, spec: JobSpec, order: float) -> GangJob:
     return GangJob(job_id, task_demands(spec), spec.queue, spec.priority, order)
 
 
-def host_gpus(allocation: TaskAllocation, inventory: Sequence[int]) -> tuple[int, ...]:
-    """The host indices of the devices of one task's allocation on this machine (on a
-    cluster's node, its engine chooses them)."""
-    if allocation.node != LOCAL_NODE:
-        return ()
-    return tuple(inventory[position] for position in allocation.gpus)
+def host_gpus(allocation: TaskAllocation, nodes: Sequence[Node]) -> tuple[int, ...]:
+    """The host indices of the devices of one task's allocation, where trainfleet hands
+    them out (on a cluster's node, its engine chooses them)."""
+    for node in nodes:
+        if node.name == allocation.node:
+            return node.host_gpus(allocation.gpus)
+    return ()
 
 
-def allocation_of(gpus: Sequence[int], fraction: int, inventory: Sequence[int]) -> TaskAllocation:
-    """The allocation of a task already running on host GPUs ``gpus`` (after a restart)."""
-    return TaskAllocation(LOCAL_NODE, tuple(inventory.index(gpu) for gpu in gpus), fraction)
+def allocation_of(gpus: Sequence[int], fraction: int, nodes: Sequence[Node]) -> TaskAllocation:
+    """The allocation of a task already running on host GPUs ``gpus`` (after a restart):
+    on the node that hands those devices out (devices no longer there are left out)."""
+    node = next((n for n in nodes if n.devices and set(gpus) <= set(n.devices)), nodes[0])
+    positions = tuple(node.devices.index(gpu) for gpu in gpus if gpu in node.devices)
+    return TaskAllocation(node.name, positions, fraction)
 
 
 def quota_amounts(quota: Quota) -> dict[str, int]:

@@ -35,6 +35,31 @@ class State(StrEnum):
 FINAL_STATES = frozenset({State.SUCCEEDED, State.FAILED, State.CANCELLED})
 
 
+class Reason(StrEnum):
+    """Why a job ended where no task's exit says it: the first words of its stored reason,
+    so that people read one sentence and programs match one code (``Reason.of``)."""
+
+    ENVIRONMENT_BUILD_FAILED = "environment build failed"
+    COULD_NOT_START = "could not start"
+    NO_FREE_PORT = "could not reserve ports"
+    DEADLINE_EXCEEDED = "deadline exceeded"
+    DISK_FULL = "disk full"
+    LOST = "lost"
+    ADMISSION_FAILED = "admission failed"
+    PREEMPTED = "preempted"
+    NOT_STARTED = "not started"
+    STOPPED = "stopped"
+
+    def because(self, detail: object) -> str:
+        """The reason as stored: ``<code>: <detail>``."""
+        return f"{self.value}: {detail}"
+
+    @classmethod
+    def of(cls, reason: str) -> Reason | None:
+        """The code a stored reason starts with, if any."""
+        return next((code for code in cls if reason.startswith(code.value)), None)
+
+
 @dataclass(frozen=True, slots=True)
 class _Record:
     @classmethod

@@ -41,6 +41,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 
+from trainfleet.domain.records import Reason
 from trainfleet.scheduling.cluster import Cluster, Node, TaskAllocation, TaskDemand
 from trainfleet.scheduling.placement import Unschedulable
 from trainfleet.scheduling.queues import QueueSpec, QuotaBook
@@ -447,10 +448,10 @@ class Scheduler:
         for victim in victims:
             victim.stopping_for = job.id
             self._victims[job.id] = self._victims.get(job.id, 0) + 1
-            reason = f"preempted by {job.id} (priority {job.priority})"
+            reason = f"{Reason.PREEMPTED} by {job.id} (priority {job.priority})"
             if victim.job.queue != job.queue:
                 reason = (
-                    f"preempted: queue {job.queue!r} reclaims the quota it lent "
+                    f"{Reason.PREEMPTED}: queue {job.queue!r} reclaims the quota it lent "
                     f"to {victim.job.queue!r}"
                 )
             preemptions.append(Preemption(victim.job.id, job.id, reason))

@@ -22,10 +22,18 @@ class Node:
     name: str
     capacity: Resources
     labels: Mapping[str, str] = field(default_factory=dict)
+    devices: tuple[int, ...] = ()
+    """Host indices of its GPUs, where trainfleet hands them to tasks itself (this
+    machine); () where the cluster engine picks them. Position ``n`` is device ``n`` of
+    an allocation."""
 
     @property
     def gpus(self) -> int:
         return self.capacity.gpu // GPU_UNIT
+
+    def host_gpus(self, positions: Sequence[int]) -> tuple[int, ...]:
+        """The host indices of the devices at ``positions`` (() where the engine picks)."""
+        return tuple(self.devices[n] for n in positions) if self.devices else ()
 
 
 @dataclass(frozen=True)

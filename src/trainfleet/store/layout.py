@@ -59,21 +59,10 @@ class DataDir:
         return self.job_dir(job_id) / "logs" / "setup.log"
 
     def run_dir(self, job_id: str) -> Path:
-        """Where supervised tasks keep their ``.pid`` and ``.exit`` records."""
+        """Where tasks' attempts keep their records (``.pid``, ``.exit``; each backend
+        reads its own kinds back)."""
         return self.job_dir(job_id) / "run"
 
     def record(self, job_id: str, role: str, index: int, attempt: int) -> Path:
         """The record prefix of one attempt (0 = first start) of a task."""
         return self.run_dir(job_id) / f"{role}-{index}-{attempt}"
-
-    def latest_attempt(self, job_id: str, role: str, index: int) -> int | None:
-        """The last attempt of a task that was started: its supervisor wrote its ``.pid``,
-        or it was handed to a cluster engine (``.slurm``)."""
-        prefix = f"{role}-{index}-"
-        attempts = [
-            int(number)
-            for path in self.run_dir(job_id).glob(f"{prefix}*")
-            if path.suffix in (".pid", ".slurm")
-            and (number := path.name[len(prefix) : -len(path.suffix)]).isdigit()
-        ]
-        return max(attempts, default=None)

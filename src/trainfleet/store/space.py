@@ -7,6 +7,7 @@ import shutil
 from pathlib import Path
 
 from trainfleet.domain.errors import StorageFull
+from trainfleet.domain.records import Reason
 
 MIN_FREE = 16 << 20
 """Bytes that must stay free in the data directory for a job to be stored or started."""
@@ -30,7 +31,7 @@ def require_free(path: Path, minimum: int = MIN_FREE) -> None:
     free = shutil.disk_usage(path).free
     if free < minimum:
         raise DiskFull(
-            f"disk full: {free / 2**20:.1f} MiB free in {path}, "
+            f"{Reason.DISK_FULL}: {free / 2**20:.1f} MiB free in {path}, "
             f"at least {minimum / 2**20:.0f} MiB needed; free some space and try again"
         )
 

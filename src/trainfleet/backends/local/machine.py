@@ -25,7 +25,7 @@ def local_node(gpus: Sequence[int]) -> Node:
         gpu=len(gpus) * GPU_UNIT,
         custom=_custom_resources(os.environ.get("TRAINFLEET_RESOURCES", "")),
     )
-    return Node(LOCAL_NODE, capacity)
+    return Node(LOCAL_NODE, capacity, devices=tuple(gpus))
 
 
 def _custom_resources(text: str) -> dict[str, int]:

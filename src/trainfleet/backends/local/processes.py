@@ -8,23 +8,33 @@ import signal
 import subprocess
 import sys
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 
-from trainfleet.backends.api import ATTEMPT_VARIABLE, JobLaunch, Preview, TaskLaunch, TaskReports
+from trainfleet.backends.api import (
+    ATTEMPT_VARIABLE,
+    JobLaunch,
+    NotStarted,
+    Preview,
+    TaskHandle,
+    TaskLaunch,
+    TaskReports,
+    TaskStatus,
+)
 from trainfleet.backends.local.gpus import gpu_inventory
 from trainfleet.backends.local.groups import end_attempt, live_members, signal_group
 from trainfleet.backends.local.machine import local_node
 from trainfleet.backends.supervision import SHIM, records
-from trainfleet.backends.supervision.ports import PORTS
+from trainfleet.backends.supervision.ports import PooledAddresses
 from trainfleet.domain.errors import Misconfigured
+from trainfleet.domain.records import Reason
 from trainfleet.scheduling.cluster import Node
 from trainfleet.scheduling.placement import TaskKey
 from trainfleet.spec.models import JobSpec
 from trainfleet.spec.quantity import size_setting
-from trainfleet.store.layout import create_private
+from trainfleet.store.layout import DataDir, create_private
 from trainfleet.store.space import DiskFull, is_disk_full, require_free
 
 GROUP_POLL_SECONDS = 0.02
@@ -59,7 +69,7 @@ class _Running:
     killed: threading.Event = field(default_factory=threading.Event)
 
 
-class LocalBackend:
+class LocalBackend(PooledAddresses):
     """Runs tasks as process groups here; one waiter thread per running task.
 
     A task ends when its whole group is gone, not just its first process: a shell that
@@ -75,6 +85,7 @@ class LocalBackend:
 
     restarts_whole_jobs = False
     queues_tasks = False
+    address_host = "127.0.0.1"
 
     def __init__(self, supervised: bool = False, log_cap: int | None = None) -> None:
         self.supervised = supervised
@@ -82,39 +93,28 @@ class LocalBackend:
         self._running: dict[int, _Running] = {}  # by pid: unique while the task lives
         self._lock = threading.Lock()
 
-    def host(self) -> str:
-        return "127.0.0.1"
-
-    def gpu_inventory(self) -> list[int]:
-        return self._gpus
-
     @cached_property
     def _gpus(self) -> list[int]:
         """Read once, on first use: NVML takes a while to start, and GPUs stay put."""
         return gpu_inventory()
 
     def nodes(self) -> list[Node]:
-        return [local_node(self.gpu_inventory())]
+        return [local_node(self._gpus)]
 
     def check(self, spec: JobSpec) -> None:
         pass  # the scheduler's check covers this machine
 
-    def reserve_ports(self, job_id: str, fixed: Mapping[TaskKey, int | None]) -> dict[TaskKey, int]:
-        return PORTS.reserve(job_id, fixed)
-
-    def release_ports(self, job_id: str) -> None:
-        PORTS.release(job_id)
-
-    def preview(self, job: JobLaunch) -> Preview:
+    def dryrun(self, job: JobLaunch) -> Preview:
         return Preview([job.task(key) for key in job.attempts])
 
-    def start(self, job: JobLaunch, reports: TaskReports) -> dict[TaskKey, int | str]:
-        started: dict[TaskKey, int | str] = {}
+    def start(self, job: JobLaunch, reports: TaskReports) -> dict[TaskKey, TaskHandle | NotStarted]:
+        started: dict[TaskKey, TaskHandle | NotStarted] = {}
         for key in job.attempts:
             try:
-                started[key] = self._start(job.task(key), reports.exited, job.spec.grace_period)
+                pid = self._start(job.task(key), reports.exited, job.spec.grace_period)
+                started[key] = TaskHandle(str(pid))
             except (OSError, ValueError) as error:
-                started[key] = str(error)
+                started[key] = NotStarted(str(error))
         return started
 
     def _start(self, launch: TaskLaunch, on_exit: ExitCallback, grace: float) -> int:
@@ -149,34 +149,43 @@ class LocalBackend:
             raise
         except OSError as error:
             if is_disk_full(error):
-                raise DiskFull(f"disk full: cannot open the log {launch.log_path}") from None
+                why = f"cannot open the log {launch.log_path}"
+                raise DiskFull(Reason.DISK_FULL.because(why)) from None
             raise
 
-    def adopt(self, key: TaskKey, record: Path, reports: TaskReports) -> int | None:
+    def log_path(self, data_dir: DataDir, job_id: str, key: TaskKey) -> Path:
+        return data_dir.log_path(job_id, *key)
+
+    def last_attempt(self, data_dir: DataDir, job_id: str, key: TaskKey) -> int | None:
+        return records.last_attempt(data_dir.run_dir(job_id), *key, suffixes=(".pid",))
+
+    def adopt(
+        self, data_dir: DataDir, job_id: str, key: TaskKey, attempt: int, reports: TaskReports
+    ) -> TaskHandle | None:
+        record = data_dir.record(job_id, *key, attempt)
         pid = records.supervisor_pid(record)
         if pid is None or not _is_shim_of(pid, record):
             # The shim is gone (kill -9): what it ran may not be. End it before a new attempt.
-            end_attempt_of(record)
+            end_attempt(_marker(record))
             reports.exited(key, _recorded_exit(record))
             return None
         wait = lambda: _wait_foreign(pid, record)  # noqa: E731
         self._follow(key, pid, _marker(record), wait, reports.exited)
-        return pid
+        return TaskHandle(str(pid))
 
-    def describe(self, pid: int) -> str:
-        return f"pid {pid}"
+    def abandon(self, data_dir: DataDir, job_id: str, key: TaskKey) -> None:
+        attempt = self.last_attempt(data_dir, job_id, key)
+        if attempt is not None:
+            end_attempt(_marker(data_dir.record(job_id, *key, attempt)))
 
-    def terminate(self, pid: int) -> None:
-        running = self._get(pid)
+    def describe(self, handle: TaskHandle) -> TaskStatus:
+        return TaskStatus(handle, f"pid {handle}", int(handle))
+
+    def stop(self, handle: TaskHandle, force: bool = False) -> None:
+        running = self._get(int(handle))
         if running is not None:
-            running.terminating.set()
-            signal_group(running.pid, signal.SIGTERM)
-
-    def kill(self, pid: int) -> None:
-        running = self._get(pid)
-        if running is not None:
-            running.killed.set()
-            signal_group(running.pid, signal.SIGKILL)
+            (running.killed if force else running.terminating).set()
+            signal_group(running.pid, signal.SIGKILL if force else signal.SIGTERM)
 
     def _get(self, pid: int) -> _Running | None:
         with self._lock:
@@ -206,12 +215,6 @@ class LocalBackend:
 
 def _marker(record: Path) -> str:
     return f"{ATTEMPT_VARIABLE}={record}"
-
-
-def end_attempt_of(record: Path) -> bool:
-    """Kill every process of the attempt with record prefix ``record``, its shim included,
-    wherever it runs (False if some outlive the wait)."""
-    return end_attempt(_marker(record))
 
 
 def _is_shim_of(pid: int, record: Path) -> bool:

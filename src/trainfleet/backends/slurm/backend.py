@@ -9,7 +9,6 @@ their jobs, and reports to the controllers.
 from __future__ import annotations
 
 import contextlib
-import itertools
 import marshal
 import signal
 import sys
@@ -19,7 +18,16 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from trainfleet.backends.api import BackendError, JobLaunch, Outside, Preview, TaskReports
+from trainfleet.backends.api import (
+    BackendError,
+    JobLaunch,
+    NotStarted,
+    Outside,
+    Preview,
+    TaskHandle,
+    TaskReports,
+    TaskStatus,
+)
 from trainfleet.backends.slurm import commands
 from trainfleet.backends.slurm.commands import SlurmError, SlurmJob
 from trainfleet.backends.slurm.script import (
@@ -30,12 +38,13 @@ from trainfleet.backends.slurm.script import (
     task_shape,
 )
 from trainfleet.backends.supervision import SHIM, records
-from trainfleet.backends.supervision.ports import PORTS
+from trainfleet.backends.supervision.ports import PooledAddresses
 from trainfleet.scheduling.cluster import Node
 from trainfleet.scheduling.placement import Placement, TaskKey, Unschedulable
 from trainfleet.scheduling.resources import GPU_UNIT, Resources
 from trainfleet.spec.backends import SlurmConfig
 from trainfleet.spec.models import JobSpec
+from trainfleet.store.layout import DataDir
 
 BOOTSTRAP = Path(__file__).with_name("bootstrap.py")
 MIB = 1024**2
@@ -48,6 +57,14 @@ SETTLE_SECONDS = 10.0
 job's verdict (cancelled, node failure) goes with the task's exit."""
 """How long a task may lack its exit record after Slurm says its step or job ended (the
 record may be on its way through a shared file system)."""
+
+
+def _slurm_job(record: Path) -> str | None:
+    """The Slurm job an attempt was handed to (its ``.slurm`` record), if it was."""
+    try:
+        return record.with_name(record.name + ".slurm").read_text().strip() or None
+    except OSError:
+        return None
 
 
 def host_token(position: int) -> str:
@@ -77,28 +94,25 @@ class _Task:
     failed_since: float | None = None
 
 
-class SlurmBackend:
-    """Runs each start of a job's tasks as one Slurm batch job, one step per component."""
+class SlurmBackend(PooledAddresses):
+    """Runs each start of a job's tasks as one Slurm batch job, one step per component.
+
+    A task's handle is ``<Slurm job>:<role>/<index>``; its attempt's ``.slurm`` record
+    names the Slurm job, which is how a restarted trainfleet finds it again.
+    """
 
     restarts_whole_jobs = True
     queues_tasks = True
 
     def __init__(self, config: SlurmConfig) -> None:
         self.config = config
-        self._tasks: dict[int, _Task] = {}
-        self._handles = itertools.count(1)
+        self._tasks: dict[TaskHandle, _Task] = {}
         self._cancelled: set[str] = set()
         """Slurm jobs this backend cancelled (any other cancel came from outside)."""
         self._lock = threading.Lock()
         self._watcher: threading.Thread | None = None
         self._asked = 0.0
         """When ``squeue`` was last asked (monotonic seconds)."""
-
-    def host(self) -> str:
-        return ""
-
-    def gpu_inventory(self) -> list[int]:
-        return []
 
     def nodes(self) -> list[Node]:
         """The nodes of the configured partition (the default one where none is)."""
@@ -122,31 +136,28 @@ class SlurmBackend:
         except NotForSlurm as error:
             raise Unschedulable(str(error)) from None
 
-    def reserve_ports(self, job_id: str, fixed: Mapping[TaskKey, int | None]) -> dict[TaskKey, int]:
-        return PORTS.reserve(job_id, fixed)
-
-    def release_ports(self, job_id: str) -> None:
-        PORTS.release(job_id)
-
-    def start(self, job: JobLaunch, reports: TaskReports) -> dict[TaskKey, int | str]:
+    def start(self, job: JobLaunch, reports: TaskReports) -> dict[TaskKey, TaskHandle | NotStarted]:
         keys = list(job.attempts)
         try:
             slurm_job = self._submit(job)
         except (SlurmError, NotForSlurm, OSError) as error:
-            return {key: str(error) for key in keys}
-        started: dict[TaskKey, int | str] = {}
-        with self._lock:
-            for key in keys:
-                record = job.data_dir.record(job.job_id, *key, job.attempts[key])
-                record.with_name(record.name + ".slurm").write_text(slurm_job)
-                handle = next(self._handles)
-                port = job.placement.slot(*key).port
-                self._tasks[handle] = _Task(key, record, slurm_job, port, reports)
-                started[key] = handle
-        self._watch()
+            return {key: NotStarted(str(error)) for key in keys}
+        started: dict[TaskKey, TaskHandle | NotStarted] = {}
+        for key in keys:
+            record = job.data_dir.record(job.job_id, *key, job.attempts[key])
+            record.with_name(record.name + ".slurm").write_text(slurm_job)
+            port = job.placement.slot(*key).port
+            started[key] = self._follow(_Task(key, record, slurm_job, port, reports))
         return started
 
-    def preview(self, job: JobLaunch) -> Preview:
+    def _follow(self, task: _Task) -> TaskHandle:
+        handle = TaskHandle(f"{task.job}:{task.key[0]}/{task.key[1]}")
+        with self._lock:
+            self._tasks[handle] = task
+        self._watch()
+        return handle
+
+    def dryrun(self, job: JobLaunch) -> Preview:
         """The tasks with their hosts and GPUs still to be learnt, and the batch script."""
         hosts = {slot.key: f"<node of {slot.key[0]}/{slot.key[1]}>" for slot in job.placement}
         launches = []
@@ -206,41 +217,48 @@ class SlurmBackend:
         script.write_text(self._script(job, groups, launch_file))
         return commands.sbatch(script)
 
-    def adopt(self, key: TaskKey, record: Path, reports: TaskReports) -> int | None:
+    def log_path(self, data_dir: DataDir, job_id: str, key: TaskKey) -> Path:
+        return data_dir.log_path(job_id, *key)  # on the shared data directory
+
+    def last_attempt(self, data_dir: DataDir, job_id: str, key: TaskKey) -> int | None:
+        # .pid: an attempt an earlier (local) backend of this data directory started.
+        suffixes = (".pid", ".slurm")
+        return records.last_attempt(data_dir.run_dir(job_id), *key, suffixes=suffixes)
+
+    def adopt(
+        self, data_dir: DataDir, job_id: str, key: TaskKey, attempt: int, reports: TaskReports
+    ) -> TaskHandle | None:
+        record = data_dir.record(job_id, *key, attempt)
         status = records.exit_status(record)
-        try:
-            slurm_job = record.with_name(record.name + ".slurm").read_text().strip()
-        except OSError:  # started by another backend: nothing to follow in Slurm
+        slurm_job = _slurm_job(record)
+        if slurm_job is None or status is not None:  # ended, or not Slurm's to follow
             reports.exited(key, -signal.SIGKILL if status is None else status)
             return None
-        if status is not None:
-            reports.exited(key, status)
-            return None
-        handle = next(self._handles)
+        return self._follow(_Task(key, record, slurm_job, 0, reports))
+
+    def abandon(self, data_dir: DataDir, job_id: str, key: TaskKey) -> None:
+        attempt = self.last_attempt(data_dir, job_id, key)
+        slurm_job = None if attempt is None else _slurm_job(data_dir.record(job_id, *key, attempt))
+        if slurm_job is not None:
+            self._cancelled.add(slurm_job)
+            with contextlib.suppress(SlurmError):  # it has ended already
+                commands.scancel(slurm_job)
+
+    def describe(self, handle: TaskHandle) -> TaskStatus:
         with self._lock:
-            self._tasks[handle] = _Task(key, record, slurm_job, 0, reports)
-        self._watch()
-        return handle
+            task = self._tasks.get(handle)
+        job = task.job if task else handle.partition(":")[0]
+        step = f", step {task.step}" if task and task.step else ""
+        return TaskStatus(handle, f"Slurm job {job}{step}")
 
-    def describe(self, pid: int) -> str:
-        task = self._tasks.get(pid)
-        if task is None:
-            return f"task {pid}"
-        return f"Slurm job {task.job}" + (f", step {task.step}" if task.step else "")
-
-    def terminate(self, pid: int) -> None:
-        self._signal(pid, "TERM")
-
-    def kill(self, pid: int) -> None:
-        self._signal(pid, "KILL")
-
-    def _signal(self, pid: int, name: str) -> None:
+    def stop(self, handle: TaskHandle, force: bool = False) -> None:
         """Ask the task's bootstrap to signal it; a task not running yet is cancelled with
         its whole Slurm job."""
         with self._lock:
-            task = self._tasks.get(pid)
+            task = self._tasks.get(handle)
         if task is None:
             return
+        name = "KILL" if force else "TERM"
         if self._read_step(task):
             request = task.record.with_name(task.record.name + ".signal")
             temporary = request.with_name(request.name + ".tmp")
@@ -274,7 +292,7 @@ class SlurmBackend:
             tasks = dict(self._tasks)
         if not tasks:
             return
-        exits = {pid: records.exit_status(task.record) for pid, task in tasks.items()}
+        exits = {handle: records.exit_status(task.record) for handle, task in tasks.items()}
         for task in tasks.values():
             if task.step is None and self._read_step(task):
                 host = task.step_host
@@ -286,27 +304,27 @@ class SlurmBackend:
         now = time.monotonic()
         failed = any(status not in (None, 0) for status in exits.values())
         if not failed and now - self._asked < SQUEUE_SECONDS:
-            for pid, task in tasks.items():
-                if exits[pid] == 0:
-                    self._report(pid, task, 0, [], False)
+            for handle, task in tasks.items():
+                if exits[handle] == 0:
+                    self._report(handle, task, 0, [], False)
             return
         self._asked = now
         slurm = commands.jobs({task.job for task in tasks.values()})
         running_steps = commands.steps(
-            task.step for pid, task in tasks.items() if task.step and exits[pid] is None
+            task.step for handle, task in tasks.items() if task.step and exits[handle] is None
         )
-        for pid, task in tasks.items():
+        for handle, task in tasks.items():
             components = slurm.get(task.job, [])
             ended = not components or all(part.ended for part in components)
-            status = exits[pid]
+            status = exits[handle]
             if status not in (None, 0) and self._settling(task, components, now):
                 self._asked = 0.0  # ask again at the next look
             elif status is not None:
-                self._report(pid, task, status, components, ended)
+                self._report(handle, task, status, components, ended)
             elif ended or (task.step is not None and task.step not in running_steps):
                 task.gone_since = task.gone_since or now
                 if now - task.gone_since >= GONE_GRACE_SECONDS:
-                    self._report(pid, task, -signal.SIGKILL, components, True)
+                    self._report(handle, task, -signal.SIGKILL, components, True)
             elif components[0].state == "PENDING":
                 reason = components[0].reason
                 why = "before its first scheduling pass" if reason == "None" else reason
@@ -323,10 +341,10 @@ class SlurmBackend:
         return now - task.failed_since < SETTLE_SECONDS
 
     def _report(
-        self, pid: int, task: _Task, status: int, components: list[SlurmJob], ended: bool
+        self, handle: TaskHandle, task: _Task, status: int, components: list[SlurmJob], ended: bool
     ) -> None:
         with self._lock:
-            del self._tasks[pid]
+            del self._tasks[handle]
         outside = self._outside(task, components) if status != 0 else None
         if outside is None and status == -signal.SIGKILL and ended and not components:
             outside = Outside(f"Slurm job {task.job} is gone")

@@ -18,7 +18,12 @@ import socket
 import threading
 from collections.abc import Hashable, Iterable, Mapping
 from pathlib import Path
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
+
+if TYPE_CHECKING:
+    from trainfleet.backends.api import Address
+    from trainfleet.scheduling.placement import TaskKey
+    from trainfleet.spec.models import JobSpec
 
 Key = TypeVar("Key", bound=Hashable)
 
@@ -97,6 +102,30 @@ class PortPool:
 
 PORTS = PortPool()
 """The ports of this process's jobs: one pool, whichever backend gives them out."""
+
+
+class PooledAddresses:
+    """``reserve``, ``hold`` and ``release`` of a backend whose tasks' ports come from
+    this process's pool, on ``address_host`` ("" where each task learns its node)."""
+
+    address_host = ""
+
+    def reserve(self, job_id: str, spec: JobSpec) -> dict[TaskKey, Address]:
+        from trainfleet.backends.api import Address
+        from trainfleet.scheduling.placement import task_keys
+
+        fixed = {}
+        for role, index in task_keys(spec):
+            first = spec.roles[role].port
+            fixed[(role, index)] = None if first is None else first + index
+        ports = PORTS.reserve(job_id, fixed)
+        return {key: Address(self.address_host, port) for key, port in ports.items()}
+
+    def hold(self, job_id: str, addresses: Mapping[TaskKey, Address]) -> None:
+        PORTS.hold(job_id, (address.port for address in addresses.values()))
+
+    def release(self, job_id: str) -> None:
+        PORTS.release(job_id)
 
 
 def free_port() -> int:

@@ -20,3 +20,16 @@ def exit_status(record: Path) -> int | None:
 
 def supervisor_pid(record: Path) -> int | None:
     return read_number(record.with_name(record.name + ".pid"))
+
+
+def last_attempt(run_dir: Path, role: str, index: int, suffixes: tuple[str, ...]) -> int | None:
+    """The highest attempt of task ``role``/``index`` with a record ending in one of
+    ``suffixes`` in ``run_dir`` (prefixes are ``<role>-<index>-<attempt>``)."""
+    prefix = f"{role}-{index}-"
+    attempts = [
+        int(number)
+        for path in run_dir.glob(f"{prefix}*")
+        if path.suffix in suffixes
+        and (number := path.name[len(prefix) : -len(path.suffix)]).isdigit()
+    ]
+    return max(attempts, default=None)
