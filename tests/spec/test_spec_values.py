@@ -53,6 +53,11 @@ NUL = "must not contain a NUL character"
         (job({"command": "x", "tracked": "yes"}), "roles.worker.tracked", "true or false"),
         (job({"command": "x"}, deadline=True), "deadline", "expected a number, got true"),
         (job({"command": "x"}, priority="1"), "priority", "expected an integer"),
+        (
+            job({"command": "x", "resources": {"memory": 0.05}}),
+            "roles.worker.resources.memory",
+            "memory 0.05 is not a whole number of bytes",
+        ),
     ],
 )
 def test_values_no_task_can_start_with_are_refused(text: str, field: str, message: str) -> None:

@@ -33,7 +33,12 @@ def parse_memory(value: str | int | float) -> int:
     if isinstance(value, bool):
         raise ValueError("memory must be a quantity like 2Gi or 8G, not a boolean")
     if isinstance(value, int | float):
-        return int(_finite(value, "memory", MEMORY_LIMIT))
+        if value != int(_finite(value, "memory", MEMORY_LIMIT)):
+            raise ValueError(
+                f"memory {value!r} is not a whole number of bytes: write bytes, or a unit "
+                "such as 512Mi"
+            )
+        return int(value)
     if not isinstance(value, str):
         raise ValueError("memory must be a quantity like 2Gi or 8G, or a number of bytes")
     match = _MEMORY.match(value)
