@@ -10,6 +10,9 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import NoReturn
+
+import pytest
 
 from trainfleet.backends.local.groups import live_members
 
@@ -35,6 +38,13 @@ def run_cli(
 def in_ci() -> bool:
     """Whether this runs under CI, where what a test needs is never missing: it fails."""
     return os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")
+
+
+def missing(what: str) -> NoReturn:
+    """Skip the test, saying what it lacks; under CI, where nothing may lack, fail it."""
+    if in_ci():
+        pytest.fail(f"CI must have what this test needs: {what}")
+    pytest.skip(what)
 
 
 def wait_for(
