@@ -8,8 +8,11 @@
 (e) `trainfleet run` wall time of a task writing 1 GiB to stdout, beside the same
     command writing to a file directly, and through one more pipe (`| cat > file`: the
     least a capped log costs, since its output must pass through a pipe).
+(f) with an image (the test image of scripts/images.sh): submit to all 4 tasks' programs
+    running, and a failed task's exit to its restarted program running, each beside the
+    same job without an image, and the start beside 4 `podman run` by hand.
 
-usage: python benchmarks/launch.py [--runs 20] [--only a,b,c,d,e] [--out FILE]
+usage: python benchmarks/launch.py [--runs 20] [--only a,b,c,d,e,f] [--out FILE]
 Prints a table and writes the figures as JSON (default benchmarks/results/launch.json).
 """
 
@@ -265,12 +268,128 @@ def bench_stdout(work: Path, runs: int) -> dict[str, object]:
     }
 
 
+IMAGE = "localhost/trainfleet/python:3.11"
+STARTED = 'date +%s.%N > "started-$TRAINFLEET_ROLE-$TRAINFLEET_INDEX"'
+"""What each task's program does first: the time it runs, as the program itself sees it."""
+
+
+def _wait_for_files(paths: list[Path]) -> float:
+    """The latest time written in ``paths``, once every one exists and holds one."""
+    while True:
+        try:
+            return max(float(path.read_text()) for path in paths)
+        except (OSError, ValueError):
+            time.sleep(0.002)
+
+
+def _start_with(engine: Engine, work: Path, image: str | None) -> float:
+    """Seconds from submit to the 4th task's program running (4 x `sleep` after STARTED)."""
+    spec = JobSpec.model_validate(
+        {
+            "name": "images",
+            "grace_period": 1,
+            **({"image": image} if image else {}),
+            "roles": {"worker": {"replicas": 4, "command": f"{STARTED}; sleep 30"}},
+        }
+    )
+    for old in work.glob("started-*"):
+        old.unlink()
+    submitted = time.time()
+    job = engine.submit(spec, work, start=True)
+    running = _wait_for_files([work / f"started-worker-{n}" for n in range(4)])
+    engine.cancel(job.id)
+    engine.wait(job.id)
+    return running - submitted
+
+
+def _start_by_hand(work: Path) -> float:
+    """The same 4 programs started with `podman run` by hand, all at once."""
+    for old in work.glob("started-*"):
+        old.unlink()
+    submitted = time.time()
+    runs = [
+        subprocess.Popen(
+            [
+                "podman",
+                "run",
+                "--rm",
+                "--network",
+                "host",
+                "--init",
+                "--volume",
+                f"{work}:{work}",
+                "--workdir",
+                str(work),
+                "--env",
+                "TRAINFLEET_ROLE=worker",
+                "--env",
+                f"TRAINFLEET_INDEX={n}",
+                IMAGE,
+                "sh",
+                "-c",
+                STARTED,
+            ],
+            stdout=subprocess.DEVNULL,
+        )
+        for n in range(4)
+    ]
+    running = _wait_for_files([work / f"started-worker-{n}" for n in range(4)])
+    for run in runs:
+        run.wait()
+    return running - submitted
+
+
+def _restarts_with(engine: Engine, work: Path, image: str | None, runs: int) -> list[float]:
+    """Seconds from a failed task's last word to its restarted program's first, ``runs``
+    times (backoff 0; the program writes both times itself)."""
+    log = work / "attempts"
+    log.unlink(missing_ok=True)
+    command = f"date +%s.%N >> {log}; sleep 0.2; date +%s.%N >> {log}; exit 3"
+    spec = JobSpec.model_validate(
+        {
+            "name": "restarts",
+            **({"image": image} if image else {}),
+            "restart": {"policy": "on-failure", "max_restarts": runs, "backoff": {"initial": 0}},
+            "roles": {"worker": {"command": command}},
+        }
+    )
+    job = engine.submit(spec, work, start=True)
+    engine.wait(job.id)
+    times = [float(line) for line in log.read_text().split()]
+    # start, end, start, end, ...: each restart is from an end to the next start
+    return [times[n + 1] - times[n] for n in range(1, len(times) - 1, 2)]
+
+
+def bench_images(work: Path, runs: int) -> dict[str, object]:
+    """(f) jobs in containers of an image, beside the same jobs without, and podman by hand."""
+    engine = Engine(DataDir(work / "f"))
+    boxed, plain, by_hand = [], [], []
+    for _ in range(runs):
+        boxed.append(_start_with(engine, work, IMAGE))
+        plain.append(_start_with(engine, work, None))
+        by_hand.append(_start_by_hand(work))
+    boxed_restarts = _restarts_with(engine, work, IMAGE, runs)
+    plain_restarts = _restarts_with(engine, work, None, runs)
+    return {
+        "start_with_image_s": _summary(boxed),
+        "start_without_image_s": _summary(plain),
+        "start_podman_by_hand_s": _summary(by_hand),
+        "ratio_start_image_over_plain": statistics.median(boxed) / statistics.median(plain),
+        "ratio_start_image_over_by_hand": statistics.median(boxed) / statistics.median(by_hand),
+        "restart_with_image_s": _summary(boxed_restarts),
+        "restart_without_image_s": _summary(plain_restarts),
+        "ratio_restart_image_over_plain": statistics.median(boxed_restarts)
+        / statistics.median(plain_restarts),
+    }
+
+
 BENCHMARKS: dict[str, Callable[[Path, int], dict[str, object]]] = {
     "a": bench_submit,
     "b": bench_run_vs_torchx,
     "c": bench_restart,
     "d": bench_ddp,
     "e": bench_stdout,
+    "f": bench_images,
 }
 
 
@@ -279,7 +398,7 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--runs", type=int, default=20)
-    parser.add_argument("--only", default="a,b,c,d,e")
+    parser.add_argument("--only", default="a,b,c,d,e,f")
     parser.add_argument("--out", type=Path, default=HERE / "results" / "launch.json")
     args = parser.parse_args()
     results: dict[str, object] = {"runs": args.runs, "cpus": os.cpu_count()}

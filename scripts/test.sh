@@ -16,6 +16,7 @@ if [ -z "${TRAINFLEET_TEST_SLURM_CONF:-}" ]; then
     TRAINFLEET_TEST_SLURM_CONF="$(bash scripts/slurm.sh start | tail -n 1)"
     export TRAINFLEET_TEST_SLURM_CONF
 fi
+bash scripts/images.sh build > /dev/null  # podman and the test image, kept once built
 .venv/bin/ruff check src tests benchmarks examples
 .venv/bin/ruff format --check src tests benchmarks examples
 .venv/bin/mypy

@@ -1,9 +1,10 @@
 """One backend contract, every backend: the same checks run on the local backend and on a
 real Slurm cluster (``scripts/slurm.sh``), through the verbs of ``backends/api.py`` alone.
 
-A new backend (containers, Kubernetes) joins the ``backend`` fixture's parameters and must
-pass them unchanged: start and exit codes, logs, describe, stop with its grace, forced
-stop, adopt after a restart of trainfleet, abandon, addresses and dry runs.
+A new backend (Kubernetes) joins the ``site`` fixture's parameters and must pass them
+unchanged: start and exit codes, logs, describe, stop with its grace, forced stop, adopt
+after a restart of trainfleet, abandon, addresses and dry runs. The ``podman`` variants run
+every task in a container of the test image (``scripts/images.sh``).
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from container_images import base_image
+from helpers import wait_for
 from slurm_nodes import slurm_conf, wait_until_idle
 
 from trainfleet.backends.api import (
@@ -28,6 +31,7 @@ from trainfleet.backends.api import (
 )
 from trainfleet.backends.local import LocalBackend
 from trainfleet.backends.supervision.ports import PORTS
+from trainfleet.backends.supervision.shim import ATTEMPT_VARIABLE, marked_processes
 from trainfleet.control.policies import exit_code
 from trainfleet.scheduling.placement import Placement, TaskKey, TaskSlot, task_keys
 from trainfleet.spec.backends import SlurmConfig
@@ -72,8 +76,9 @@ class Reports:
 class Site:
     """One backend under test, with a data directory and a job folder of its own."""
 
-    def __init__(self, make: Callable[[], Backend], root: Path) -> None:
+    def __init__(self, make: Callable[[], Backend], root: Path, image: str | None = None) -> None:
         self.make = make
+        self.image = image
         self.backend = make()
         self.data_dir = DataDir(root / "data")
         self.workdir = root / "work"
@@ -87,7 +92,7 @@ class Site:
                 "name": "conformance",
                 "grace_period": 30,
                 "roles": {
-                    role: {"command": ["sh", "-c", command], "image": "debian:trixie"}
+                    role: {"command": ["sh", "-c", command], "image": self.image}
                     for role, command in roles.items()
                 },
             }
@@ -109,6 +114,11 @@ class Site:
         path = self.backend.log_path(self.data_dir, job.job_id, key)
         return path.read_text() if path.exists() else ""
 
+    def leftovers(self, job: JobLaunch, key: TaskKey = WORKER) -> list[int]:
+        """Pids of the attempt's processes still running here (its container's too)."""
+        record = job.data_dir.record(job.job_id, *key, job.attempts[key])
+        return [pid for pid, _ in marked_processes(f"{ATTEMPT_VARIABLE}={record}")]
+
     def wait_ready(self, job: JobLaunch, key: TaskKey = WORKER) -> None:
         deadline = time.monotonic() + EXIT_SECONDS
         while "ready" not in self.log(job, key):
@@ -120,17 +130,18 @@ def _local() -> Backend:
     return LocalBackend(supervised=True)
 
 
-@pytest.fixture(params=["local", "slurm"])
+@pytest.fixture(params=["local", "podman", "slurm", "slurm-podman"])
 def site(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch) -> Iterator[Site]:
-    if request.param == "slurm":
+    image = base_image() if request.param.endswith("podman") else None
+    if request.param.startswith("slurm"):
         monkeypatch.setenv("SLURM_CONF", slurm_conf())
         wait_until_idle(os.environ)
         from trainfleet.backends.slurm.backend import SlurmBackend
 
         config = SlurmConfig(poll_interval=0.2, memory_per_task="128Mi", rendezvous_timeout=60)
-        site = Site(lambda: SlurmBackend(config), tmp_path)
+        site = Site(lambda: SlurmBackend(config), tmp_path, image)
     else:
-        site = Site(_local, tmp_path)
+        site = Site(_local, tmp_path, image)
     yield site
     for job_id in site.jobs:
         site.backend.release(job_id)
@@ -181,6 +192,7 @@ def test_forced_stop_ends_a_task_that_ignores_sigterm(site: Site) -> None:
     assert reports.none_yet(1.5), "a task that ignores SIGTERM runs on until forced"
     site.backend.stop(handle, force=True)
     assert exit_code(reports.codes()[WORKER]) == 137
+    assert not site.leftovers(job), "nothing of the task runs once its exit is reported"
 
 
 def test_a_restarted_trainfleet_adopts_a_running_task(site: Site) -> None:
@@ -220,6 +232,7 @@ def test_abandon_ends_what_is_left_of_a_lost_task(site: Site) -> None:
     site.wait_ready(job)
     site.make().abandon(site.data_dir, job.job_id, WORKER)  # its runner is gone
     assert reports.codes()[WORKER] != 0
+    wait_for(lambda: not site.leftovers(job), timeout=30, what="the task's processes to end")
 
 
 def test_addresses_are_held_until_released(site: Site) -> None:
@@ -255,7 +268,7 @@ def test_dryrun_shows_each_launch_and_starts_nothing(site: Site) -> None:
         assert launch.argv[-1] == "true"
         assert launch.cwd == site.workdir
         assert [mount.source for mount in launch.mounts] == [site.workdir]
-        assert launch.image == "debian:trixie"
+        assert launch.image == site.image
         assert launch.env["TRAINFLEET_JOB"] == job.job_id
     assert (preview.submission is not None) == site.backend.queues_tasks
     assert not site.data_dir.root.exists(), "a dry run writes nothing"

@@ -265,7 +265,8 @@ def test_config_precedence_flag_then_environment_then_file(
         ("- a list\n", r"config\.yaml: expected a mapping"),
         (
             "sever: http://x\n",
-            r"config\.yaml: unknown key 'sever' \(allowed: server, token, backend, slurm\)",
+            r"config\.yaml: unknown key 'sever' "
+            r"\(allowed: server, token, backend, slurm, container_runtime\)",
         ),
         ("server: 8080\n", r"config\.yaml: server: expected a non-empty string"),
         ("backend: kubernetes\n", r"config\.yaml: backend: Input should be 'local' or 'slurm'"),

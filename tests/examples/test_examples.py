@@ -18,6 +18,7 @@ from pathlib import Path
 
 import psutil
 import pytest
+from container_images import base_image
 from server.harness import ServerProcess
 
 from trainfleet.client import Client
@@ -122,9 +123,13 @@ def test_tf_ps_strategy_fits_the_line(tmp_path: Path) -> None:
     assert b == pytest.approx(10, abs=0.1)
 
 
-def test_tf_multiworker_keeps_workers_in_sync(tmp_path: Path) -> None:
-    pytest.importorskip("tensorflow")
-    stdout = run_example(EXAMPLES / "tf_multiworker" / "job.yaml", tmp_path)
+@pytest.mark.parametrize("job_file", ["job.yaml", "job-image.yaml"])
+def test_tf_multiworker_keeps_workers_in_sync(tmp_path: Path, job_file: str) -> None:
+    if job_file == "job.yaml":
+        pytest.importorskip("tensorflow")
+    else:
+        base_image()  # the TensorFlow image is built with it
+    stdout = run_example(EXAMPLES / "tf_multiworker" / job_file, tmp_path)
 
     workers = [task_output(stdout, f"worker/{index}") for index in (0, 1)]
     finals = []
@@ -143,7 +148,11 @@ def test_tf_multiworker_keeps_workers_in_sync(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("job_file", ["job.yaml", "pytorchjob.yaml"])
 def test_torch_ddp_trains(tmp_path: Path, job_file: str) -> None:
-    pytest.importorskip("torch")
+    """``pytorchjob.yaml`` runs in containers of its image (PyTorch is the image's)."""
+    if job_file == "job.yaml":
+        pytest.importorskip("torch")
+    else:
+        base_image()
     stdout = run_example(EXAMPLES / "torch_ddp" / job_file, tmp_path)
     warn_of_restarts(stdout)
 
@@ -175,5 +184,25 @@ def test_two_tensorflow_versions_side_by_side_on_one_server(tmp_path: Path) -> N
                 assert ended.state == "succeeded", client.describe(job_id)
                 log = client.read_log(job_id, "worker", 0).decode()
                 assert f"tensorflow {version}.0: [1, 2] x [3, 4] = 11" in log, log
+    finally:
+        server.stop()
+
+
+def test_an_example_in_containers_through_a_server(tmp_path: Path) -> None:
+    """``submit`` to a server: the job's folder is uploaded, and each task runs in a
+    container of the job's image with the server's copy of the folder mounted."""
+    base_image()
+    token = "images-admin-token-0123456789abcdef"
+    server = ServerProcess(tmp_path / "data", {"TRAINFLEET_ADMIN_TOKEN": token})
+    folder = EXAMPLES / "torch_ddp"
+    try:
+        with Client(server.url, token) as client:
+            job = client.submit((folder / "pytorchjob.yaml").read_text(), workdir=folder)
+            ended = client.wait(job.id)
+            assert ended.state == "succeeded", client.describe(job.id)
+            log = client.read_log(job.id, "master", 0).decode()
+            assert "done: 3 ranks" in log, log
+            tasks = client.describe(job.id).tasks
+            assert all(task.state == "succeeded" for task in tasks), tasks
     finally:
         server.stop()

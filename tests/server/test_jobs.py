@@ -63,20 +63,24 @@ def test_json_text_a_jobspec_and_a_kubeflow_manifest_are_accepted(client: Client
     spec = load_job_text(HELLO).spec
     assert client.wait(client.submit(spec).id).state == State.SUCCEEDED
     assert client.wait(client.submit(spec.model_dump_json()).id).state == State.SUCCEEDED
+    container = {"name": "pytorch", "command": ["sh", "-c", "echo $RANK"]}
+    replica = {"replicas": 1, "template": {"spec": {"containers": [container]}}}
     manifest = {
         "apiVersion": "kubeflow.org/v1",
         "kind": "PyTorchJob",
         "metadata": {"name": "manifest"},
-        "spec": {"pytorchReplicaSpecs": {"Master": {"replicas": 1, "template": {"spec": {}}}}},
+        "spec": {
+            "pytorchReplicaSpecs": {
+                "Master": {**replica, "restartPolicy": "Never"},
+                "Worker": {**replica, "restartPolicy": "OnFailure"},
+            }
+        },
     }
-    container = {"name": "pytorch", "image": "x", "command": ["sh", "-c", "echo $RANK"]}
-    template = manifest["spec"]["pytorchReplicaSpecs"]["Master"]["template"]  # type: ignore[index]
-    template["spec"]["containers"] = [container]
     warnings: list[str] = []
     client.on_warning = warnings.append
     job = client.submit(json.dumps(manifest))
     assert job.source == "PyTorchJob"
-    assert any("image x" in warning for warning in warnings)
+    assert any("disagree on restartPolicy" in warning for warning in warnings)
     assert client.wait(job.id).state == State.SUCCEEDED
     assert client.read_log(job.id, "master", 0) == b"0\n"
 

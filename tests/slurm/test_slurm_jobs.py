@@ -17,6 +17,7 @@ from pathlib import Path
 
 import psutil
 import pytest
+from container_images import base_image
 from helpers import trainfleet, wait_for
 from slurm_cluster import SlurmUser
 from slurm_nodes import NODES, SCRIPT
@@ -67,6 +68,17 @@ def test_example_trains_over_several_nodes(
     details = slurm_user.describe(job_id_in(stdout))
     hosts = hosts_of(details)
     assert len(hosts) >= 2 and hosts <= set(NODES), details["tasks"]
+    assert all(task["state"] == "succeeded" for task in details["tasks"])  # type: ignore[union-attr]
+
+
+def test_an_example_in_containers_over_several_nodes(slurm_user: SlurmUser) -> None:
+    """The same image job as on this machine: each task's bootstrap runs it through the
+    node's podman, with the job's (shared) folder mounted."""
+    base_image()
+    stdout = cli(slurm_user, "run", EXAMPLES / "tf_multiworker" / "job-image.yaml")
+    assert re.search(r"worker/1\s*\| worker 1: final loss=0\.0\d+ w=", stdout), stdout
+    details = slurm_user.describe(job_id_in(stdout))
+    assert len(hosts_of(details)) >= 2, details["tasks"]
     assert all(task["state"] == "succeeded" for task in details["tasks"])  # type: ignore[union-attr]
 
 

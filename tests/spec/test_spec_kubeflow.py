@@ -248,10 +248,10 @@ def test_tfjob(tmp_path: Path) -> None:
     assert spec.restart.max_restarts == 4
     assert spec.deadline == 3600
     assert spec.success == "all-workers"
-    assert job.warnings == [
-        f"image kubeflow/tf-dist-mnist-test:1.0 of role {role} is recorded and ignored on the "
-        "local backend"
-        for role in ("ps", "worker")
+    assert worker.pull == "if-missing"  # imagePullPolicy: IfNotPresent
+    assert job.warnings == [  # the image is run, not ignored; an emptyDir has no meaning here
+        "spec.tfReplicaSpecs.Worker.template.spec.volumes[0]: emptyDir volume 'data' is not "
+        "supported here (only hostPath): its mount at /data is left out"
     ]
 
 
@@ -430,22 +430,25 @@ def test_missing_replica_specs(tmp_path: Path) -> None:
     )
 
 
-def test_args_without_command(tmp_path: Path) -> None:
+def test_args_without_command_go_to_the_image_entrypoint(tmp_path: Path) -> None:
+    text = XGBOOSTJOB.replace("              command: [python, /opt/mlkube/main.py]\n", "")
+    master = load(tmp_path, text).spec.roles["master"]
+    assert master.command is None
+    assert master.image == "docker.io/merlintang/xgboost-dist-iris:1.1"
+    assert master.argv() == master.args and master.args[0].startswith("--")
+
+
+def test_no_command_and_no_image(tmp_path: Path) -> None:
     message = error_of(
-        tmp_path, XGBOOSTJOB, ("              command: [python, /opt/mlkube/main.py]\n", "")
+        tmp_path,
+        JAXJOB,
+        ('              command: ["python3", "train.py"]\n', ""),
+        ("              image: docker.io/kubeflow/jaxjob-simple:latest\n", ""),
     )
     assert (
-        "job.yaml:13: spec.xgbReplicaSpecs.Master.template.spec.containers[0].command: "
-        "is missing but args are given: the image's entrypoint is unknown here"
+        "spec.jaxReplicaSpecs.Worker.template.spec.containers[0].command: is required: "
+        "a container without an image runs its command"
     ) in message
-
-
-def test_no_command_at_all(tmp_path: Path) -> None:
-    message = error_of(tmp_path, JAXJOB, ('              command: ["python3", "train.py"]\n', ""))
-    assert (
-        "job.yaml:14: spec.jaxReplicaSpecs.Worker.template.spec.containers[0].command: is required"
-        in message
-    )
 
 
 def test_value_from(tmp_path: Path) -> None:
@@ -500,3 +503,50 @@ def test_only_untracked_roles(tmp_path: Path) -> None:
     ps_only = TFJOB[: TFJOB.index("    Worker:")]
     message = error_of(tmp_path, ps_only)
     assert "job.yaml:1: no role is tracked" in message
+
+
+VOLUMES = """
+apiVersion: kubeflow.org/v1
+kind: PyTorchJob
+metadata: {name: volumes}
+spec:
+  pytorchReplicaSpecs:
+    Master:
+      replicas: 1
+      template:
+        spec:
+          volumes:
+            - name: data
+              hostPath: {path: /srv/data}
+            - name: scratch
+              emptyDir: {}
+          containers:
+            - name: pytorch
+              image: localhost/trainfleet/torch:2.13.0
+              command: [python, train.py]
+              volumeMounts:
+                - {name: data, mountPath: /data, readOnly: true}
+                - {name: data, mountPath: /models, subPath: models}
+                - {name: scratch, mountPath: /scratch}
+"""
+
+
+def test_host_path_volumes_become_mounts(tmp_path: Path) -> None:
+    job = load(tmp_path, VOLUMES)
+    master = job.spec.roles["master"]
+    assert [mount.model_dump() for mount in master.mounts] == [
+        {"source": "/srv/data", "target": "/data", "read_only": True},
+        {"source": "/srv/data/models", "target": "/models", "read_only": False},
+    ]
+    assert job.warnings == [
+        "spec.pytorchReplicaSpecs.Master.template.spec.volumes[1]: emptyDir volume 'scratch' "
+        "is not supported here (only hostPath): its mount at /scratch is left out"
+    ]
+
+
+def test_a_mount_of_an_unknown_volume(tmp_path: Path) -> None:
+    message = error_of(tmp_path, VOLUMES, ("{name: scratch, mountPath", "{name: scratc, mountPath"))
+    assert (
+        "job.yaml:23: spec.pytorchReplicaSpecs.Master.template.spec.containers[0]"
+        ".volumeMounts[2].name: names no volume of the pod ('scratc'; volumes: data, scratch)"
+    ) in message

@@ -141,7 +141,7 @@ def test_unknown_field_lists_the_allowed_ones(tmp_path: Path) -> None:
     message = str(error)
     assert "/job.yaml:4: roles.worker.replica: unknown field 'replica'" in message
     assert "did you mean 'replicas'?" in message
-    assert "allowed: replicas, command, env, working_dir, resources" in message
+    assert "allowed: replicas, command, args, env, working_dir, resources" in message
     assert len(error.problems) == 1
     problem = error.problems[0]
     assert (problem.file, problem.line, problem.field) == (

@@ -118,7 +118,7 @@ def test_num_ps_zero_means_no_ps_role() -> None:
     assert job.warnings == ["--ps_launch_cmd is ignored: --num_ps is 0"]
 
 
-def test_images_are_recorded_with_a_warning() -> None:
+def test_images_are_kept() -> None:
     job = from_submarine_args(
         SubmarineArgs(
             name="t",
@@ -131,10 +131,7 @@ def test_images_are_recorded_with_a_warning() -> None:
     )
     assert job.spec.roles["worker"].image == "tf:2.21"
     assert job.spec.roles["ps"].image == "tf-ps:1"
-    assert job.warnings == [
-        "image tf:2.21 of role worker is recorded and ignored on the local backend",
-        "image tf-ps:1 of role ps is recorded and ignored on the local backend",
-    ]
+    assert job.warnings == []
 
 
 @pytest.mark.parametrize(

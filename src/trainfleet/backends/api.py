@@ -17,10 +17,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple, NewType, Protocol
 
+from trainfleet.backends.supervision.shim import ATTEMPT_VARIABLE
 from trainfleet.backends.task_environment import SERVERS, TaskBase
 from trainfleet.domain.errors import USAGE_ERROR, Unavailable
 from trainfleet.frameworks import task_argv, task_environment
 from trainfleet.frameworks.base import TaskContext
+from trainfleet.programs import tf_server
 from trainfleet.scheduling.cluster import Node
 from trainfleet.scheduling.placement import Placement, TaskKey
 from trainfleet.spec.models import JobSpec, Resources
@@ -28,10 +30,6 @@ from trainfleet.store.layout import DataDir
 
 TaskHandle = NewType("TaskHandle", str)
 """A started task, as its backend knows it (a process id, a Slurm job and task, a pod)."""
-
-ATTEMPT_VARIABLE = "TRAINFLEET_ATTEMPT"
-"""Set in every task's environment to its attempt's record prefix: the kernel shows it in
-``/proc/PID/environ``, which finds the attempt's processes when pids have been reused."""
 
 
 @dataclass(frozen=True)
@@ -102,6 +100,11 @@ class TaskLaunch:
     them anyway; a container must be given them."""
     image: str | None = None
     """The container image it runs in; None: this machine's (or node's) own file system."""
+    pull: str = "if-missing"
+    """When the image is pulled: ``if-missing``, ``always`` or ``never``."""
+    entrypoint: bool = False
+    """True: the role gives no command, and ``argv`` are arguments to the image's own
+    ENTRYPOINT (as Kubernetes runs a container with ``args`` alone)."""
 
 
 @dataclass(frozen=True)
@@ -131,6 +134,14 @@ class JobLaunch:
         role = self.spec.roles[key[0]]
         env = self.base.environment()
         mounts = [Mount(self.workdir, self.workdir)]
+        mounts += [
+            Mount(self.workdir / mount.source, Path(mount.target), mount.read_only)
+            for mount in role.mounts
+        ]
+        argv = task_argv(context)
+        program = Path(tf_server.__file__)
+        if str(program) in argv:  # trainfleet's TensorFlow server, run from its file
+            mounts.append(Mount(program, program, read_only=True))
         python_dir = self.python_dirs.get(key[0])
         if python_dir is not None:  # the job's own environment: its python and pip first
             env["PATH"] = os.pathsep.join([str(python_dir), env.get("PATH", "")])
@@ -142,7 +153,7 @@ class JobLaunch:
         env[ATTEMPT_VARIABLE] = str(record)
         return TaskLaunch(
             key=key,
-            argv=task_argv(context),
+            argv=argv,
             env=env,
             cwd=self.workdir / role.working_dir if role.working_dir else self.workdir,
             log_path=self.data_dir.log_path(self.job_id, *key),
@@ -150,7 +161,9 @@ class JobLaunch:
             resources=role.resources,
             gpus=placement.slot(*key).gpus,
             mounts=tuple(mounts),
-            image=role.image,
+            image=self.spec.image_of(key[0]),
+            pull=role.pull,
+            entrypoint=role.command is None,
         )
 
 

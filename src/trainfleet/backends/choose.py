@@ -14,7 +14,7 @@ def backend_for(
     if config.backend == "slurm":
         from trainfleet.backends.slurm.backend import SlurmBackend
 
-        return SlurmBackend(config.slurm)
+        return SlurmBackend(config.slurm, config.container_runtime)
     from trainfleet.backends.local import LocalBackend
 
-    return LocalBackend(supervised=supervised, log_cap=log_cap)
+    return LocalBackend(supervised, log_cap, config.container_runtime)

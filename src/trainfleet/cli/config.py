@@ -7,8 +7,9 @@ Each setting comes from the first of: the ``--server`` flag, the environment
     server: https://trainfleet.example.org
     token: 6Vd0...
 
-The same file says where the embedded engine and the server run jobs (``backend`` and
-``slurm``, see ``trainfleet.spec.backends``); without it they run here.
+The same file says where the embedded engine and the server run jobs (``backend``,
+``slurm`` and ``container_runtime``, see ``trainfleet.spec.backends``); without it they run
+here.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ if TYPE_CHECKING:
     from trainfleet.spec.backends import BackendConfig
 
 KEYS = ("server", "token")
-BACKEND_KEYS = ("backend", "slurm")
+BACKEND_KEYS = ("backend", "slurm", "container_runtime")
 
 
 @dataclass(frozen=True)

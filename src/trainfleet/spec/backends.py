@@ -10,6 +10,7 @@
       memory_per_task: 4Gi     # for roles that do not say
       spread: true             # over as many nodes as the cluster gives
       sbatch_args: ["--qos=normal"]
+    container_runtime: podman  # or docker; the one found on PATH (podman first) by default
 """
 
 from __future__ import annotations
@@ -56,3 +57,8 @@ class BackendConfig(_Model):
 
     backend: Literal["local", "slurm"] = "local"
     slurm: SlurmConfig = Field(default_factory=SlurmConfig)
+    container_runtime: Literal["podman", "docker"] | None = Field(
+        default=None,
+        description="What runs the tasks of roles with an image (on Slurm: on each node); "
+        "default: podman where it is installed, else docker.",
+    )

@@ -98,11 +98,6 @@ class SourceMap:
         return Problem(self.file, self.line(path), format_path(path), message)
 
 
-def image_warning(image: str, role: str) -> str:
-    """The warning for a container image, which runs on this machine do not use."""
-    return f"image {image} of role {role} is recorded and ignored on the local backend"
-
-
 def spec_error_from_validation(
     error: ValidationError,
     data: object,

@@ -3,7 +3,9 @@
 Supported kinds are TFJob, PyTorchJob, JAXJob and XGBoostJob. Each replica type becomes a role
 of the same name in lower case (``PS`` -> ``ps``); the first container (or the one named after
 the framework) gives the command, environment, resources, working directory and image. Fields
-that only mean something to Kubernetes (ports, volumes, node selectors, ...) are ignored. Errors
+that only mean something to Kubernetes (ports, volumes, node selectors, ...) are ignored. A
+container with an image runs in that image (see ``RoleSpec.image``): ``args`` without a
+``command`` go to its ENTRYPOINT, as on Kubernetes. Errors
 name the manifest's own field path and line, e.g. ``spec.tfReplicaSpecs.Worker.replicas``.
 """
 
@@ -21,7 +23,7 @@ from trainfleet.spec.errors import (
     SourceMap,
     SpecError,
     brief,
-    image_warning,
+    format_path,
     spec_error_from_validation,
 )
 from trainfleet.spec.frameworks import Framework
@@ -79,14 +81,42 @@ class EnvVar(_K8s):
     valueFrom: Any = None
 
 
+PULL_POLICIES = {"Always": "always", "IfNotPresent": "if-missing", "Never": "never"}
+
+
 class ResourceRequirements(_K8s):
     limits: dict[str, Any] = Field(default_factory=dict)
     requests: dict[str, Any] = Field(default_factory=dict)
 
 
+class VolumeMount(_K8s):
+    name: str
+    mountPath: str
+    readOnly: bool = False
+    subPath: str | None = None
+
+
+class HostPath(_K8s):
+    path: str
+
+
+class Volume(BaseModel):
+    """A pod's volume: its kind is the one other key beside ``name``."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+    name: str
+    hostPath: HostPath | None = None
+
+    @property
+    def kind(self) -> str:
+        return "hostPath" if self.hostPath else next(iter(self.model_extra or {}), "unknown")
+
+
 class Container(_K8s):
     name: str | None = None
     image: str | None = None
+    imagePullPolicy: Literal["Always", "IfNotPresent", "Never"] | None = None
+    volumeMounts: list[VolumeMount] = Field(default_factory=list)
     command: list[str] | None = None
     args: list[str] | None = None
     env: list[EnvVar] = Field(default_factory=list)
@@ -96,6 +126,7 @@ class Container(_K8s):
 
 class PodSpec(_K8s):
     containers: Annotated[list[Container], Field(min_length=1)]
+    volumes: list[Volume] = Field(default_factory=list)
 
 
 class PodTemplate(_K8s):
@@ -276,9 +307,7 @@ class _Converter:
         index = next((i for i, c in enumerate(containers) if c.name == self.kind.container), 0)
         container = containers[index]
         cpath: Path = (*path, "template", "spec", "containers", index)
-        command = self._command(container, cpath, target)
-        if command is not None:
-            out["command"] = command
+        out.update(self._command(container, cpath, target))
         out["env"] = self._env(container, cpath, target)
         out["resources"] = self._resources(container, cpath, target)
         if container.workingDir is not None:
@@ -287,28 +316,59 @@ class _Converter:
         if container.image is not None:
             out["image"] = container.image
             self.origin[(*target, "image")] = (*cpath, "image")
-            self.warnings.append(image_warning(container.image, role))
+        if container.imagePullPolicy is not None:
+            out["pull"] = PULL_POLICIES[container.imagePullPolicy]
+            self.origin[(*target, "pull")] = (*cpath, "imagePullPolicy")
+        mounts = self._mounts(replica.template.spec.volumes, container, (*path, "template"), cpath)
+        if mounts:
+            out["mounts"] = mounts
+            self.origin[(*target, "mounts")] = (*cpath, "volumeMounts")
         return out
 
-    def _command(self, container: Container, cpath: Path, target: Path) -> list[str] | None:
-        if not container.command:
-            if container.args:
-                message = (
-                    "is missing but args are given: the image's entrypoint is unknown here, "
-                    "so write the whole command (e.g. command: [python, train.py])"
-                )
-            else:
-                message = "is required: trainfleet runs the command itself, not the image"
+    def _command(self, container: Container, cpath: Path, target: Path) -> dict[str, Any]:
+        """The role's ``command`` and ``args`` (an image's ENTRYPOINT runs without a command)."""
+        if not container.command and container.image is None:
+            message = "is required: a container without an image runs its command"
             self._problem((*cpath, "command"), message)
-            return None
-        self.origin[(*target, "command")] = (*cpath, "command")
-        parts = [("command", container.command), ("args", container.args or [])]
-        argv: list[str] = []
-        for field, words in parts:
-            for i, word in enumerate(words):
-                self.origin[(*target, "command", len(argv))] = (*cpath, field, i)
-                argv.append(word)
-        return argv
+            return {}
+        out: dict[str, Any] = {}
+        for field, words in (("command", container.command), ("args", container.args)):
+            if words:
+                out[field] = words
+                self.origin[(*target, field)] = (*cpath, field)
+                for i in range(len(words)):
+                    self.origin[(*target, field, i)] = (*cpath, field, i)
+        return out
+
+    def _mounts(
+        self, volumes: list[Volume], container: Container, tpath: Path, cpath: Path
+    ) -> list[dict[str, Any]]:
+        """The container's ``hostPath`` volume mounts as mounts; other kinds of volume have
+        no meaning outside Kubernetes: their mounts are left out with a warning."""
+        by_name = {volume.name: (index, volume) for index, volume in enumerate(volumes)}
+        mounts = []
+        for n, mount in enumerate(container.volumeMounts):
+            found = by_name.get(mount.name)
+            if found is None:
+                known = ", ".join(by_name) or "none"
+                message = f"names no volume of the pod ({mount.name!r}; volumes: {known})"
+                self._problem((*cpath, "volumeMounts", n, "name"), message)
+                continue
+            index, volume = found
+            if volume.hostPath is None:
+                where = format_path((*tpath, "spec", "volumes", index))
+                self.warnings.append(
+                    f"{where}: {volume.kind} volume {volume.name!r} is not supported here "
+                    f"(only hostPath): its mount at {mount.mountPath} is left out"
+                )
+                continue
+            source = volume.hostPath.path
+            if mount.subPath:
+                source = f"{source.rstrip('/')}/{mount.subPath}"
+            mounts.append(
+                {"source": source, "target": mount.mountPath, "read_only": mount.readOnly}
+            )
+        return mounts
 
     def _env(self, container: Container, cpath: Path, target: Path) -> dict[str, Any]:
         env: dict[str, Any] = {}

@@ -228,6 +228,24 @@ class Resources(_Model):
         return value
 
 
+class MountSpec(_Model):
+    """A folder of the machine that a role's containers see."""
+
+    source: Text = Field(description="A path here; relative: to the job's directory.")
+    target: Text = Field(description="Where the container sees it: an absolute path.")
+    read_only: Annotated[bool, Field(strict=True)] = False
+
+    @field_validator("target")
+    @classmethod
+    def _absolute(cls, value: str) -> str:
+        if not value.startswith("/"):
+            raise ValueError(f"target {value!r} must be an absolute path (e.g. /data)")
+        return value
+
+
+PullPolicy = Literal["if-missing", "always", "never"]
+
+
 class RoleSpec(_Model):
     """One kind of task in a job, started ``replicas`` times."""
 
@@ -236,8 +254,14 @@ class RoleSpec(_Model):
         description="Tasks of this role. A job has at most 1,000 tasks in all by default "
         "(a server may set another limit: --max-tasks).",
     )
-    command: Text | Annotated[list[Text], Field(min_length=1)] = Field(
-        description="A shell string, or an argv list run without a shell."
+    command: Text | Annotated[list[Text], Field(min_length=1)] | None = Field(
+        description="A shell string, or an argv list run without a shell. Required, but "
+        "for a role with an image: its ENTRYPOINT then runs (with args, as Kubernetes does).",
+    )
+    args: list[Text] = Field(
+        default_factory=list,
+        description="Words added to the command, or given to the image's ENTRYPOINT where "
+        "the role has no command.",
     )
     env: Environment = Field(default_factory=dict)
     working_dir: Text | None = None
@@ -251,14 +275,50 @@ class RoleSpec(_Model):
         description="Whether the job waits for this role to finish. Default: every role "
         "but ps, tensorboard and roles running `trainfleet tf-server`.",
     )
-    image: Text | None = Field(default=None, description="Container image (ignored locally).")
+    image: Text | None = Field(
+        default=None, description="Container image its tasks run in (the job's by default)."
+    )
+    pull: PullPolicy = Field(
+        default="if-missing", description="When the image is pulled before a task starts."
+    )
+    mounts: list[MountSpec] = Field(
+        default_factory=list,
+        description="More folders its containers see (the job's directory always is).",
+    )
     environment: PythonEnvironment | None = Field(
         default=None, description="The Python its tasks run under (the job's by default)."
     )
 
+    @model_validator(mode="before")
+    @classmethod
+    def _entrypoint(cls, data: Any) -> Any:
+        """A role with an image may leave out its command (the image's ENTRYPOINT runs);
+        any other role must give one, and is told so at the field."""
+        if isinstance(data, dict) and data.get("image") and "command" not in data:
+            return {**data, "command": None}
+        return data
+
+    @model_validator(mode="after")
+    def _container(self) -> RoleSpec:
+        """What only a container can do needs an image; what a container cannot use, none."""
+        if self.image is None:
+            if self.command is None:
+                raise ValueError("command is required (a role without an image runs it)")
+            if self.mounts:
+                raise ValueError(
+                    "mounts: only a role with an image has mounts (its tasks see this "
+                    "machine's folders anyway)"
+                )
+        elif self.environment is not None:
+            raise ValueError(
+                "environment: a role with an image runs that image's Python; install its "
+                "packages in the image, or drop the image"
+            )
+        return self
+
     @field_validator("command")
     @classmethod
-    def _not_blank(cls, value: str | list[str]) -> str | list[str]:
+    def _not_blank(cls, value: str | list[str] | None) -> str | list[str] | None:
         if isinstance(value, str) and not value.strip():
             raise ValueError("command must not be empty")
         if isinstance(value, list) and not value[0].strip():
@@ -278,12 +338,19 @@ class RoleSpec(_Model):
         >>> RoleSpec(command="python train.py > out.txt").argv()
         ['/bin/sh', '-c', 'python train.py > out.txt']
         """
+        if self.command is None:  # the image's ENTRYPOINT runs: these are its arguments
+            return list(self.args)
         if isinstance(self.command, list):
-            return list(self.command)
-        return _plain_words(self.command) or ["/bin/sh", "-c", self.command]
+            return [*self.command, *self.args]
+        words = _plain_words(self.command)
+        if words is None:  # the args follow the script as $0, $1, ...
+            return ["/bin/sh", "-c", self.command, *(["sh", *self.args] if self.args else [])]
+        return [*words, *self.args]
 
     def runs_tf_server(self) -> bool:
         """Whether the command is trainfleet's built-in TensorFlow gRPC server."""
+        if self.command is None:
+            return False
         words = self.command if isinstance(self.command, list) else _split(self.command)
         return (
             len(words) >= 2
@@ -380,6 +447,9 @@ class JobSpec(_Model):
 
     name: str = Field(description="Lower-case letters, digits and '-', at most 63.")
     framework: Framework = Framework.GENERIC
+    image: Text | None = Field(
+        default=None, description="Container image of every role that names none."
+    )
     roles: Annotated[dict[str, RoleSpec], Field(min_length=1)] = Field(
         description="The job's kinds of task, by name: at most 64 by default (a server may "
         "set another limit: --max-roles)."
@@ -413,6 +483,22 @@ class JobSpec(_Model):
         description="Higher goes first, and may preempt lower-priority jobs of its queue.",
     )
     pytorch: PyTorchOptions | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _job_image(cls, data: Any) -> Any:
+        """The job's image is every role's that names none (each role is then checked
+        with the image it runs in)."""
+        if not isinstance(data, dict) or not data.get("image"):
+            return data
+        roles = data.get("roles")
+        if isinstance(roles, dict):
+            roles = {
+                name: {"image": data["image"], **role} if isinstance(role, dict) else role
+                for name, role in roles.items()
+            }
+            return {**data, "roles": roles}
+        return data
 
     @field_validator("name")
     @classmethod
@@ -461,11 +547,26 @@ class JobSpec(_Model):
                 "no role is tracked, so the job could never finish: set tracked: true on the "
                 "role whose end is the end of training"
             )
+        if self.environment is not None:
+            boxed = [
+                name
+                for name in self.roles
+                if self.image_of(name) and not self.roles[name].environment
+            ]
+            if boxed:
+                raise ValueError(
+                    f"environment: role(s) {', '.join(boxed)} run in an image, which has its "
+                    "own Python; install the packages in the image, or give those roles none"
+                )
         if isinstance(self.success, list):
             unknown = [name for name in self.success if name not in self.roles]
             if unknown:
                 raise ValueError(f"success names unknown role(s): {', '.join(unknown)}")
         return self
+
+    def image_of(self, role: str) -> str | None:
+        """The image the role's tasks run in (its own, else the job's); None: no container."""
+        return self.roles[role].image or self.image
 
     def environment_of(self, role: str) -> PythonEnvironment | None:
         """The Python environment the role's tasks run under (its own, else the job's)."""

@@ -21,7 +21,6 @@ from trainfleet.spec.errors import (
     Problem,
     SourceMap,
     SpecError,
-    image_warning,
     spec_error_from_validation,
 )
 from trainfleet.spec.frameworks import Framework
@@ -160,7 +159,6 @@ def _role(
     if image:
         role["image"] = image
         origin[(*target, "image")] = (_flag(image_flag),)
-        warnings.append(image_warning(image, flags.role))
     return role
 
 

@@ -7,6 +7,8 @@ import os
 import signal
 import time
 
+from trainfleet.backends.supervision.shim import marked_processes
+
 
 def signal_group(pgid: int, sig: signal.Signals) -> None:
     """Send ``sig`` to every process of the group; a group that is gone is fine."""
@@ -45,27 +47,6 @@ def kill_group(pgid: int, timeout: float = 5.0) -> bool:
             return False
         time.sleep(0.005)
     return True
-
-
-def marked_processes(marker: str) -> list[tuple[int, int]]:
-    """``(pid, pgid)`` of the live processes whose environment holds ``marker`` (``NAME=value``).
-
-    The kernel shows a process's starting environment in ``/proc/PID/environ``; a zombie's
-    reads empty. Processes of other users cannot be read, and are left out.
-    """
-    needle = b"\0" + marker.encode() + b"\0"
-    found = []
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry.name}/environ", "rb") as handle:
-                environ = handle.read()
-            if needle in b"\0" + environ + b"\0":
-                found.append((int(entry.name), os.getpgid(int(entry.name))))
-        except OSError:  # gone meanwhile, or another user's
-            continue
-    return found
 
 
 def end_attempt(marker: str, group: int | None = None, timeout: float = 5.0) -> bool:

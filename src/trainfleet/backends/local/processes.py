@@ -14,7 +14,6 @@ from functools import cached_property
 from pathlib import Path
 
 from trainfleet.backends.api import (
-    ATTEMPT_VARIABLE,
     JobLaunch,
     NotStarted,
     Preview,
@@ -27,7 +26,9 @@ from trainfleet.backends.local.gpus import gpu_inventory
 from trainfleet.backends.local.groups import end_attempt, live_members, signal_group
 from trainfleet.backends.local.machine import local_node
 from trainfleet.backends.supervision import SHIM, records
+from trainfleet.backends.supervision.containers import Containers
 from trainfleet.backends.supervision.ports import PooledAddresses
+from trainfleet.backends.supervision.shim import ATTEMPT_VARIABLE
 from trainfleet.domain.errors import Misconfigured
 from trainfleet.domain.records import Reason
 from trainfleet.scheduling.cluster import Node
@@ -87,9 +88,15 @@ class LocalBackend(PooledAddresses):
     queues_tasks = False
     address_host = "127.0.0.1"
 
-    def __init__(self, supervised: bool = False, log_cap: int | None = None) -> None:
+    def __init__(
+        self,
+        supervised: bool = False,
+        log_cap: int | None = None,
+        container_runtime: str | None = None,
+    ) -> None:
         self.supervised = supervised
         self.log_cap = log_cap_setting() if log_cap is None else log_cap
+        self.containers = Containers(container_runtime)
         self._running: dict[int, _Running] = {}  # by pid: unique while the task lives
         self._lock = threading.Lock()
 
@@ -122,7 +129,11 @@ class LocalBackend(PooledAddresses):
         tether = [] if self.supervised else ["--tether", f"{os.getpid()}:{grace}"]
         argv = [sys.executable, "-I", "-S", str(SHIM), str(launch.record), *tether]
         argv += ["--log", str(launch.log_path), "--log-cap", str(self.log_cap), "--"]
-        argv += launch.argv
+        if launch.image is None:
+            argv += launch.argv
+        else:  # the container is the task, in the foreground under the shim
+            self.containers.make_ready(launch)
+            argv += self.containers.argv(launch, _container_name(launch.record))
         # The shim's own output (a traceback, if ever) goes to the log too.
         with open(create_private(launch.log_path), "ab") as log:
             process = subprocess.Popen(
@@ -211,6 +222,11 @@ class LocalBackend(PooledAddresses):
         with self._lock:
             del self._running[running.pid]
         on_exit(key, code)
+
+
+def _container_name(record: Path) -> str:
+    """``trainfleet-<job>-<role>-<index>-<attempt>``: one per attempt, found again by name."""
+    return f"trainfleet-{record.parent.parent.name}-{record.name}"
 
 
 def _marker(record: Path) -> str:

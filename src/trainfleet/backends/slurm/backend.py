@@ -38,6 +38,7 @@ from trainfleet.backends.slurm.script import (
     task_shape,
 )
 from trainfleet.backends.supervision import SHIM, records
+from trainfleet.backends.supervision.containers import Containers
 from trainfleet.backends.supervision.ports import PooledAddresses
 from trainfleet.scheduling.cluster import Node
 from trainfleet.scheduling.placement import Placement, TaskKey, Unschedulable
@@ -65,6 +66,14 @@ def _slurm_job(record: Path) -> str | None:
         return record.with_name(record.name + ".slurm").read_text().strip() or None
     except OSError:
         return None
+
+
+def _request_signal(record: Path, name: str) -> None:
+    """Ask the bootstrap of the attempt ``record`` to send its task SIG``name``."""
+    request = record.with_name(record.name + ".signal")
+    temporary = request.with_name(request.name + ".tmp")
+    temporary.write_text(name)
+    temporary.replace(request)
 
 
 def host_token(position: int) -> str:
@@ -104,8 +113,10 @@ class SlurmBackend(PooledAddresses):
     restarts_whole_jobs = True
     queues_tasks = True
 
-    def __init__(self, config: SlurmConfig) -> None:
+    def __init__(self, config: SlurmConfig, container_runtime: str | None = None) -> None:
         self.config = config
+        # Each node's runtime pulls what it lacks.
+        self.containers = Containers(container_runtime, pulls_here=False)
         self._tasks: dict[TaskHandle, _Task] = {}
         self._cancelled: set[str] = set()
         """Slurm jobs this backend cancelled (any other cancel came from outside)."""
@@ -192,8 +203,12 @@ class SlurmBackend(PooledAddresses):
         tasks = {}
         for key in job.attempts:
             launch = job.task(key, placeholders)
+            argv = list(launch.argv)
+            if launch.image is not None:  # run by the node's runtime, under the task's shim
+                name = f"trainfleet-{job.job_id}-{launch.record.name}"
+                argv = self.containers.argv(launch, name)
             tasks[f"{key[0]}/{key[1]}"] = {
-                "argv": list(launch.argv),
+                "argv": argv,
                 "env": dict(launch.env),
                 "cwd": str(launch.cwd),
                 "log": str(launch.log_path),
@@ -240,6 +255,9 @@ class SlurmBackend(PooledAddresses):
         attempt = self.last_attempt(data_dir, job_id, key)
         slurm_job = None if attempt is None else _slurm_job(data_dir.record(job_id, *key, attempt))
         if slurm_job is not None:
+            assert attempt is not None
+            # Its bootstrap kills it (a container's processes too), then Slurm the rest.
+            _request_signal(data_dir.record(job_id, *key, attempt), "KILL")
             self._cancelled.add(slurm_job)
             with contextlib.suppress(SlurmError):  # it has ended already
                 commands.scancel(slurm_job)
@@ -258,12 +276,8 @@ class SlurmBackend(PooledAddresses):
             task = self._tasks.get(handle)
         if task is None:
             return
-        name = "KILL" if force else "TERM"
         if self._read_step(task):
-            request = task.record.with_name(task.record.name + ".signal")
-            temporary = request.with_name(request.name + ".tmp")
-            temporary.write_text(name)
-            temporary.replace(request)
+            _request_signal(task.record, "KILL" if force else "TERM")
             return
         self._cancelled.add(task.job)
         with contextlib.suppress(SlurmError):  # it ended meanwhile: the watcher says how

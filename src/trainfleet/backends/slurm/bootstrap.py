@@ -94,7 +94,9 @@ def _supervise(shim: ModuleType, record: str, command: list[str], env: dict[str,
     ended = threading.Event()
     threading.Thread(target=_obey_requests, args=(record, pid, ended), daemon=True).start()
     try:
-        return int(shim.finish(record, pid))
+        # Leftovers (a container's processes among them) end with the task, as Slurm would
+        # end the rest of the step; the runtime starts a container outside of it.
+        return int(shim.finish(record, pid, leftovers=True))
     finally:
         ended.set()
 

@@ -7,7 +7,9 @@ status to ``RECORD_PREFIX.exit`` (atomically) and then ends the way the child di
 and SIGINT sent to the group reach the task; the shim only waits. A server that dies leaves
 the shim and its task running; a restarted server finds the ``.pid`` and ``.exit`` records
 and carries on. ``--tether`` (an embedded ``trainfleet run``) ties the task to that process
-instead: when it dies, the task's group gets SIGTERM, then SIGKILL after GRACE seconds.
+instead: when it dies, the task's group gets SIGTERM, then SIGKILL after GRACE seconds,
+and then every process that still carries the attempt's mark (``TRAINFLEET_ATTEMPT``, in
+its environment: a container's, which its runtime started outside the group) is killed.
 
 ``--log``: the task's stdout and stderr go through a pipe that the shim moves into the log
 (``splice``, no copy through Python), keeping at most ``--log-cap`` bytes: the head, then a
@@ -30,6 +32,9 @@ import threading
 import time
 from collections.abc import Mapping
 
+ATTEMPT_VARIABLE = "TRAINFLEET_ATTEMPT"
+"""Set in every task's environment to its attempt's record prefix: the kernel shows it in
+``/proc/PID/environ``, which finds the attempt's processes when pids have been reused."""
 DURABLE = True
 """Whether records are synced to disk: a server reads them after any crash. A tethered
 task's runner learns its exit from the kernel, so it skips the fsyncs (10 ms a task)."""
@@ -113,9 +118,15 @@ def start(
     return pid
 
 
-def finish(prefix: str, pid: int, capture: Capture | None = None) -> int:
-    """Wait for the task, finish its log, record its exit status and end the way it did."""
+def finish(prefix: str, pid: int, capture: Capture | None = None, leftovers: bool = False) -> int:
+    """Wait for the task, finish its log, record its exit status and end the way it did.
+
+    ``leftovers``: first end what the task left running (see ``end_marked``), where no
+    backend is there to give it its grace period and end it then.
+    """
     code = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+    if leftovers:
+        end_marked(prefix)
     if capture:
         capture.close()
     write_record(f"{prefix}.exit", str(code))
@@ -347,9 +358,9 @@ def _copy(source: int, target: int, offset: int, count: int) -> None:
         count -= moved
 
 
-def tether(child: int, runner: int, grace: float) -> None:
-    """Return once the task has ended, or once ``runner`` died and the task's group was
-    ended: SIGTERM, then SIGKILL for what is left after ``grace`` seconds.
+def tether(child: int, runner: int, grace: float) -> bool:
+    """Return once the task has ended (False), or once ``runner`` died and the task's group
+    was ended (True): SIGTERM, then SIGKILL for what is left after ``grace`` seconds.
 
     A runner that is not our parent any more has died already (its pid may belong to
     another process by now): it is taken as dead, not watched.
@@ -363,7 +374,7 @@ def tether(child: int, runner: int, grace: float) -> None:
             pass
     try:
         if len(watched) > 1 and task in select.select(watched, [], [])[0]:
-            return  # the task ended (its runner may live on)
+            return False  # the task ended (its runner may live on)
     finally:
         for descriptor in watched:
             os.close(descriptor)
@@ -376,6 +387,7 @@ def tether(child: int, runner: int, grace: float) -> None:
             os.kill(pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
+    return True
 
 
 def group_members() -> list[int]:
@@ -393,6 +405,45 @@ def group_members() -> list[int]:
         if int(group) == own and state != "Z":
             found.append(int(name))
     return found
+
+
+def marked_processes(marker: str) -> list[tuple[int, int]]:
+    """``(pid, pgid)`` of the live processes whose environment holds ``marker`` (``NAME=value``).
+
+    The kernel shows a process's starting environment in ``/proc/PID/environ``; a zombie's
+    reads empty. Processes of other users cannot be read, and are left out.
+    """
+    needle = b"\0" + marker.encode() + b"\0"
+    found = []
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/environ", "rb") as handle:
+                environ = handle.read()
+            if needle in b"\0" + environ + b"\0":
+                found.append((int(entry.name), os.getpgid(int(entry.name))))
+        except OSError:  # gone meanwhile, or another user's
+            continue
+    return found
+
+
+def end_marked(record: str, timeout: float = 5.0) -> bool:
+    """SIGKILL what is left of the attempt ``record`` but this process, wherever it runs
+    (a container's processes, which its runtime started outside the task's group), until
+    none is left (False if some outlive ``timeout``)."""
+    marker, own = f"{ATTEMPT_VARIABLE}={record}", os.getpid()
+    deadline = time.monotonic() + timeout
+    while marked := [pid for pid, _ in marked_processes(marker) if pid != own]:
+        for pid in marked:
+            try:  # noqa: SIM105
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.005)
+    return True
 
 
 def parse_tether(value: str) -> tuple[int, float]:
@@ -433,9 +484,9 @@ def main(argv: list[str]) -> int:
     child = start(prefix, command, capture=capture)
     if child is None:
         return 127
-    if runner is not None:
-        tether(child, *runner)
-    return finish(prefix, child, capture)
+    # A dead runner's backend cannot end what the task leaves outside its group.
+    orphaned = runner is not None and tether(child, *runner)
+    return finish(prefix, child, capture, leftovers=orphaned)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,109 @@
+#!/usr/bin/env bash
+# Container images for the tests and the examples, built here from Debian packages (no
+# registry is reachable): `build` installs podman, runc, catatonit (the containers' init) and
+# mmdebstrap if missing, configures podman for this machine where it has no configuration of
+# its own, builds each image once (kept when present) and prints the base image's name (the
+# last line of stdout):
+#   localhost/trainfleet/python:3.11        Debian bookworm's python3 and pip (`python` too)
+#   localhost/trainfleet/torch:2.13.0       + PyTorch (CPU), from PIP_FIND_LINKS or PyPI
+#   localhost/trainfleet/tensorflow:2.21.0  + tensorflow-cpu, from PyPI
+# The framework images install with the host's pip settings (PIP_*) and CA bundle.
+#
+# Why the settings: root here lacks CAP_SYS_RESOURCE, so podman's default ulimits cannot be
+# raised; crun refuses the hybrid cgroup layout, runc takes it.
+set -euo pipefail
+MIRROR="${TRAINFLEET_DEBIAN_MIRROR:-http://deb.debian.org/debian}"
+SUITE=bookworm
+BASE=localhost/trainfleet/python:3.11
+TORCH=localhost/trainfleet/torch:2.13.0
+TENSORFLOW=localhost/trainfleet/tensorflow:2.21.0
+CA_BUNDLE="${PIP_CERT:-/etc/ssl/certs/ca-certificates.crt}"
+CONF=/etc/containers/containers.conf
+MARK="# written by trainfleet's scripts/images.sh"
+
+say() { echo "images.sh: $*" >&2; }
+root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
+
+install() {
+    if command -v podman >/dev/null && command -v runc >/dev/null \
+        && command -v mmdebstrap >/dev/null && command -v catatonit >/dev/null; then
+        return
+    fi
+    say "installing podman, runc and mmdebstrap"
+    root apt-get update -qq >&2
+    root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+        podman runc catatonit mmdebstrap conmon netavark aardvark-dns slirp4netns uidmap fuse-overlayfs \
+        ca-certificates >&2
+}
+
+configure() {
+    # An operator's own configuration is left alone; ours is rewritten when it changes.
+    if [ -s "$CONF" ] && ! grep -q "$MARK" "$CONF"; then return; fi
+    local wanted
+    wanted="$(cat <<CONF
+$MARK
+[containers]
+default_ulimits = ["nofile=20000:20000", "nproc=32768:32768"]
+
+[engine]
+runtime = "runc"
+
+[network]
+network_backend = "netavark"
+CONF
+)"
+    if [ "$(cat "$CONF" 2>/dev/null)" = "$wanted" ]; then return; fi
+    say "writing $CONF"
+    root mkdir -p "$(dirname "$CONF")"
+    echo "$wanted" | root tee "$CONF" >/dev/null
+}
+
+build_base() {
+    if root podman image exists "$BASE"; then return; fi
+    local work
+    work="$(mktemp -d)"
+    trap 'rm -rf "$work"' RETURN
+    say "building $BASE from $MIRROR ($SUITE, minbase, python3)"
+    root mmdebstrap --quiet --variant=minbase \
+        --include=python3,python3-pip,python-is-python3,ca-certificates \
+        "$SUITE" "$work/rootfs.tar" "$MIRROR" >&2
+    root podman import --quiet --change 'CMD ["/bin/sh"]' "$work/rootfs.tar" "$BASE" >&2
+}
+
+# build_with_pip IMAGE PACKAGE...: the base image with PACKAGEs pip-installed, committed.
+build_with_pip() {
+    local image="$1" name="trainfleet-image-build-$$"
+    shift
+    if root podman image exists "$image"; then return; fi
+    say "building $image: pip install $*"
+    local mounts=(--volume "$CA_BUNDLE:/etc/trainfleet-ca.crt:ro")
+    local env=(--env PIP_CERT=/etc/trainfleet-ca.crt --env PIP_BREAK_SYSTEM_PACKAGES=1
+        --env PIP_NO_CACHE_DIR=1 --env PIP_ROOT_USER_ACTION=ignore)
+    local variable
+    for variable in $(compgen -e | grep '^PIP_' | grep -v '^PIP_CERT$'); do
+        env+=(--env "$variable")
+    done
+    if [ -n "${PIP_FIND_LINKS:-}" ] && [ -d "$PIP_FIND_LINKS" ]; then
+        mounts+=(--volume "$PIP_FIND_LINKS:$PIP_FIND_LINKS:ro")
+    fi
+    root podman rm --force --ignore "$name" >/dev/null
+    root podman run --name "$name" --network host "${mounts[@]}" "${env[@]}" "$BASE" \
+        pip install --quiet "$@" >&2
+    root podman commit --quiet --change 'CMD ["/bin/sh"]' "$name" "$image" >&2
+    root podman rm --force "$name" >/dev/null
+}
+
+case "${1:-build}" in
+build)
+    install
+    configure
+    build_base
+    build_with_pip "$TORCH" torch==2.13.0
+    build_with_pip "$TENSORFLOW" tensorflow-cpu==2.21.0
+    echo "$BASE"
+    ;;
+*)
+    echo "usage: $0 [build]" >&2
+    exit 2
+    ;;
+esac

@@ -1,0 +1,131 @@
+"""A task in a container: the ``podman run`` (or ``docker run``) that runs a TaskLaunch.
+
+The container is the task: it runs in the foreground under the task's shim, which captures
+its output and records its exit; SIGTERM reaches it through the runtime's signal proxy;
+every process in it carries the attempt's mark in its environment, so ending the attempt
+(a forced stop, a lost shim) ends the container too. Host networking keeps the addresses
+in TF_CONFIG and the torch variables valid; each mount is bound at its target (the job's
+directory at its own path); the environment is passed by name only (``-e NAME``, the value
+from the runtime's own environment, which is the task's), so no value shows in ``ps``.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import threading
+from pathlib import Path
+
+from trainfleet.backends.api import TaskLaunch
+
+RUNTIMES = ("podman", "docker")
+CHECK_SECONDS = 60.0
+PULL_SECONDS = 1800.0
+RUNTIME_PULL = {"if-missing": "missing", "always": "always", "never": "never"}
+"""A launch's pull policy in the runtime's words (``--pull``)."""
+
+
+class ImageUnavailable(ValueError):
+    """The task's image is neither here nor to be pulled, or no container runtime is."""
+
+
+class Containers:
+    """Runs launches with an image through one container runtime (found on first use)."""
+
+    def __init__(self, runtime: str | None = None, pulls_here: bool = True) -> None:
+        self._runtime = runtime
+        self.pulls_here = pulls_here
+        """True: ``make_ready`` pulls images on this machine before a start, and the runtime
+        is told never to; False (the tasks run on other nodes): each node's runtime pulls
+        as the launch's policy says."""
+        self._present: set[str] = set()
+        self._lock = threading.Lock()
+
+    @property
+    def runtime(self) -> str:
+        """The runtime's program: the one given, else podman, else docker."""
+        if self._runtime is None:
+            found = next((path for name in RUNTIMES if (path := shutil.which(name))), None)
+            if found is None:
+                raise ImageUnavailable("no container runtime: install podman (or docker)")
+            self._runtime = found
+        return self._runtime
+
+    def make_ready(self, launch: TaskLaunch) -> None:
+        """Raise ImageUnavailable (saying why) unless every mount's source exists and the
+        launch's image is here, pulled as its policy says (``if-missing``, ``always``,
+        ``never``)."""
+        for mount in launch.mounts:
+            if not mount.source.exists():
+                raise ImageUnavailable(f"mount source {mount.source} does not exist")
+        image = launch.image
+        assert image is not None
+        with self._lock:  # one pull of an image at a time, however many tasks want it
+            if launch.pull == "always":
+                self._pull(image)
+            elif image not in self._present and not self._exists(image):
+                if launch.pull == "never":
+                    raise ImageUnavailable(f"image {image!r} not found locally (pull: never)")
+                self._pull(image)
+            self._present.add(image)
+
+    def _exists(self, image: str) -> bool:
+        return self._run("image", "inspect", image).returncode == 0
+
+    def _pull(self, image: str) -> None:
+        pulled = self._run("pull", "--quiet", image, timeout=PULL_SECONDS)
+        if pulled.returncode != 0:
+            why = (pulled.stderr.strip().splitlines() or ["no reason given"])[-1]
+            raise ImageUnavailable(f"image {image!r} not found locally and pull failed: {why}")
+
+    def _run(self, *args: str, timeout: float = CHECK_SECONDS) -> subprocess.CompletedProcess[str]:
+        try:
+            return subprocess.run(
+                [self.runtime, *args], capture_output=True, text=True, timeout=timeout
+            )
+        except subprocess.TimeoutExpired:
+            raise ImageUnavailable(
+                f"{Path(self.runtime).name} {' '.join(args)} took over {timeout:g}s"
+            ) from None
+
+    def argv(self, launch: TaskLaunch, name: str) -> list[str]:
+        """The runtime's command line that runs ``launch`` as the container ``name``."""
+        argv = [self.runtime, "run", "--rm", "--name", name, "--network", "host"]
+        if Path(self.runtime).name == "podman":
+            argv += ["--replace"]  # a container an ended attempt left behind (docker: --rm)
+        # An init as PID 1 passes SIGTERM on: a task that is PID 1 would ignore it.
+        argv += ["--init"]
+        pull = "never" if self.pulls_here else RUNTIME_PULL[launch.pull]
+        argv += ["--pull", pull, "--workdir", str(launch.cwd)]
+        for mount in launch.mounts:
+            options = ":ro" if mount.read_only else ""
+            argv += ["--volume", f"{mount.source}:{mount.target}{options}"]
+        resources = launch.resources
+        if resources.cpu:
+            argv += ["--cpus", f"{resources.cpu / 1000:g}"]
+        if resources.memory:
+            argv += ["--memory", str(resources.memory)]
+        for gpu in launch.gpus:  # the task sees its GPUs from 0: see container_environment
+            argv += ["--device", f"nvidia.com/gpu={gpu}"]
+        for variable, value in container_environment(launch).items():
+            # By name: the runtime passes on its own value, the task's (not shown in ps).
+            same = launch.env.get(variable) == value
+            argv += ["--env", variable if same else f"{variable}={value}"]
+        if launch.entrypoint:  # the image's ENTRYPOINT runs, given argv as its arguments
+            return [*argv, launch.image or "", *launch.argv]
+        # The command replaces the ENTRYPOINT, as a container's command does on Kubernetes.
+        program, *arguments = launch.argv
+        return [*argv, "--entrypoint", json.dumps([program]), launch.image or "", *arguments]
+
+
+def container_environment(launch: TaskLaunch) -> dict[str, str]:
+    """The task's environment as the container sees it: its GPUs renumbered from 0, as
+    the container holds only those devices."""
+    env = dict(launch.env)
+    if launch.gpus:
+        visible = ",".join(str(n) for n in range(len(launch.gpus)))
+        for name in ("CUDA_VISIBLE_DEVICES", "TRAINFLEET_GPUS"):
+            if name in env:
+                env[name] = visible
+    return env

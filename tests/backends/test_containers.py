@@ -1,0 +1,213 @@
+"""A task with an image runs as a container: the command line the runtime gets, and the
+checks before it starts (its image, its mounts). The containers themselves are run by the
+conformance suite (``test_conformance.py``, parameter ``podman``) and the jobs below."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from subprocess import PIPE
+
+import pytest
+from container_images import base_image
+
+from trainfleet.backends.api import Mount, TaskLaunch
+from trainfleet.backends.supervision.containers import (
+    Containers,
+    ImageUnavailable,
+    container_environment,
+)
+from trainfleet.control.engine import Engine
+from trainfleet.domain.records import Reason, State
+from trainfleet.spec.models import JobSpec, Resources
+
+
+def _launch(tmp_path: Path, **fields: object) -> TaskLaunch:
+    values: dict[str, object] = {
+        "key": ("worker", 1),
+        "argv": ["python3", "train.py", "--epochs", "3"],
+        "env": {"PATH": "/usr/bin", "SECRET": "s3cr3t-value", "CUDA_VISIBLE_DEVICES": "2,5"},
+        "cwd": tmp_path / "work" / "sub",
+        "log_path": tmp_path / "log",
+        "record": tmp_path / "jobs" / "j-1" / "run" / "worker-1-0",
+        "resources": Resources(cpu=1.5, memory=2 * 1024**3),
+        "gpus": (2, 5),
+        "mounts": (
+            Mount(tmp_path / "work", tmp_path / "work"),
+            Mount(tmp_path, Path("/env"), read_only=True),
+        ),
+        "image": "localhost/some/image:1",
+    }
+    values.update(fields)
+    return TaskLaunch(**values)  # type: ignore[arg-type]
+
+
+def test_the_runtime_command_line(tmp_path: Path) -> None:
+    argv = Containers("/usr/bin/podman").argv(_launch(tmp_path), "trainfleet-j-1-worker-1-0")
+    image = argv.index("localhost/some/image:1")
+    options, command = argv[:image], argv[image + 1 :]
+    assert options[:2] == ["/usr/bin/podman", "run"]
+    # The command replaces the image's ENTRYPOINT, as on Kubernetes.
+    assert options[-2:] == ["--entrypoint", '["python3"]']
+    assert command == ["train.py", "--epochs", "3"]
+    joined = " ".join(options)
+    assert "--network host" in joined and "--init" in options and "--rm" in options
+    assert f"--workdir {tmp_path}/work/sub" in joined
+    assert f"--volume {tmp_path}/work:{tmp_path}/work " in joined + " "
+    assert f"--volume {tmp_path}:/env:ro" in joined
+    assert "--cpus 1.5" in joined and f"--memory {2 * 1024**3}" in joined
+    assert "--device nvidia.com/gpu=2" in joined and "--device nvidia.com/gpu=5" in joined
+    # Values travel in the runtime's environment, never on its command line (ps shows it).
+    assert "s3cr3t-value" not in joined and "--env SECRET" in joined
+    # The container holds only its two GPUs: it sees them as 0 and 1.
+    assert "--env CUDA_VISIBLE_DEVICES=0,1" in joined
+
+
+def test_args_alone_go_to_the_image_entrypoint(tmp_path: Path) -> None:
+    launch = _launch(tmp_path, argv=["--epochs", "3"], entrypoint=True)
+    argv = Containers("podman").argv(launch, "name")
+    assert "--entrypoint" not in argv
+    assert argv[-3:] == ["localhost/some/image:1", "--epochs", "3"]
+
+
+def test_a_task_without_gpus_keeps_its_environment(tmp_path: Path) -> None:
+    launch = _launch(tmp_path, gpus=(), env={"CUDA_VISIBLE_DEVICES": ""})
+    assert container_environment(launch) == {"CUDA_VISIBLE_DEVICES": ""}
+    assert "--device" not in Containers("podman").argv(launch, "name")
+
+
+def test_a_missing_mount_source_is_refused_before_the_start(tmp_path: Path) -> None:
+    with pytest.raises(ImageUnavailable, match=f"mount source {tmp_path}/work does not exist"):
+        Containers("podman").make_ready(_launch(tmp_path))
+
+
+def test_no_runtime_says_so(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with pytest.raises(ImageUnavailable, match="no container runtime: install podman"):
+        _ = Containers().runtime
+
+
+def test_an_image_that_cannot_be_found_or_pulled(tmp_path: Path) -> None:
+    base_image()  # podman is here
+    (tmp_path / "work" / "sub").mkdir(parents=True)
+    launch = _launch(tmp_path, image="localhost:1/trainfleet/nowhere:1")
+    with pytest.raises(ImageUnavailable) as raised:
+        Containers().make_ready(launch)
+    message = str(raised.value)
+    assert message.startswith(
+        "image 'localhost:1/trainfleet/nowhere:1' not found locally and pull failed: "
+    )
+
+
+def _spec(image: str, command: str | None, **role: object) -> JobSpec:
+    worker = {"image": image, **({"command": command} if command else {}), **role}
+    return JobSpec.model_validate({"name": "boxed", "roles": {"worker": worker}})
+
+
+@pytest.fixture(scope="module")
+def entrypoint_image() -> Iterator[str]:
+    """The base image with ENTRYPOINT [echo, from-entrypoint] and CMD [default-cmd]."""
+    base, name = base_image(), f"trainfleet-entrypoint-{os.getpid()}"
+    image = f"localhost/trainfleet-test/entrypoint:{os.getpid()}"
+    subprocess.run(["podman", "create", "--name", name, base, "true"], check=True, stdout=PIPE)
+    changes = ['ENTRYPOINT ["echo", "from-entrypoint"]', 'CMD ["default-cmd"]']
+    commit = ["podman", "commit", "--quiet", *(f"--change={c}" for c in changes), name, image]
+    subprocess.run(commit, check=True, stdout=PIPE)
+    subprocess.run(["podman", "rm", name], check=True, stdout=PIPE)
+    yield image
+    subprocess.run(["podman", "rmi", "--force", image], check=False, stdout=PIPE)
+
+
+@pytest.mark.parametrize(
+    ("role", "printed"),
+    [
+        ({}, "from-entrypoint default-cmd"),  # ENTRYPOINT and CMD
+        ({"args": ["--lr", "0.1"]}, "from-entrypoint --lr 0.1"),  # ENTRYPOINT and args
+        ({"command": ["echo", "own"], "args": ["words"]}, "own words"),  # command replaces it
+    ],
+)
+def test_the_image_entrypoint_as_kubernetes_runs_it(
+    engine: Engine, tmp_path: Path, entrypoint_image: str, role: dict[str, object], printed: str
+) -> None:
+    command = role.pop("command", None)
+    job = engine.submit(_spec(entrypoint_image, command, **role), tmp_path, start=True)  # type: ignore[arg-type]
+    assert engine.wait(job.id, timeout=120).state == State.SUCCEEDED, engine.describe(job.id)
+    assert engine.log_path(job.id, "worker", 0).read_text() == printed + "\n"
+
+
+def test_a_job_with_an_image_runs_in_its_container(engine: Engine, tmp_path: Path) -> None:
+    """The task runs the image's Python (Debian's, not this one), in the job's directory,
+    with the job's environment and none of this process's."""
+    image = base_image()
+    os.environ["TRAINFLEET_TEST_HOST_ONLY"] = "host-secret"
+    try:
+        (tmp_path / "show.py").write_text(
+            "import os, sys\n"
+            "print(sys.executable, sys.version_info[:2], os.getcwd())\n"
+            "print(os.environ.get('TRAINFLEET_TEST_HOST_ONLY'), os.environ['TRAINFLEET_ROLE'])\n"
+            "open('written-inside', 'w').write('yes')\n"
+        )
+        job = engine.submit(_spec(image, "python3 show.py"), tmp_path, start=True)
+        assert engine.wait(job.id, timeout=120).state == State.SUCCEEDED, engine.describe(job.id)
+    finally:
+        del os.environ["TRAINFLEET_TEST_HOST_ONLY"]
+    log = engine.log_path(job.id, "worker", 0).read_text()
+    assert f"/usr/bin/python3 (3, 11) {tmp_path}" in log, log
+    assert "None worker" in log, log
+    assert (tmp_path / "written-inside").read_text() == "yes"
+
+
+@pytest.mark.parametrize(
+    ("pull", "message"),
+    [
+        (
+            "if-missing",
+            "image 'localhost:1/trainfleet/nowhere:1' not found locally and pull failed",
+        ),
+        ("never", "image 'localhost:1/trainfleet/nowhere:1' not found locally (pull: never)"),
+    ],
+)
+def test_a_missing_image_fails_the_job_with_the_reason(
+    engine: Engine, tmp_path: Path, pull: str, message: str
+) -> None:
+    base_image()
+    spec = _spec("localhost:1/trainfleet/nowhere:1", "true", pull=pull)
+    ended = engine.wait(engine.submit(spec, tmp_path, start=True).id, timeout=120)
+    assert ended.state == State.FAILED
+    assert message in ended.reason
+    (task,) = engine.tasks(ended.id)
+    assert Reason.of(task.reason) is Reason.COULD_NOT_START and message in task.reason
+
+
+def test_pull_always_pulls_at_every_start(tmp_path: Path) -> None:
+    """A present image with ``pull: always`` is still pulled (and here, with no registry
+    to pull from, refused), where ``if-missing`` takes it as it is."""
+    image = base_image()
+    (tmp_path / "work" / "sub").mkdir(parents=True)
+    Containers().make_ready(_launch(tmp_path, image=image, pull="if-missing"))
+    with pytest.raises(ImageUnavailable, match="not found locally and pull failed"):
+        Containers().make_ready(_launch(tmp_path, image=image, pull="always"))
+
+
+def test_the_config_file_chooses_the_runtime(tmp_path: Path, job_file, monkeypatch) -> None:
+    """``container_runtime:`` in the config file; a runtime trainfleet does not know is
+    refused before anything runs, naming the key."""
+    from helpers import run_cli
+
+    from trainfleet.backends.choose import backend_for
+    from trainfleet.cli.config import backend_config
+
+    config = tmp_path / "config" / "trainfleet" / "config.yaml"
+    config.parent.mkdir(parents=True)
+    env = {"XDG_CONFIG_HOME": str(config.parent.parent)}
+    config.write_text("container_runtime: docker\n")
+    backend = backend_for(backend_config(env))
+    assert backend.containers.runtime == "docker"  # type: ignore[attr-defined]
+    config.write_text("container_runtime: rkt\n")
+    monkeypatch.setenv("XDG_CONFIG_HOME", env["XDG_CONFIG_HOME"])
+    result = run_cli("run", job_file("name: boxed\nroles: {w: {command: 'true'}}\n"))
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert result.stderr.startswith(f"error: {config}: container_runtime: "), result.stderr
+    assert "Traceback" not in result.stderr
