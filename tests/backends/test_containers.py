@@ -49,8 +49,9 @@ def test_the_runtime_command_line(tmp_path: Path) -> None:
     image = argv.index("localhost/some/image:1")
     options, command = argv[:image], argv[image + 1 :]
     assert options[:2] == ["/usr/bin/podman", "run"]
-    # The command replaces the image's ENTRYPOINT, as on Kubernetes.
-    assert options[-2:] == ["--entrypoint", '["python3"]']
+    # The command replaces the image's ENTRYPOINT, as on Kubernetes; nothing from the image
+    # on is read as the runtime's options.
+    assert options[-2:] == ['--entrypoint=["python3"]', "--"]
     assert command == ["train.py", "--epochs", "3"]
     joined = " ".join(options)
     assert "--network host" in joined and "--init" in options and "--rm" in options
@@ -60,9 +61,9 @@ def test_the_runtime_command_line(tmp_path: Path) -> None:
     assert "--cpus 1.5" in joined and f"--memory {2 * 1024**3}" in joined
     assert "--device nvidia.com/gpu=2" in joined and "--device nvidia.com/gpu=5" in joined
     # Values travel in the runtime's environment, never on its command line (ps shows it).
-    assert "s3cr3t-value" not in joined and "--env SECRET" in joined
+    assert "s3cr3t-value" not in joined and "--env=SECRET" in options
     # The container holds only its two GPUs: it sees them as 0 and 1.
-    assert "--env CUDA_VISIBLE_DEVICES=0,1" in joined
+    assert "--env=CUDA_VISIBLE_DEVICES=0,1" in options
 
 
 def test_args_alone_go_to_the_image_entrypoint(tmp_path: Path) -> None:

@@ -136,3 +136,25 @@ def test_the_gpus_are_read_once(engine: Engine, tmp_path: Path, monkeypatch) -> 
     assert engine.wait(job.id, timeout=30).state == State.SUCCEEDED
     assert engine.backend.nodes()[0].gpus == 2
     assert len(readings) == 1
+
+
+@pytest.mark.parametrize(
+    ("job_policy", "role_policy", "state", "restarts"),
+    [
+        ("never", "on-failure", State.SUCCEEDED, 1),  # the role's own policy restarts it
+        ("on-failure", "never", State.FAILED, 0),  # and keeps it from restarting
+    ],
+)
+def test_a_role_s_own_restart_policy_wins(
+    engine: Engine, tmp_path: Path, job_policy: str, role_policy: str, state: State, restarts: int
+) -> None:
+    """Kubeflow's restartPolicy per replica type: a role may say its own."""
+    fails_once = "test -e once || { touch once; exit 3; }"
+    spec = _spec(
+        f"name: policies\nrestart: {{policy: {job_policy}, backoff: {{initial: 0}}}}\n"
+        f"roles:\n  worker: {{command: '{fails_once}', restart_policy: {role_policy}}}\n"
+    )
+    job = engine.submit(spec, tmp_path, start=True)
+    assert engine.wait(job.id, timeout=60).state == state
+    (task,) = engine.tasks(job.id)
+    assert task.restarts == restarts

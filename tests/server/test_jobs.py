@@ -63,24 +63,23 @@ def test_json_text_a_jobspec_and_a_kubeflow_manifest_are_accepted(client: Client
     spec = load_job_text(HELLO).spec
     assert client.wait(client.submit(spec).id).state == State.SUCCEEDED
     assert client.wait(client.submit(spec.model_dump_json()).id).state == State.SUCCEEDED
-    container = {"name": "pytorch", "command": ["sh", "-c", "echo $RANK"]}
-    replica = {"replicas": 1, "template": {"spec": {"containers": [container]}}}
+    container = {
+        "name": "pytorch",
+        "command": ["sh", "-c", "echo $RANK"],
+        "volumeMounts": [{"name": "scratch", "mountPath": "/scratch"}],
+    }
+    pod = {"containers": [container], "volumes": [{"name": "scratch", "emptyDir": {}}]}
     manifest = {
         "apiVersion": "kubeflow.org/v1",
         "kind": "PyTorchJob",
         "metadata": {"name": "manifest"},
-        "spec": {
-            "pytorchReplicaSpecs": {
-                "Master": {**replica, "restartPolicy": "Never"},
-                "Worker": {**replica, "restartPolicy": "OnFailure"},
-            }
-        },
+        "spec": {"pytorchReplicaSpecs": {"Master": {"replicas": 1, "template": {"spec": pod}}}},
     }
     warnings: list[str] = []
     client.on_warning = warnings.append
     job = client.submit(json.dumps(manifest))
     assert job.source == "PyTorchJob"
-    assert any("disagree on restartPolicy" in warning for warning in warnings)
+    assert any("emptyDir volume 'scratch' is not supported here" in w for w in warnings)
     assert client.wait(job.id).state == State.SUCCEEDED
     assert client.read_log(job.id, "master", 0) == b"0\n"
 

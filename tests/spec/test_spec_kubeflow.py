@@ -318,7 +318,7 @@ def test_jaxjob(tmp_path: Path) -> None:
     assert job.spec.pytorch is None
 
 
-def test_xgboostjob_and_disagreeing_restart_policies(tmp_path: Path) -> None:
+def test_xgboostjob_and_a_restart_policy_per_replica_type(tmp_path: Path) -> None:
     job = load(tmp_path, XGBOOSTJOB)
     spec = job.spec
     assert job.source == "XGBoostJob"
@@ -328,10 +328,10 @@ def test_xgboostjob_and_disagreeing_restart_policies(tmp_path: Path) -> None:
     assert spec.roles["worker"].resources.cpu == 1500
     assert spec.roles["worker"].resources.memory == 2 * 10**9
     assert spec.restart.policy is RestartPolicy.EXIT_CODE  # the Worker's
-    assert (
-        "replica types disagree on restartPolicy (Master: Never, Worker: ExitCode); "
-        "trainfleet has one policy per job and uses Worker's ExitCode"
-    ) in job.warnings
+    assert spec.roles["master"].restart_policy is RestartPolicy.NEVER  # its own
+    assert spec.restart_policy_of("master") is RestartPolicy.NEVER
+    assert spec.restart_policy_of("worker") is RestartPolicy.EXIT_CODE
+    assert job.warnings == []
 
 
 def test_default_restart_policy_per_kind(tmp_path: Path) -> None:

@@ -302,3 +302,19 @@ def _dump(data: object, output: str) -> None:
         import yaml
 
         click.echo(yaml.safe_dump(data, sort_keys=False), nl=False)
+
+
+def export(job_file: str) -> int:
+    """Print the Kubeflow manifest of a job file; what it leaves out goes to stderr."""
+    import yaml
+
+    from trainfleet.spec.kubeflow_export import manifest_of
+    from trainfleet.spec.loading import load_job_file
+
+    with user_errors():
+        loaded = load_job_file(job_file)
+        manifest, left_out = manifest_of(loaded.spec, file=job_file)
+    for warning in [*loaded.warnings, *left_out]:
+        click.echo(f"warning: {warning}", err=True)
+    click.echo(yaml.safe_dump(manifest, sort_keys=False, allow_unicode=True), nl=False)
+    return 0

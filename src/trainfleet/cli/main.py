@@ -428,6 +428,23 @@ def queue_describe(options: Options, name: str, output: str) -> None:
 
 
 @cli.command()
+@click.argument("job_file")
+@click.option(
+    "--to",
+    "target",
+    type=click.Choice(["kubeflow"]),
+    default="kubeflow",
+    show_default=True,
+    help="kubeflow: the training operator's TFJob, PyTorchJob, JAXJob or XGBoostJob.",
+)
+def export(job_file: str, target: str) -> None:
+    """Print JOB_FILE as the manifest that runs it on Kubernetes (kubectl apply -f -)."""
+    from trainfleet.cli import commands
+
+    sys.exit(commands.export(job_file))
+
+
+@cli.command()
 def schema() -> None:
     """Print the JSON Schema of job files (for editors)."""
     import json

@@ -351,11 +351,11 @@ class JobController:
             self._set_task(task, State.RESTARTING, f"{exit_text}; {task.reason}", **done)
             self._restart_job_when_stopped()
             return
-        restart = self.spec.restart
+        restart, policy = self.spec.restart, self.spec.restart_policy_of(key[0])
         if code == 0:
-            wants_restart = restart.policy is RestartPolicy.ALWAYS and not self._succeeds_job(key)
+            wants_restart = policy is RestartPolicy.ALWAYS and not self._succeeds_job(key)
         else:
-            wants_restart = policies.retries_failure(restart.policy, code)
+            wants_restart = policies.retries_failure(policy, code)
         if wants_restart and task.restarts < restart.max_restarts:
             delay = restart.backoff.delay(task.restarts)
             if self.spec.restart_scope() == "job" or self.backend.restarts_whole_jobs:

@@ -127,6 +127,7 @@ class Container(_K8s):
 class PodSpec(_K8s):
     containers: Annotated[list[Container], Field(min_length=1)]
     volumes: list[Volume] = Field(default_factory=list)
+    terminationGracePeriodSeconds: StrictInt | None = None
 
 
 class PodTemplate(_K8s):
@@ -139,9 +140,14 @@ class ReplicaSpec(_K8s):
     restartPolicy: Literal["Never", "OnFailure", "Always", "ExitCode"] | None = None
 
 
+class SchedulingPolicy(_K8s):
+    queue: str | None = None
+
+
 class RunPolicy(_K8s):
     backoffLimit: StrictInt | None = None
     activeDeadlineSeconds: StrictInt | None = None
+    schedulingPolicy: SchedulingPolicy = Field(default_factory=SchedulingPolicy)
 
 
 class ElasticPolicy(_K8s):
@@ -242,7 +248,7 @@ class _Converter:
         self.origin |= {("name",): ("metadata", "name"), ("framework",): ("kind",)}
         specs = self._specs()
         job["roles"] = self._roles(specs)
-        job["restart"] = self._restart(specs)
+        job["restart"] = self._restart(specs, job["roles"])
         job["labels"] = dict(meta.labels)
         self.origin[("labels",)] = ("metadata", "labels")
         for key in meta.labels:
@@ -250,6 +256,19 @@ class _Converter:
         if spec.runPolicy.activeDeadlineSeconds is not None:
             job["deadline"] = spec.runPolicy.activeDeadlineSeconds
             self.origin[("deadline",)] = ("spec", "runPolicy", "activeDeadlineSeconds")
+        if spec.runPolicy.schedulingPolicy.queue is not None:
+            job["queue"] = spec.runPolicy.schedulingPolicy.queue
+            self.origin[("queue",)] = ("spec", "runPolicy", "schedulingPolicy", "queue")
+        graces = {
+            name: replica.template.spec.terminationGracePeriodSeconds
+            for name, replica in specs.items()
+            if replica.template.spec.terminationGracePeriodSeconds is not None
+        }
+        if graces:  # the longest: every task gets at least its own
+            longest = max(graces, key=lambda name: graces[name])
+            job["grace_period"] = graces[longest]
+            path = (*self.specs_path, longest, "template", "spec", "terminationGracePeriodSeconds")
+            self.origin[("grace_period",)] = path
         if spec.successPolicy == "AllWorkers":
             job["success"] = "all-workers"
         elif spec.successPolicy:
@@ -405,7 +424,9 @@ class _Converter:
                     break
         return out
 
-    def _restart(self, specs: dict[str, ReplicaSpec]) -> dict[str, Any]:
+    def _restart(self, specs: dict[str, ReplicaSpec], roles: dict[str, Any]) -> dict[str, Any]:
+        """The job's policy is its workers' (else its first replica type's); a replica type
+        whose policy differs keeps its own, as its role's ``restart_policy``."""
         spec = self.manifest.spec
         chosen: tuple[str, str, Path | None] | None = None
         policies: dict[str, str] = {}
@@ -421,12 +442,12 @@ class _Converter:
             restart["policy"] = RESTART_POLICIES[policy]
             if path is not None:
                 self.origin[("restart", "policy")] = path
-            if len(set(policies.values())) > 1:
-                each = ", ".join(f"{name}: {value}" for name, value in policies.items())
-                self.warnings.append(
-                    f"replica types disagree on restartPolicy ({each}); trainfleet has one "
-                    f"policy per job and uses {type_name}'s {policy}"
-                )
+            for other, own in policies.items():
+                role = other.lower()
+                if own != policy and role in roles:
+                    roles[role]["restart_policy"] = RESTART_POLICIES[own]
+                    origin = (*self.specs_path, other, "restartPolicy")
+                    self.origin[("roles", role, "restart_policy")] = origin
         if spec.runPolicy.backoffLimit is not None:
             restart["max_restarts"] = spec.runPolicy.backoffLimit
             self.origin[("restart", "max_restarts")] = ("spec", "runPolicy", "backoffLimit")

@@ -235,12 +235,33 @@ class MountSpec(_Model):
     target: Text = Field(description="Where the container sees it: an absolute path.")
     read_only: Annotated[bool, Field(strict=True)] = False
 
-    @field_validator("target")
+    @field_validator("source", "target")
     @classmethod
-    def _absolute(cls, value: str) -> str:
-        if not value.startswith("/"):
+    def _plain(cls, value: str, info: ValidationInfo) -> str:
+        if not value or any(c in value for c in ":,"):
+            raise ValueError(f"{info.field_name} {value!r} must be a path without ':' or ','")
+        if info.field_name == "target" and not value.startswith("/"):
             raise ValueError(f"target {value!r} must be an absolute path (e.g. /data)")
         return value
+
+
+IMAGE_REFERENCE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/:@+-]{0,511}$")
+
+
+def _image_reference(value: str) -> str:
+    if not IMAGE_REFERENCE.match(value):
+        raise ValueError(
+            f"{value!r} is not an image reference: letters, digits and . _ / : @ + -, "
+            "starting with a letter or digit (e.g. python:3.11, registry.example.org/team/train:2)"
+        )
+    return value
+
+
+Image = Annotated[
+    str,
+    AfterValidator(_image_reference),
+    Field(json_schema_extra={"pattern": IMAGE_REFERENCE.pattern}),
+]
 
 
 PullPolicy = Literal["if-missing", "always", "never"]
@@ -275,7 +296,7 @@ class RoleSpec(_Model):
         description="Whether the job waits for this role to finish. Default: every role "
         "but ps, tensorboard and roles running `trainfleet tf-server`.",
     )
-    image: Text | None = Field(
+    image: Image | None = Field(
         default=None, description="Container image its tasks run in (the job's by default)."
     )
     pull: PullPolicy = Field(
@@ -287,6 +308,11 @@ class RoleSpec(_Model):
     )
     environment: PythonEnvironment | None = Field(
         default=None, description="The Python its tasks run under (the job's by default)."
+    )
+    restart_policy: RestartPolicy | None = Field(
+        default=None,
+        description="When its tasks restart (the job's restart.policy by default), as a "
+        "Kubeflow replica type's restartPolicy; restart.max_restarts and backoff still apply.",
     )
 
     @model_validator(mode="before")
@@ -447,7 +473,7 @@ class JobSpec(_Model):
 
     name: str = Field(description="Lower-case letters, digits and '-', at most 63.")
     framework: Framework = Framework.GENERIC
-    image: Text | None = Field(
+    image: Image | None = Field(
         default=None, description="Container image of every role that names none."
     )
     roles: Annotated[dict[str, RoleSpec], Field(min_length=1)] = Field(
@@ -489,12 +515,13 @@ class JobSpec(_Model):
     def _job_image(cls, data: Any) -> Any:
         """The job's image is every role's that names none (each role is then checked
         with the image it runs in)."""
-        if not isinstance(data, dict) or not data.get("image"):
-            return data
+        image = data.get("image") if isinstance(data, dict) else None
+        if not isinstance(image, str) or not IMAGE_REFERENCE.match(image):
+            return data  # none, or refused at the job's own field
         roles = data.get("roles")
         if isinstance(roles, dict):
             roles = {
-                name: {"image": data["image"], **role} if isinstance(role, dict) else role
+                name: {"image": image, **role} if isinstance(role, dict) else role
                 for name, role in roles.items()
             }
             return {**data, "roles": roles}
@@ -563,6 +590,10 @@ class JobSpec(_Model):
             if unknown:
                 raise ValueError(f"success names unknown role(s): {', '.join(unknown)}")
         return self
+
+    def restart_policy_of(self, role: str) -> RestartPolicy:
+        """When the role's tasks restart: its own policy, else the job's."""
+        return self.roles[role].restart_policy or self.restart.policy
 
     def image_of(self, role: str) -> str | None:
         """The image the role's tasks run in (its own, else the job's); None: no container."""

@@ -111,12 +111,14 @@ class Containers:
         for variable, value in container_environment(launch).items():
             # By name: the runtime passes on its own value, the task's (not shown in ps).
             same = launch.env.get(variable) == value
-            argv += ["--env", variable if same else f"{variable}={value}"]
+            argv.append(f"--env={variable}" if same else f"--env={variable}={value}")
+        # "--": the image and what follows are never read as the runtime's options.
         if launch.entrypoint:  # the image's ENTRYPOINT runs, given argv as its arguments
-            return [*argv, launch.image or "", *launch.argv]
+            return [*argv, "--", launch.image or "", *launch.argv]
         # The command replaces the ENTRYPOINT, as a container's command does on Kubernetes.
         program, *arguments = launch.argv
-        return [*argv, "--entrypoint", json.dumps([program]), launch.image or "", *arguments]
+        entrypoint = f"--entrypoint={json.dumps([program])}"
+        return [*argv, entrypoint, "--", launch.image or "", *arguments]
 
 
 def container_environment(launch: TaskLaunch) -> dict[str, str]:
