@@ -155,6 +155,8 @@ def test_a_job_with_an_image_runs_in_its_container(engine: Engine, tmp_path: Pat
     finally:
         del os.environ["TRAINFLEET_TEST_HOST_ONLY"]
     log = engine.log_path(job.id, "worker", 0).read_text()
+    started = [event.message for event in engine.describe(job.id).events if event.task]
+    assert started[0].startswith(f"started, container trainfleet-{job.id}-worker-0-0 (pid ")
     assert f"/usr/bin/python3 (3, 11) {tmp_path}" in log, log
     assert "None worker" in log, log
     assert (tmp_path / "written-inside").read_text() == "yes"

@@ -66,6 +66,8 @@ class _Running:
     pid: int
     marker: str
     """``TRAINFLEET_ATTEMPT=<record>``: in the environment of every process of the attempt."""
+    where: str
+    """For people: ``pid 4242``, or ``container trainfleet-... (pid 4242)``."""
     terminating: threading.Event = field(default_factory=threading.Event)
     killed: threading.Event = field(default_factory=threading.Event)
 
@@ -145,7 +147,11 @@ class LocalBackend(PooledAddresses):
                 stderr=subprocess.STDOUT,
                 start_new_session=True,  # its own group, out of reach of our Ctrl-C and death
             )
-        self._follow(launch.key, process.pid, _marker(launch.record), process.wait, on_exit)
+        where = f"pid {process.pid}"
+        if launch.image is not None:
+            where = f"container {_container_name(launch.record)} ({where})"
+        running = _Running(process.pid, _marker(launch.record), where)
+        self._follow(launch.key, running, process.wait, on_exit)
         return process.pid
 
     @staticmethod
@@ -181,7 +187,7 @@ class LocalBackend(PooledAddresses):
             reports.exited(key, _recorded_exit(record))
             return None
         wait = lambda: _wait_foreign(pid, record)  # noqa: E731
-        self._follow(key, pid, _marker(record), wait, reports.exited)
+        self._follow(key, _Running(pid, _marker(record), f"pid {pid}"), wait, reports.exited)
         return TaskHandle(str(pid))
 
     def abandon(self, data_dir: DataDir, job_id: str, key: TaskKey) -> None:
@@ -190,7 +196,8 @@ class LocalBackend(PooledAddresses):
             end_attempt(_marker(data_dir.record(job_id, *key, attempt)))
 
     def describe(self, handle: TaskHandle) -> TaskStatus:
-        return TaskStatus(handle, f"pid {handle}", int(handle))
+        running = self._get(int(handle))
+        return TaskStatus(handle, running.where if running else f"pid {handle}", int(handle))
 
     def stop(self, handle: TaskHandle, force: bool = False) -> None:
         running = self._get(int(handle))
@@ -203,11 +210,10 @@ class LocalBackend(PooledAddresses):
             return self._running.get(pid)
 
     def _follow(
-        self, key: TaskKey, pid: int, marker: str, wait: Callable[[], int], on_exit: ExitCallback
+        self, key: TaskKey, running: _Running, wait: Callable[[], int], on_exit: ExitCallback
     ) -> None:
-        running = _Running(pid, marker)
         with self._lock:
-            self._running[pid] = running
+            self._running[running.pid] = running
         threading.Thread(target=self._wait, args=(key, running, wait, on_exit), daemon=True).start()
 
     def _wait(
