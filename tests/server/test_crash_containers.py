@@ -14,11 +14,12 @@ from container_images import base_image
 from helpers import wait_for
 
 from trainfleet.client import Client
-from trainfleet.domain.records import State
+from trainfleet.domain.records import State, TaskRecord
 
 from .harness import ServerProcess
 
 TOKEN = "container-crash-admin-token-0123456789"
+ENV = {"TRAINFLEET_ADMIN_TOKEN": TOKEN}
 # Notes each start (with its container's hostname), then waits for "go".
 TASK = 'echo "start $(hostname)" >> journal; while [ ! -e go ]; do sleep 0.1; done; echo done'
 
@@ -45,22 +46,27 @@ def _submit(client: Client, folder: Path, image: str) -> str:
     return client.submit(json.dumps(job), server_workdir=folder).id
 
 
+def _start_then_kill_the_server(folder: Path) -> tuple[str, TaskRecord]:
+    """Submit the job, wait for its container, kill -9 the server: the job's id and task."""
+    server = ServerProcess(folder / "data", ENV)
+    with Client(server.url, TOKEN) as client:
+        job_id = _submit(client, folder, base_image())
+        wait_for(lambda: _starts(folder), what="the container to start")
+        task = client.describe(job_id).tasks[0]
+    server.stop(signal.SIGKILL)
+    return job_id, task
+
+
 def _starts(folder: Path) -> list[str]:
     journal = folder / "journal"
     return journal.read_text().splitlines() if journal.exists() else []
 
 
 def test_a_restarted_server_adopts_a_running_container(reap: Path) -> None:
-    image, env = base_image(), {"TRAINFLEET_ADMIN_TOKEN": TOKEN}
-    server = ServerProcess(reap / "data", env)
-    with Client(server.url, TOKEN) as client:
-        job_id = _submit(client, reap, image)
-        wait_for(lambda: _starts(reap), what="the container to start")
-        before = client.describe(job_id).tasks[0]
-    server.stop(signal.SIGKILL)
+    job_id, before = _start_then_kill_the_server(reap)
     assert containers(job_id), "the container outlives the server"
 
-    again = ServerProcess(reap / "data", env)
+    again = ServerProcess(reap / "data", ENV)
     try:
         again.wait_for_line("resumed 1 unfinished job(s)")
         with Client(again.url, TOKEN) as client:
@@ -76,18 +82,13 @@ def test_a_restarted_server_adopts_a_running_container(reap: Path) -> None:
 
 
 def test_a_container_whose_shim_was_killed_ends_before_the_next_attempt(reap: Path) -> None:
-    image, env = base_image(), {"TRAINFLEET_ADMIN_TOKEN": TOKEN}
-    server = ServerProcess(reap / "data", env)
-    with Client(server.url, TOKEN) as client:
-        job_id = _submit(client, reap, image)
-        wait_for(lambda: _starts(reap), what="the container to start")
-        shim = client.describe(job_id).tasks[0].pid
-    server.stop(signal.SIGKILL)
+    job_id, task = _start_then_kill_the_server(reap)
+    shim = task.pid
     assert shim is not None
     os.kill(shim, signal.SIGKILL)  # the runtime's client goes with it; the container not
     assert containers(job_id), "the container outlives its shim"
 
-    again = ServerProcess(reap / "data", env)
+    again = ServerProcess(reap / "data", ENV)
     try:
         wait_for(lambda: len(_starts(reap)) >= 2, timeout=60, what="the second attempt")
         with Client(again.url, TOKEN) as client:
