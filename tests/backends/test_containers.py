@@ -214,3 +214,18 @@ def test_the_config_file_chooses_the_runtime(tmp_path: Path, job_file, monkeypat
     assert result.returncode == 2, result.stdout + result.stderr
     assert result.stderr.startswith(f"error: {config}: container_runtime: "), result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_a_dry_run_shows_each_task_s_image(tmp_path: Path) -> None:
+    from helpers import run_cli
+
+    job = tmp_path / "job.yaml"
+    job.write_text(
+        "name: boxed\nimage: train:1\nroles:\n"
+        "  worker: {args: [--lr, '0.1']}\n  ps: {image: serve:2, command: [serve, --port, '1']}\n"
+    )
+    result = run_cli("run", "--dry-run", job)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert f"worker/0  <ENTRYPOINT of the image> --lr 0.1  (in {tmp_path}, image train:1)" in lines
+    assert f"ps/0  serve --port 1  (in {tmp_path}, image serve:2)" in lines

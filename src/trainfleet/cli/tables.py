@@ -117,7 +117,11 @@ def print_dry_run(spec: JobSpec, preview: Preview) -> None:
     )
     for launch in preview.tasks:
         role, index = launch.key
-        where = escape(f"{shlex.join(launch.argv)}  (in {launch.cwd})")
+        command = shlex.join(launch.argv)
+        if launch.entrypoint:  # the image's own ENTRYPOINT, given these arguments
+            command = f"<ENTRYPOINT of the image> {command}".rstrip()
+        place = f"in {launch.cwd}" + (f", image {launch.image}" if launch.image else "")
+        where = escape(f"{command}  ({place})")
         console.print(f"[bold]{role}/{index}[/]  {where}", soft_wrap=True)
         for name, value in sorted(launch.env.items()):
             if os.environ.get(name) != value:
