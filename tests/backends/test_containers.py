@@ -229,3 +229,34 @@ def test_a_dry_run_shows_each_task_s_image(tmp_path: Path) -> None:
     lines = result.stdout.splitlines()
     assert f"worker/0  <ENTRYPOINT of the image> --lr 0.1  (in {tmp_path}, image train:1)" in lines
     assert f"ps/0  serve --port 1  (in {tmp_path}, image serve:2)" in lines
+
+
+def test_a_slow_pull_holds_up_only_its_own_image(tmp_path: Path) -> None:
+    """A fake runtime (a shell script; no registry is reachable here to pull from slowly):
+    its pull of ``slow`` takes 3 s and ``fast`` is present. Tasks of ``fast`` start while
+    ``slow`` is still being pulled, and ``slow`` is pulled once for two tasks."""
+    import threading
+    import time
+
+    runtime, pulls = tmp_path / "runtime", tmp_path / "pulls"
+    runtime.write_text(
+        "#!/bin/sh\n"
+        f'if [ "$1" = pull ]; then echo "$3" >> {pulls}; sleep 3; exit 0; fi\n'
+        '[ "$3" = fast ]\n'  # image inspect IMAGE: only "fast" is here
+    )
+    runtime.chmod(0o755)
+    (tmp_path / "work" / "sub").mkdir(parents=True)
+    containers = Containers(str(runtime))
+    slow = [
+        threading.Thread(target=containers.make_ready, args=(_launch(tmp_path, image="slow"),))
+        for _ in range(2)
+    ]
+    for thread in slow:
+        thread.start()
+    time.sleep(0.5)  # both wait on the pull of slow
+    started = time.monotonic()
+    containers.make_ready(_launch(tmp_path, image="fast"))
+    assert time.monotonic() - started < 2, "fast waited for the pull of slow"
+    for thread in slow:
+        thread.join()
+    assert pulls.read_text().split() == ["slow"], "pulled once for both tasks"

@@ -40,6 +40,8 @@ class Containers:
         is told never to; False (the tasks run on other nodes): each node's runtime pulls
         as the launch's policy says."""
         self._present: set[str] = set()
+        self._locks: dict[str, threading.Lock] = {}
+        """One per image: a long pull holds up the tasks of that image only."""
         self._lock = threading.Lock()
 
     @property
@@ -61,7 +63,9 @@ class Containers:
                 raise ImageUnavailable(f"mount source {mount.source} does not exist")
         image = launch.image
         assert image is not None
-        with self._lock:  # one pull of an image at a time, however many tasks want it
+        with self._lock:
+            lock = self._locks.setdefault(image, threading.Lock())
+        with lock:  # one pull of an image at a time, however many tasks want it
             if launch.pull == "always":
                 self._pull(image)
             elif image not in self._present and not self._exists(image):
