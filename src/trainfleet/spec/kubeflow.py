@@ -42,6 +42,7 @@ class KindInfo:
     container: str
     replica_types: tuple[str, ...]
     default_restart: str
+    api_version: str = "kubeflow.org/v1"
 
 
 KINDS = {
@@ -222,10 +223,11 @@ def _check_header(data: Mapping[Hashable, Any], source: SourceMap) -> str:
     if not isinstance(kind, str) or kind not in KINDS:
         message = f"unknown kind {brief(kind)}: supported kinds are {supported}"
         raise SpecError([source.problem(("kind",), message)])
+    expected = KINDS[kind].api_version
     if api is None:
-        raise SpecError([source.problem(("apiVersion",), f"is required: {API_VERSION}")])
-    if api != API_VERSION:
-        message = f"unsupported apiVersion {brief(api)} for {kind}: trainfleet reads {API_VERSION}"
+        raise SpecError([source.problem(("apiVersion",), f"is required: {expected}")])
+    if api != expected:
+        message = f"unsupported apiVersion {brief(api)} for {kind}: trainfleet reads {expected}"
         raise SpecError([source.problem(("apiVersion",), message)])
     return kind
 

@@ -19,7 +19,7 @@ from typing import Any
 
 from trainfleet.spec.errors import Problem, SpecError
 from trainfleet.spec.frameworks import Framework
-from trainfleet.spec.kubeflow import API_VERSION, KINDS, PULL_POLICIES, RESTART_POLICIES
+from trainfleet.spec.kubeflow import KINDS, PULL_POLICIES, RESTART_POLICIES
 from trainfleet.spec.models import JobSpec, RestartSpec, RoleSpec
 from trainfleet.spec.quantity import format_cpu, format_memory
 
@@ -75,7 +75,7 @@ def manifest_of(spec: JobSpec, file: str | None = None) -> tuple[dict[str, Any],
     metadata: dict[str, Any] = {"name": spec.name}
     if spec.labels:
         metadata["labels"] = dict(spec.labels)
-    manifest = {"apiVersion": API_VERSION, "kind": kind, "metadata": metadata, "spec": body}
+    manifest = {"apiVersion": info.api_version, "kind": kind, "metadata": metadata, "spec": body}
     return manifest, _left_out(spec)
 
 
