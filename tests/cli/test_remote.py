@@ -316,3 +316,32 @@ def test_token_create_list_revoke(server: ServerProcess, tmp_path: Path) -> None
     assert unknown.returncode == 2 and "no token 'nope'" in unknown.stderr
     nowhere = cli("--data-dir", tmp_path / "empty", "token", "list")
     assert nowhere.returncode == 2 and "no trainfleet data in" in nowhere.stderr
+
+
+def test_a_trainjob_runs_on_the_server_with_its_runtime_file(
+    server: ServerProcess, client: Client, tmp_path: Path
+) -> None:
+    """The server knows only the built-in runtimes: ``--runtime`` makes the CLI read the
+    TrainJob here and send the job it means; without it, the server refuses naming the field."""
+    runtime = tmp_path / "runtime.yaml"
+    runtime.write_text(
+        "apiVersion: trainer.kubeflow.org/v1alpha1\nkind: TrainingRuntime\n"
+        "metadata: {name: greeter}\nspec:\n  mlPolicy: {numNodes: 2, torch: {}}\n"
+        "  template:\n    spec:\n      replicatedJobs:\n        - name: node\n"
+        "          template:\n            spec:\n              template:\n                spec:\n"
+        "                  containers:\n                    - name: node\n"
+        "                      command: [sh, -c, 'echo hello from $PET_NODE_RANK of $PET_NNODES']\n"
+    )
+    job = tmp_path / "trainjob.yaml"
+    job.write_text(
+        "apiVersion: trainer.kubeflow.org/v1alpha1\nkind: TrainJob\nmetadata: {name: greet}\n"
+        "spec:\n  runtimeRef: {name: greeter, kind: TrainingRuntime}\n  trainer: {numNodes: 3}\n"
+    )
+    refused = cli("submit", job, server=server.url)
+    assert refused.returncode == 2, refused.stderr
+    assert "spec.runtimeRef.name: no TrainingRuntime named 'greeter'" in refused.stderr
+    result = cli("run", "--runtime", runtime, job, server=server.url)
+    assert result.returncode == 0, result.stderr
+    (record,) = [job for job in client.list_jobs() if job.name == "greet"]
+    logs = [client.read_log(record.id, "worker", index).decode() for index in range(3)]
+    assert logs == [f"hello from {index} of 3\n" for index in range(3)]

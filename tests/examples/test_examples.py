@@ -146,9 +146,13 @@ def test_tf_multiworker_keeps_workers_in_sync(tmp_path: Path, job_file: str) -> 
     assert b == pytest.approx(10, abs=0.1)
 
 
-@pytest.mark.parametrize("job_file", ["job.yaml", "pytorchjob.yaml"])
-def test_torch_ddp_trains(tmp_path: Path, job_file: str) -> None:
-    """``pytorchjob.yaml`` runs in containers of its image (PyTorch is the image's)."""
+@pytest.mark.parametrize(
+    ("job_file", "rank0"),
+    [("job.yaml", "master/0"), ("pytorchjob.yaml", "master/0"), ("trainjob.yaml", "worker/0")],
+)
+def test_torch_ddp_trains(tmp_path: Path, job_file: str, rank0: str) -> None:
+    """``pytorchjob.yaml`` and ``trainjob.yaml`` (a TrainJob of three nodes on the built-in
+    torch-distributed runtime, as written) run in containers of their image."""
     if job_file == "job.yaml":
         pytest.importorskip("torch")
     else:
@@ -156,7 +160,7 @@ def test_torch_ddp_trains(tmp_path: Path, job_file: str) -> None:
     stdout = run_example(EXAMPLES / "torch_ddp" / job_file, tmp_path)
     warn_of_restarts(stdout)
 
-    master = task_output(stdout, "master/0")
+    master = task_output(stdout, rank0)
     epochs = numbers(master, r"epoch (\d+): loss=([\d.]+)")
     # If a node failed, the whole group restarted (scope job): judge the last attempt.
     assert [epoch for (epoch, _) in epochs[-5:]] == [1, 2, 3, 4, 5], master

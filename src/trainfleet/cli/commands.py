@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import sys
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
@@ -304,16 +304,19 @@ def _dump(data: object, output: str) -> None:
         click.echo(yaml.safe_dump(data, sort_keys=False), nl=False)
 
 
-def export(job_file: str) -> int:
-    """Print the Kubeflow manifest of a job file; what it leaves out goes to stderr."""
+def export(job_file: str, target: str = "kubeflow", runtimes: Sequence[str] = ()) -> int:
+    """Print the Kubeflow manifest (``target``: kubeflow, trainjob) of a job file; what it
+    leaves out goes to stderr."""
     import yaml
 
     from trainfleet.spec.kubeflow_export import manifest_of
     from trainfleet.spec.loading import load_job_file
+    from trainfleet.spec.trainjob_export import trainjob_of
 
     with user_errors():
-        loaded = load_job_file(job_file)
-        manifest, left_out = manifest_of(loaded.spec, file=job_file)
+        loaded = load_job_file(job_file, runtimes)
+        convert = trainjob_of if target == "trainjob" else manifest_of
+        manifest, left_out = convert(loaded.spec, file=job_file)
     for warning in [*loaded.warnings, *left_out]:
         click.echo(f"warning: {warning}", err=True)
     click.echo(yaml.safe_dump(manifest, sort_keys=False, allow_unicode=True), nl=False)

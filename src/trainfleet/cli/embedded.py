@@ -45,7 +45,8 @@ def load(job: JobInput) -> tuple[LoadedJob, Path]:
 
         loaded, folder = from_submarine_args(job.submarine), Path.cwd()
     elif job.file:
-        loaded, folder = load_job_file(job.file), Path(job.file).resolve().parent
+        loaded = load_job_file(job.file, job.runtimes)
+        folder = Path(job.file).resolve().parent
     else:
         raise UserError("missing JOB_FILE (or Submarine-style flags such as --num_workers)")
     for warning in loaded.warnings:

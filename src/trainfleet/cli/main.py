@@ -45,7 +45,21 @@ def cli(ctx: click.Context, data_dir: str | None, server: str | None) -> None:
 
 def _job_input(job_file: str | None, flags: dict[str, Any]) -> JobInput:
     workdir, server_workdir = flags.pop("workdir"), flags.pop("server_workdir")
-    return JobInput(job_file, submarine_args_from(flags), workdir, server_workdir)
+    runtimes = tuple(flags.pop("runtimes"))
+    return JobInput(job_file, submarine_args_from(flags), workdir, server_workdir, runtimes)
+
+
+def RUNTIME(command: Callable[..., Any]) -> Callable[..., Any]:
+    """``--runtime FILE`` (repeatable)."""
+    return click.option(
+        "--runtime",
+        "runtimes",
+        multiple=True,
+        type=click.Path(dir_okay=False),
+        metavar="FILE",
+        help="A Kubeflow TrainingRuntime or ClusterTrainingRuntime that a TrainJob may name "
+        "(beside the built-in torch-, jax-, xgboost- and deepspeed-distributed); repeatable.",
+    )(command)
 
 
 def WORKDIR(command: Callable[..., Any]) -> Callable[..., Any]:
@@ -69,6 +83,7 @@ def WORKDIR(command: Callable[..., Any]) -> Callable[..., Any]:
 @click.argument("job_file", required=False)
 @submarine_options
 @WORKDIR
+@RUNTIME
 @click.option("--dry-run", is_flag=True, help="Print the resolved job and each task's environment.")
 @click.pass_obj
 def run(options: Options, /, job_file: str | None, dry_run: bool, **flags: Any) -> None:
@@ -88,6 +103,7 @@ def run(options: Options, /, job_file: str | None, dry_run: bool, **flags: Any) 
 @click.argument("job_file", required=False)
 @submarine_options
 @WORKDIR
+@RUNTIME
 @OUTPUT
 @click.pass_obj
 def submit(options: Options, /, job_file: str | None, output: str, **flags: Any) -> None:
@@ -432,16 +448,18 @@ def queue_describe(options: Options, name: str, output: str) -> None:
 @click.option(
     "--to",
     "target",
-    type=click.Choice(["kubeflow"]),
+    type=click.Choice(["kubeflow", "trainjob"]),
     default="kubeflow",
     show_default=True,
-    help="kubeflow: the training operator's TFJob, PyTorchJob, JAXJob or XGBoostJob.",
+    help="kubeflow: the training operator's TFJob, PyTorchJob, JAXJob or XGBoostJob; "
+    "trainjob: Kubeflow Trainer's TrainJob on a built-in runtime.",
 )
-def export(job_file: str, target: str) -> None:
+@RUNTIME
+def export(job_file: str, target: str, runtimes: tuple[str, ...]) -> None:
     """Print JOB_FILE as the manifest that runs it on Kubernetes (kubectl apply -f -)."""
     from trainfleet.cli import commands
 
-    sys.exit(commands.export(job_file))
+    sys.exit(commands.export(job_file, target, runtimes))
 
 
 @cli.command()

@@ -25,7 +25,7 @@ from trainfleet.client import (
     Unauthorized,
 )
 from trainfleet.domain.records import EventRecord, JobDetails, JobRecord, State, TaskRecord
-from trainfleet.spec.loading import read_job_text
+from trainfleet.spec.loading import load_job_file, read_job_text
 from trainfleet.spec.models import JobSpec
 from trainfleet.store.logs import CHUNK, LogTail
 from trainfleet.wire import QueueBody, QueueState
@@ -82,6 +82,12 @@ class RemoteService:
                 _warn(warning)
             content: str | JobSpec = loaded.spec
             folder, name = Path.cwd(), None
+        elif job.file and job.runtimes:  # the server knows the built-in runtimes only
+            loaded = load_job_file(job.file, job.runtimes)
+            for warning in loaded.warnings:
+                _warn(warning)
+            content, name = loaded.spec, job.file
+            folder = Path(job.file).resolve().parent
         elif job.file:
             content, name = read_job_text(job.file), job.file
             folder = Path(job.file).resolve().parent

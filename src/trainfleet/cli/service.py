@@ -37,6 +37,8 @@ class JobInput:
     """The job's directory here (default: the job file's folder); a server gets a copy."""
     server_workdir: str | None = None
     """A directory on the server the job runs in as it is (with a server only)."""
+    runtimes: tuple[str, ...] = ()
+    """Files of Kubeflow training runtimes a TrainJob may name (``--runtime``)."""
 
 
 class JobReader(Protocol):

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Hashable, Mapping
 from dataclasses import dataclass
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError
 
@@ -29,6 +29,9 @@ from trainfleet.spec.errors import (
 from trainfleet.spec.frameworks import Framework
 from trainfleet.spec.limits import JobLimits, check_limits
 from trainfleet.spec.models import JobSpec, RestartPolicy
+
+if TYPE_CHECKING:
+    from trainfleet.spec.trainjob import RuntimeCatalog
 
 API_VERSION = "kubeflow.org/v1"
 
@@ -191,13 +194,19 @@ def job_from_manifest(
     data: Mapping[Hashable, Any],
     source: SourceMap | None = None,
     limits: JobLimits | None = None,
+    runtimes: RuntimeCatalog | None = None,
 ) -> tuple[JobSpec, list[str]]:
     """The JobSpec of a Kubeflow manifest, and warnings about what is ignored locally.
 
     ``source`` gives the file and the line of every key path, for errors; ``limits`` the
-    most roles and tasks (the defaults when not given).
+    most roles and tasks (the defaults when not given); ``runtimes`` the training runtimes
+    a TrainJob may name (the built-in ones when not given).
     """
     source = source or SourceMap()
+    if data.get("kind") == "TrainJob":
+        from trainfleet.spec import trainjob
+
+        return trainjob.job_from_trainjob(data, source, limits or JobLimits(), runtimes)
     kind = _check_header(data, source)
     try:
         manifest = Manifest.model_validate(data)
@@ -217,7 +226,7 @@ def job_from_manifest(
 
 def _check_header(data: Mapping[Hashable, Any], source: SourceMap) -> str:
     kind, api = data.get("kind"), data.get("apiVersion")
-    supported = ", ".join(KINDS)
+    supported = ", ".join([*KINDS, "TrainJob"])
     if kind is None:
         raise SpecError([source.problem(("kind",), f"is required: one of {supported}")])
     if not isinstance(kind, str) or kind not in KINDS:
@@ -232,102 +241,24 @@ def _check_header(data: Mapping[Hashable, Any], source: SourceMap) -> str:
     return kind
 
 
-class _Converter:
-    """Builds the JobSpec input from a manifest, remembering where each value came from."""
+class PodFields:
+    """Reads a pod's container into role fields, remembering where each value came from
+    (``origin``: JobSpec path -> manifest path) and what cannot be read (``problems``)."""
 
-    def __init__(self, manifest: Manifest, kind: KindInfo, source: SourceMap) -> None:
-        self.manifest = manifest
-        self.kind = kind
+    def __init__(self, source: SourceMap) -> None:
         self.source = source
-        self.specs_path: Path = ("spec", kind.replica_field)
-        self.origin: dict[Path, Path] = {(): (), ("roles",): self.specs_path}
+        self.origin: dict[Path, Path] = {(): ()}
         self.problems: list[Problem] = []
         self.warnings: list[str] = []
-
-    def job(self) -> dict[str, Any]:
-        spec, meta = self.manifest.spec, self.manifest.metadata
-        job: dict[str, Any] = {"name": meta.name, "framework": self.kind.framework}
-        self.origin |= {("name",): ("metadata", "name"), ("framework",): ("kind",)}
-        specs = self._specs()
-        job["roles"] = self._roles(specs)
-        job["restart"] = self._restart(specs, job["roles"])
-        job["labels"] = dict(meta.labels)
-        self.origin[("labels",)] = ("metadata", "labels")
-        for key in meta.labels:
-            self.origin[("labels", key)] = ("metadata", "labels", key)
-        if spec.runPolicy.activeDeadlineSeconds is not None:
-            job["deadline"] = spec.runPolicy.activeDeadlineSeconds
-            self.origin[("deadline",)] = ("spec", "runPolicy", "activeDeadlineSeconds")
-        if spec.runPolicy.schedulingPolicy.queue is not None:
-            job["queue"] = spec.runPolicy.schedulingPolicy.queue
-            self.origin[("queue",)] = ("spec", "runPolicy", "schedulingPolicy", "queue")
-        graces = {
-            name: replica.template.spec.terminationGracePeriodSeconds
-            for name, replica in specs.items()
-            if replica.template.spec.terminationGracePeriodSeconds is not None
-        }
-        if graces:  # the longest: every task gets at least its own
-            longest = max(graces, key=lambda name: graces[name])
-            job["grace_period"] = graces[longest]
-            path = (*self.specs_path, longest, "template", "spec", "terminationGracePeriodSeconds")
-            self.origin[("grace_period",)] = path
-        if spec.successPolicy == "AllWorkers":
-            job["success"] = "all-workers"
-        elif spec.successPolicy:
-            message = (
-                f"unknown successPolicy {spec.successPolicy!r}: use AllWorkers or leave it empty"
-            )
-            self._problem(("spec", "successPolicy"), message)
-        if self.kind.framework is Framework.PYTORCH:
-            pytorch = self._pytorch(job["roles"])
-            if pytorch:
-                job["pytorch"] = pytorch
-        return job
 
     def _problem(self, path: Path, message: str) -> None:
         self.problems.append(self.source.problem(path, message))
 
-    def _specs(self) -> dict[str, ReplicaSpec]:
-        specs: dict[str, ReplicaSpec] | None = getattr(self.manifest.spec, self.kind.replica_field)
-        if specs is None:
-            types = ", ".join(self.kind.replica_types)
-            self._problem(self.specs_path, f"is required: the replica types to run ({types})")
-        elif not specs:
-            self._problem(self.specs_path, "must name at least one replica type")
-        return specs or {}
-
-    def _roles(self, specs: dict[str, ReplicaSpec]) -> dict[str, Any]:
-        roles: dict[str, Any] = {}
-        first: dict[str, str] = {}
-        allowed = {name.lower(): name for name in self.kind.replica_types}
-        for type_name, replica in specs.items():
-            path = (*self.specs_path, type_name)
-            role = type_name.lower()
-            if role not in allowed:
-                expected = ", ".join(self.kind.replica_types)
-                self._problem(path, f"unknown replica type {type_name!r}: expected {expected}")
-            elif role in first:
-                message = (
-                    f"replica types {first[role]!r} and {type_name!r} collide: "
-                    f"both become role {role!r}; keep one"
-                )
-                self._problem(path, message)
-            else:
-                first[role] = type_name
-                self.origin[("roles", role)] = path
-                roles[role] = self._role(role, replica, path)
-        return roles
-
-    def _role(self, role: str, replica: ReplicaSpec, path: Path) -> dict[str, Any]:
+    def container(self, pod: PodSpec, index: int, target: Path, cpath: Path) -> dict[str, Any]:
+        """The role fields (at ``target``) of ``pod``'s container ``index`` (at ``cpath``):
+        command and args, env, resources, working directory, image, pull policy, mounts."""
+        container = pod.containers[index]
         out: dict[str, Any] = {}
-        target: Path = ("roles", role)
-        if replica.replicas is not None:
-            out["replicas"] = replica.replicas
-            self.origin[(*target, "replicas")] = (*path, "replicas")
-        containers = replica.template.spec.containers
-        index = next((i for i, c in enumerate(containers) if c.name == self.kind.container), 0)
-        container = containers[index]
-        cpath: Path = (*path, "template", "spec", "containers", index)
         out.update(self._command(container, cpath, target))
         out["env"] = self._env(container, cpath, target)
         out["resources"] = self._resources(container, cpath, target)
@@ -340,7 +271,7 @@ class _Converter:
         if container.imagePullPolicy is not None:
             out["pull"] = PULL_POLICIES[container.imagePullPolicy]
             self.origin[(*target, "pull")] = (*cpath, "imagePullPolicy")
-        mounts = self._mounts(replica.template.spec.volumes, container, (*path, "template"), cpath)
+        mounts = self._mounts(pod.volumes, container, cpath[:-3], cpath)
         if mounts:
             out["mounts"] = mounts
             self.origin[(*target, "mounts")] = (*cpath, "volumeMounts")
@@ -424,6 +355,100 @@ class _Converter:
                         del out[ours]
                     self.origin[(*target, "resources", ours)] = source
                     break
+        return out
+
+
+class _Converter(PodFields):
+    """Builds the JobSpec input from a manifest, remembering where each value came from."""
+
+    def __init__(self, manifest: Manifest, kind: KindInfo, source: SourceMap) -> None:
+        super().__init__(source)
+        self.manifest = manifest
+        self.kind = kind
+        self.specs_path: Path = ("spec", kind.replica_field)
+        self.origin[("roles",)] = self.specs_path
+
+    def job(self) -> dict[str, Any]:
+        spec, meta = self.manifest.spec, self.manifest.metadata
+        job: dict[str, Any] = {"name": meta.name, "framework": self.kind.framework}
+        self.origin |= {("name",): ("metadata", "name"), ("framework",): ("kind",)}
+        specs = self._specs()
+        job["roles"] = self._roles(specs)
+        job["restart"] = self._restart(specs, job["roles"])
+        job["labels"] = dict(meta.labels)
+        self.origin[("labels",)] = ("metadata", "labels")
+        for key in meta.labels:
+            self.origin[("labels", key)] = ("metadata", "labels", key)
+        if spec.runPolicy.activeDeadlineSeconds is not None:
+            job["deadline"] = spec.runPolicy.activeDeadlineSeconds
+            self.origin[("deadline",)] = ("spec", "runPolicy", "activeDeadlineSeconds")
+        if spec.runPolicy.schedulingPolicy.queue is not None:
+            job["queue"] = spec.runPolicy.schedulingPolicy.queue
+            self.origin[("queue",)] = ("spec", "runPolicy", "schedulingPolicy", "queue")
+        graces = {
+            name: replica.template.spec.terminationGracePeriodSeconds
+            for name, replica in specs.items()
+            if replica.template.spec.terminationGracePeriodSeconds is not None
+        }
+        if graces:  # the longest: every task gets at least its own
+            longest = max(graces, key=lambda name: graces[name])
+            job["grace_period"] = graces[longest]
+            path = (*self.specs_path, longest, "template", "spec", "terminationGracePeriodSeconds")
+            self.origin[("grace_period",)] = path
+        if spec.successPolicy == "AllWorkers":
+            job["success"] = "all-workers"
+        elif spec.successPolicy:
+            message = (
+                f"unknown successPolicy {spec.successPolicy!r}: use AllWorkers or leave it empty"
+            )
+            self._problem(("spec", "successPolicy"), message)
+        if self.kind.framework is Framework.PYTORCH:
+            pytorch = self._pytorch(job["roles"])
+            if pytorch:
+                job["pytorch"] = pytorch
+        return job
+
+    def _specs(self) -> dict[str, ReplicaSpec]:
+        specs: dict[str, ReplicaSpec] | None = getattr(self.manifest.spec, self.kind.replica_field)
+        if specs is None:
+            types = ", ".join(self.kind.replica_types)
+            self._problem(self.specs_path, f"is required: the replica types to run ({types})")
+        elif not specs:
+            self._problem(self.specs_path, "must name at least one replica type")
+        return specs or {}
+
+    def _roles(self, specs: dict[str, ReplicaSpec]) -> dict[str, Any]:
+        roles: dict[str, Any] = {}
+        first: dict[str, str] = {}
+        allowed = {name.lower(): name for name in self.kind.replica_types}
+        for type_name, replica in specs.items():
+            path = (*self.specs_path, type_name)
+            role = type_name.lower()
+            if role not in allowed:
+                expected = ", ".join(self.kind.replica_types)
+                self._problem(path, f"unknown replica type {type_name!r}: expected {expected}")
+            elif role in first:
+                message = (
+                    f"replica types {first[role]!r} and {type_name!r} collide: "
+                    f"both become role {role!r}; keep one"
+                )
+                self._problem(path, message)
+            else:
+                first[role] = type_name
+                self.origin[("roles", role)] = path
+                roles[role] = self._role(role, replica, path)
+        return roles
+
+    def _role(self, role: str, replica: ReplicaSpec, path: Path) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        target: Path = ("roles", role)
+        if replica.replicas is not None:
+            out["replicas"] = replica.replicas
+            self.origin[(*target, "replicas")] = (*path, "replicas")
+        containers = replica.template.spec.containers
+        index = next((i for i, c in enumerate(containers) if c.name == self.kind.container), 0)
+        cpath: Path = (*path, "template", "spec", "containers", index)
+        out.update(self.container(replica.template.spec, index, target, cpath))
         return out
 
     def _restart(self, specs: dict[str, ReplicaSpec], roles: dict[str, Any]) -> dict[str, Any]:

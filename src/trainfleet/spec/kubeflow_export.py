@@ -59,7 +59,7 @@ def manifest_of(spec: JobSpec, file: str | None = None) -> tuple[dict[str, Any],
             expected = ", ".join(t.lower() for t in info.replica_types)
             refuse(f"roles.{name}", f"a {kind} has no replica type for it (roles: {expected})")
             continue
-        replicas[types[name]] = _replica(spec, name, role, info.container, refuse)
+        replicas[types[name]] = replica_of(spec, name, role, info.container, refuse)
     if problems:
         raise SpecError(problems)
     run_policy: dict[str, Any] = {"backoffLimit": spec.restart.max_restarts}
@@ -76,10 +76,10 @@ def manifest_of(spec: JobSpec, file: str | None = None) -> tuple[dict[str, Any],
     if spec.labels:
         metadata["labels"] = dict(spec.labels)
     manifest = {"apiVersion": info.api_version, "kind": kind, "metadata": metadata, "spec": body}
-    return manifest, _left_out(spec)
+    return manifest, left_out(spec)
 
 
-def _left_out(spec: JobSpec) -> list[str]:
+def left_out(spec: JobSpec) -> list[str]:
     """What the manifest does not carry: settings of how trainfleet runs the job here."""
     found = []
     if spec.priority:
@@ -100,7 +100,7 @@ def _left_out(spec: JobSpec) -> list[str]:
     return [f"not exported: {what}" for what in found]
 
 
-def _replica(
+def replica_of(
     spec: JobSpec, name: str, role: RoleSpec, container_name: str, refuse: Refuse
 ) -> dict[str, Any]:
     where = f"roles.{name}"

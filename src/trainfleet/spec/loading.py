@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Hashable
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
@@ -34,6 +34,7 @@ from trainfleet.spec.models import JobSpec
 
 if TYPE_CHECKING:
     from trainfleet.spec.queues import QueuesFile
+    from trainfleet.spec.trainjob import RuntimeCatalog
 
 DEFAULT_LIMITS = JobLimits()
 
@@ -58,9 +59,18 @@ class LoadedJob:
     """``trainfleet``, ``submarine`` or the Kubeflow kind (``TFJob``, ...)."""
 
 
-def load_job_file(path: str | os.PathLike[str]) -> LoadedJob:
-    """Read and validate the job file at ``path``; raises SpecError, nothing else."""
-    return load_job_text(read_job_text(path), os.fspath(path))
+def load_job_file(path: str | os.PathLike[str], runtimes: Sequence[str] = ()) -> LoadedJob:
+    """Read and validate the job file at ``path``; raises SpecError, nothing else.
+
+    ``runtimes``: files of Kubeflow training runtimes a TrainJob may name, beside the
+    built-in ones.
+    """
+    catalog = None
+    if runtimes:
+        from trainfleet.spec.trainjob import RuntimeCatalog
+
+        catalog = RuntimeCatalog.with_files(runtimes)
+    return load_job_text(read_job_text(path), os.fspath(path), runtimes=catalog)
 
 
 def read_job_text(path: str | os.PathLike[str]) -> str:
@@ -90,11 +100,13 @@ def load_job_text(
     *,
     limits: JobLimits = DEFAULT_LIMITS,
     json_only: bool = False,
+    runtimes: RuntimeCatalog | None = None,
 ) -> LoadedJob:
     """Validate a job given as YAML or JSON text; raises SpecError, nothing else.
 
     ``limits``: the most roles and tasks the job may have. ``json_only``: the text was
     declared JSON, so what only YAML accepts (comments, trailing commas) is refused.
+    ``runtimes``: the training runtimes a TrainJob may name (the built-in ones if None).
     """
     if json_only:
         _check_json(text, filename)
@@ -107,7 +119,7 @@ def load_job_text(
         if "apiVersion" in data or "kind" in data:
             from trainfleet.spec import kubeflow  # its models load only for manifests
 
-            spec, warnings = kubeflow.job_from_manifest(data, source, limits)
+            spec, warnings = kubeflow.job_from_manifest(data, source, limits, runtimes)
             return LoadedJob(spec, warnings, str(data["kind"]))
         try:
             spec = JobSpec.model_validate(data)
