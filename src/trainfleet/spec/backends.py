@@ -10,6 +10,7 @@
       memory_per_task: 4Gi     # for roles that do not say
       spread: true             # over as many nodes as the cluster gives
       sbatch_args: ["--qos=normal"]
+      containers: runtime      # or pyxis: srun --container-image, where the cluster has it
     container_runtime: podman  # or docker; the one found on PATH (podman first) by default
 """
 
@@ -49,6 +50,12 @@ class SlurmConfig(_Model):
     )
     poll_interval: Annotated[float, Field(ge=0.05, le=60)] = Field(
         default=0.5, description="Seconds between looks at the tasks' records and the queue."
+    )
+    containers: Literal["runtime", "pyxis"] = Field(
+        default="runtime",
+        description="How tasks with an image run on the nodes: 'runtime', through each "
+        "node's container_runtime (podman or docker); 'pyxis', through srun's "
+        "--container-image (the cluster has NVIDIA's pyxis and enroot).",
     )
 
 

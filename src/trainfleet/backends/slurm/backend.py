@@ -30,6 +30,7 @@ from trainfleet.backends.api import (
 )
 from trainfleet.backends.slurm import commands
 from trainfleet.backends.slurm.commands import SlurmError, SlurmJob
+from trainfleet.backends.slurm.pyxis import pyxis_argv
 from trainfleet.backends.slurm.script import (
     NotForSlurm,
     Shape,
@@ -204,7 +205,9 @@ class SlurmBackend(PooledAddresses):
         for key in job.attempts:
             launch = job.task(key, placeholders)
             argv = list(launch.argv)
-            if launch.image is not None:  # run by the node's runtime, under the task's shim
+            if launch.image is not None and self.config.containers == "pyxis":
+                argv = pyxis_argv(launch, node=tokens[key])  # the bootstrap puts the node in
+            elif launch.image is not None:  # run by the node's runtime, under the task's shim
                 name = f"trainfleet-{job.job_id}-{launch.record.name}"
                 argv = self.containers.argv(launch, name)
             tasks[f"{key[0]}/{key[1]}"] = {
