@@ -326,6 +326,25 @@ def test_the_example_exports_to_a_trainjob_the_crd_takes() -> None:
         trainjob_validator().validate(manifest)
 
 
+@pytest.mark.parametrize(
+    "path", sorted(EXAMPLES.glob("*/*.yaml")), ids=lambda path: f"{path.parent.name}/{path.name}"
+)
+def test_every_example_exports_to_a_trainjob_or_is_refused_naming_why(path: Path) -> None:
+    """Examples a TrainJob can hold export to one the CRD takes, which reads back as the
+    same job; the others are refused, each reason naming a field."""
+    spec = load_job_file(path).spec
+    try:
+        manifest, _ = trainjob_of(spec)
+    except SpecError as error:
+        assert error.problems and all(problem.field for problem in error.problems)
+        return
+    trainjob_validator().validate(manifest)
+    imported = load_job_text(yaml.safe_dump(manifest)).spec
+    assert imported.roles["worker"] == spec.roles["worker"].model_copy(
+        update={"image": spec.image_of("worker"), "env": {**spec.env, **spec.roles["worker"].env}}
+    )
+
+
 def test_export_refuses_what_a_trainjob_cannot_say(tmp_path: Path) -> None:
     job = tmp_path / "job.yaml"
     job.write_text(
