@@ -11,7 +11,7 @@ from pathlib import Path
 from subprocess import PIPE
 
 import pytest
-from container_images import base_image
+from container_images import base_image, fake_cdi_gpus
 
 from trainfleet.backends.api import Mount, TaskLaunch
 from trainfleet.backends.supervision.containers import (
@@ -22,6 +22,7 @@ from trainfleet.backends.supervision.containers import (
 from trainfleet.control.engine import Engine
 from trainfleet.domain.records import Reason, State
 from trainfleet.spec.models import JobSpec, Resources
+from trainfleet.store.layout import DataDir
 
 
 def _launch(tmp_path: Path, **fields: object) -> TaskLaunch:
@@ -102,7 +103,7 @@ def test_an_image_that_cannot_be_found_or_pulled(tmp_path: Path) -> None:
     )
 
 
-def _spec(image: str, command: str | None, **role: object) -> JobSpec:
+def _spec(image: str, command: str | list[str] | None, **role: object) -> JobSpec:
     worker = {"image": image, **({"command": command} if command else {}), **role}
     return JobSpec.model_validate({"name": "boxed", "roles": {"worker": worker}})
 
@@ -119,6 +120,37 @@ def entrypoint_image() -> Iterator[str]:
     subprocess.run(["podman", "rm", name], check=True, stdout=PIPE)
     yield image
     subprocess.run(["podman", "rmi", "--force", image], check=False, stdout=PIPE)
+
+
+SHOW_GPUS = [
+    "python3",
+    "-c",
+    "import os; print(*sorted(k for k in os.environ if k.startswith('FAKE_GPU_')), "
+    "'cuda=' + os.environ['CUDA_VISIBLE_DEVICES'])",
+]
+
+
+def test_each_container_holds_its_own_gpus_seen_from_0(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two tasks of two GPUs each on a machine of four: each container is given its two
+    devices (CDI, fake ones: see fake_cdi_gpus) and sees them as 0 and 1."""
+    image = base_image()
+    monkeypatch.setenv("TRAINFLEET_GPUS", "0,1,2,3")
+    engine = Engine(DataDir(tmp_path / "data"))
+    try:
+        with fake_cdi_gpus():
+            spec = _spec(image, SHOW_GPUS, replicas=2, resources={"gpu": 2})
+            job = engine.submit(spec, tmp_path, start=True)
+            ended = engine.wait(job.id, timeout=120)
+            assert ended.state == State.SUCCEEDED, engine.describe(job.id)
+        seen = [engine.log_path(job.id, "worker", n).read_text().split() for n in (0, 1)]
+    finally:
+        engine.store.close()
+    assert [words[-1] for words in seen] == ["cuda=0,1", "cuda=0,1"], seen
+    given = [{word.split("=")[0] for word in words[:-1]} for words in seen]
+    assert [len(devices) for devices in given] == [2, 2], seen
+    assert given[0] | given[1] == {f"FAKE_GPU_{n}" for n in range(4)}, seen
 
 
 @pytest.mark.parametrize(

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import psutil
 import pytest
-from container_images import base_image
+from container_images import base_image, fake_cdi_gpus
 from helpers import trainfleet, wait_for
 from slurm_cluster import SlurmUser
 from slurm_nodes import NODES, SCRIPT
@@ -193,6 +193,36 @@ def test_gpus_come_from_slurm(slurm_user: SlurmUser, tmp_path: Path) -> None:
     workers = re.findall(r"worker/\d\s*\| gpus=(\d)/(\d)", stdout)
     assert len(workers) == 2 and all(a == b for a, b in workers), stdout
     assert re.search(r"ps/0\s*\| gpus=\[\]", stdout), stdout
+
+
+def test_a_container_holds_the_gpus_slurm_gave_its_step(
+    slurm_user: SlurmUser, tmp_path: Path
+) -> None:
+    """Each worker's container is given the GPU of its step (CDI, fake ones: see
+    fake_cdi_gpus) and sees it as 0; the ps, without GPUs, is given none."""
+    image = base_image()
+    show = (
+        "import os; print(*sorted(k for k in os.environ if k.startswith('FAKE_GPU_')), "
+        "'cuda=' + os.environ.get('CUDA_VISIBLE_DEVICES', ''))"
+    )
+    job_file = _job_file(
+        tmp_path,
+        f"""
+        name: container-gpus
+        image: {image}
+        roles:
+          worker:
+            replicas: 2
+            command: [python3, -c, "{show}"]
+            resources: {{gpu: 1}}
+          ps: {{command: [python3, -c, "{show}"]}}
+        """,
+    )
+    with fake_cdi_gpus():
+        stdout = cli(slurm_user, "run", job_file)
+    workers = re.findall(r"worker/\d\s*\| (FAKE_GPU_\d) cuda=(\S*)", stdout)
+    assert len(workers) == 2 and all(cuda == "0" for _, cuda in workers), stdout
+    assert re.search(r"ps/0\s*\| cuda=$", stdout, re.MULTILINE), stdout
 
 
 def _slurm_processes(command: str) -> list[psutil.Process]:

@@ -209,7 +209,8 @@ class SlurmBackend(PooledAddresses):
                 argv = pyxis_argv(launch, node=tokens[key])  # the bootstrap puts the node in
             elif launch.image is not None:  # run by the node's runtime, under the task's shim
                 name = f"trainfleet-{job.job_id}-{launch.record.name}"
-                argv = self.containers.argv(launch, name)
+                gpus = job.spec.roles[key[0]].resources.gpu > 0
+                argv = self.containers.argv(launch, name, gpus_from_slurm=gpus)
             tasks[f"{key[0]}/{key[1]}"] = {
                 "argv": argv,
                 "env": dict(launch.env),

@@ -32,6 +32,9 @@ from typing import Any
 
 POLL_SECONDS = 0.005
 SIGNAL_POLL_SECONDS = 0.1
+GPUS_FROM_SLURM = "<trainfleet:gpus-from-slurm>"
+"""In a container's argv: where its ``--device`` options go, one per GPU of the step (the
+same text as ``trainfleet.backends.supervision.containers.GPUS_FROM_SLURM``)."""
 
 
 def _read_host(record: str) -> str | None:
@@ -101,6 +104,17 @@ def _supervise(shim: ModuleType, record: str, command: list[str], env: dict[str,
         ended.set()
 
 
+def _pass_gpus(command: list[str], env: dict[str, str], gpus: str | None) -> None:
+    """Give a container the step's GPUs as CDI devices; it sees them numbered from 0."""
+    devices = [gpu for gpu in (gpus or "").split(",") if gpu]
+    at = command.index(GPUS_FROM_SLURM)
+    command[at : at + 1] = [f"--device=nvidia.com/gpu={gpu}" for gpu in devices]
+    if devices:
+        env["CUDA_VISIBLE_DEVICES"] = env["TRAINFLEET_GPUS"] = ",".join(
+            str(n) for n in range(len(devices))
+        )
+
+
 def _load_shim(path: str) -> ModuleType:
     """The local backend's shim (its record writing), loaded from its file."""
     spec = importlib.util.spec_from_file_location("trainfleet_shim", path)
@@ -134,6 +148,8 @@ def main(argv: list[str]) -> int:
     if me["gpus"] and slurm_gpus:  # the devices Slurm gave the step
         env["CUDA_VISIBLE_DEVICES"] = env["TRAINFLEET_GPUS"] = slurm_gpus
     command = [_placed(arg, tokens) for arg in me["argv"]]
+    if GPUS_FROM_SLURM in command:
+        _pass_gpus(command, env, slurm_gpus if me["gpus"] else None)
     os.makedirs(os.path.dirname(me["log"]), exist_ok=True)
     log = os.open(me["log"], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
     os.dup2(log, 1)

@@ -24,6 +24,10 @@ CHECK_SECONDS = 60.0
 PULL_SECONDS = 1800.0
 RUNTIME_PULL = {"if-missing": "missing", "always": "always", "never": "never"}
 """A launch's pull policy in the runtime's words (``--pull``)."""
+GPU_VARIABLES = ("CUDA_VISIBLE_DEVICES", "TRAINFLEET_GPUS")
+GPUS_FROM_SLURM = "<trainfleet:gpus-from-slurm>"
+"""Stands in an argv for one ``--device`` per GPU that Slurm gives the step: the Slurm
+bootstrap (``backends/slurm/bootstrap.py``, which has the same text) puts them in place."""
 
 
 class ImageUnavailable(ValueError):
@@ -93,8 +97,9 @@ class Containers:
                 f"{Path(self.runtime).name} {' '.join(args)} took over {timeout:g}s"
             ) from None
 
-    def argv(self, launch: TaskLaunch, name: str) -> list[str]:
-        """The runtime's command line that runs ``launch`` as the container ``name``."""
+    def argv(self, launch: TaskLaunch, name: str, gpus_from_slurm: bool = False) -> list[str]:
+        """The runtime's command line that runs ``launch`` as the container ``name``;
+        ``gpus_from_slurm``: its GPUs are the step's, known on the node only."""
         argv = [self.runtime, "run", "--rm", "--name", name, "--network", "host"]
         if Path(self.runtime).name == "podman":
             argv += ["--replace"]  # a container an ended attempt left behind (docker: --rm)
@@ -112,7 +117,11 @@ class Containers:
             argv += ["--memory", str(resources.memory)]
         for gpu in launch.gpus:  # the task sees its GPUs from 0: see container_environment
             argv += ["--device", f"nvidia.com/gpu={gpu}"]
-        for variable, value in container_environment(launch).items():
+        env = container_environment(launch)
+        if gpus_from_slurm:  # the bootstrap sets their values, renumbered from 0
+            argv.append(GPUS_FROM_SLURM)
+            env |= {variable: launch.env.get(variable, "") for variable in GPU_VARIABLES}
+        for variable, value in env.items():
             # By name: the runtime passes on its own value, the task's (not shown in ps).
             same = launch.env.get(variable) == value
             argv.append(f"--env={variable}" if same else f"--env={variable}={value}")
@@ -131,7 +140,7 @@ def container_environment(launch: TaskLaunch) -> dict[str, str]:
     env = dict(launch.env)
     if launch.gpus:
         visible = ",".join(str(n) for n in range(len(launch.gpus)))
-        for name in ("CUDA_VISIBLE_DEVICES", "TRAINFLEET_GPUS"):
+        for name in GPU_VARIABLES:
             if name in env:
                 env[name] = visible
     return env
