@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Container images for the tests and the examples, built here from Debian packages (no
-# registry is reachable): `build` installs podman, runc, catatonit (the containers' init) and
-# mmdebstrap if missing, configures podman for this machine where it has no configuration of
-# its own, builds each image once (kept when present) and prints the base image's name (the
-# last line of stdout):
+# registry is reachable): `build` installs podman, runc, catatonit (the containers' init),
+# mmdebstrap and docker-registry (the pull tests serve a registry on 127.0.0.1 with it) if
+# missing, configures podman for this machine where it has no configuration of its own,
+# builds each image once (kept when present) and prints the base image's name (the last
+# line of stdout):
 #   localhost/trainfleet/python:3.11        Debian bookworm's python3 and pip (`python` too)
 #   localhost/trainfleet/torch:2.13.0       + PyTorch (CPU), from PIP_FIND_LINKS or PyPI
 #   localhost/trainfleet/tensorflow:2.21.0  + tensorflow-cpu, from PyPI
@@ -26,14 +27,19 @@ root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
 
 install() {
     if command -v podman >/dev/null && command -v runc >/dev/null \
-        && command -v mmdebstrap >/dev/null && command -v catatonit >/dev/null; then
+        && command -v mmdebstrap >/dev/null && command -v catatonit >/dev/null \
+        && command -v docker-registry >/dev/null; then
         return
     fi
-    say "installing podman, runc and mmdebstrap"
+    say "installing podman, runc, mmdebstrap and docker-registry"
     root apt-get update -qq >&2
     root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
         podman runc catatonit mmdebstrap conmon netavark aardvark-dns slirp4netns uidmap fuse-overlayfs \
-        ca-certificates >&2
+        docker-registry ca-certificates >&2
+    # The tests serve their own registry; the package's service (port 5000) is not wanted.
+    if command -v systemctl >/dev/null && systemctl is-enabled -q docker-registry 2>/dev/null; then
+        root systemctl disable --now docker-registry >&2 || true
+    fi
 }
 
 configure() {
