@@ -8,6 +8,7 @@
 #   localhost/trainfleet/python:3.11        Debian bookworm's python3 and pip (`python` too)
 #   localhost/trainfleet/torch:2.13.0       + PyTorch (CPU), from PIP_FIND_LINKS or PyPI
 #   localhost/trainfleet/tensorflow:2.21.0  + tensorflow-cpu, from PyPI
+#   localhost/trainfleet/openmpi:4          + Open MPI 4 and mpi4py, Debian's
 # The framework images install with the host's pip settings (PIP_*) and CA bundle.
 #
 # Why the settings: root here lacks CAP_SYS_RESOURCE, so podman's default ulimits cannot be
@@ -18,6 +19,7 @@ SUITE=bookworm
 BASE=localhost/trainfleet/python:3.11
 TORCH=localhost/trainfleet/torch:2.13.0
 TENSORFLOW=localhost/trainfleet/tensorflow:2.21.0
+OPENMPI=localhost/trainfleet/openmpi:4
 CA_BUNDLE="${PIP_CERT:-/etc/ssl/certs/ca-certificates.crt}"
 CONF=/etc/containers/containers.conf
 MARK="# written by trainfleet's scripts/images.sh"
@@ -99,6 +101,20 @@ build_with_pip() {
     root podman rm --force "$name" >/dev/null
 }
 
+# build_with_apt IMAGE PACKAGE...: the base image with Debian PACKAGEs installed, committed.
+build_with_apt() {
+    local image="$1" name="trainfleet-image-build-$$"
+    shift
+    if root podman image exists "$image"; then return; fi
+    say "building $image: apt-get install $*"
+    root podman rm --force --ignore "$name" >/dev/null
+    root podman run --name "$name" --network host --env DEBIAN_FRONTEND=noninteractive "$BASE" \
+        sh -c 'apt-get update -qq && apt-get install -y -qq --no-install-recommends "$@" \
+            && rm -rf /var/lib/apt/lists/*' sh "$@" >&2
+    root podman commit --quiet --change 'CMD ["/bin/sh"]' "$name" "$image" >&2
+    root podman rm --force "$name" >/dev/null
+}
+
 case "${1:-build}" in
 build)
     install
@@ -106,6 +122,7 @@ build)
     build_base
     build_with_pip "$TORCH" torch==2.13.0
     build_with_pip "$TENSORFLOW" tensorflow-cpu==2.21.0
+    build_with_apt "$OPENMPI" openmpi-bin python3-mpi4py
     echo "$BASE"
     ;;
 *)

@@ -17,6 +17,7 @@ if [ -z "${TRAINFLEET_TEST_SLURM_CONF:-}" ]; then
     export TRAINFLEET_TEST_SLURM_CONF
 fi
 bash scripts/images.sh build > /dev/null  # podman and the test image, kept once built
+bash scripts/mpi.sh  # Open MPI for the MPI jobs that run outside containers
 .venv/bin/ruff check src tests benchmarks examples
 .venv/bin/ruff format --check src tests benchmarks examples
 .venv/bin/mypy

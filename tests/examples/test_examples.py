@@ -169,6 +169,21 @@ def test_torch_ddp_trains(tmp_path: Path, job_file: str, rank0: str) -> None:
     assert any(line.startswith("done: 3 ranks") for line in master), master
 
 
+@pytest.mark.parametrize("job_file", ["job.yaml", "mpijob.yaml"])
+def test_mpi_pi_sums_the_shares_of_every_rank(tmp_path: Path, job_file: str) -> None:
+    """Open MPI in the image built by scripts/images.sh; ``mpijob.yaml`` is an MPI operator
+    manifest (v2beta1) run as written."""
+    base_image()  # the Open MPI image is built with it
+    stdout = run_example(EXAMPLES / "mpi_pi" / job_file, tmp_path)
+
+    launcher = task_output(stdout, "launcher/0")
+    shares = numbers(launcher, r"^rank \d of 4 on .*: share=([\d.]+)$")
+    assert len(shares) == 4, launcher
+    [(pi, _)] = numbers(launcher, r"^pi=([\d.]+) from 4 ranks \(error ([\d.e+-]+)\)$")
+    assert pi == pytest.approx(sum(share for (share,) in shares), abs=1e-5)
+    assert pi == pytest.approx(3.14159265, abs=1e-8)
+
+
 def test_two_tensorflow_versions_side_by_side_on_one_server(tmp_path: Path) -> None:
     """The issue's demo: two jobs on one server, each on its own TensorFlow (2.20, 2.21),
     each built once into an environment of its own and printing its version."""

@@ -25,30 +25,34 @@ OPTIONAL_ROLES = {
     "tensorboard": 1,
 }
 UNTRACKED = {"ps", "tensorboard"}
-ENV_NAME = re.compile(r"^[A-Z_][A-Z0-9_]*$")
+ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")  # Open MPI's MCA names have lower case
 
 
 @st.composite
 def jobs(draw: st.DrawFn, framework: Framework | None = None) -> dict[TaskKey, TaskContext]:
     """A random job of ``framework`` (any when None), placed: every task's context."""
+    framework = framework or draw(st.sampled_from(list(Framework)))
     roles: dict[str, dict[str, Any]] = {}
+    if framework is Framework.MPI:  # a launcher, and workers without GPUs
+        roles = {"launcher": {"replicas": 1}, "worker": {"replicas": draw(st.integers(1, 4))}}
     master = draw(st.sampled_from([None, "master", "chief"]))
-    if master is not None:
+    if master is not None and not roles:
         roles[master] = {"replicas": 1}
     for name, most in OPTIONAL_ROLES.items():
         replicas = draw(st.integers(0, most))
-        if replicas:
+        if replicas and framework is not Framework.MPI:
             roles[name] = {"replicas": replicas}
     if set(roles) <= UNTRACKED:
         roles["worker"] = {"replicas": draw(st.integers(1, 4))}
     for role in roles.values():
         role["command"] = "python train.py"
-        role["resources"] = {"gpu": draw(st.integers(0, 2))}
+        gpus = draw(st.integers(0, 2))
+        role["resources"] = {"gpu": 0 if framework is Framework.MPI else gpus}
     order = draw(st.permutations(sorted(roles)))
     spec = JobSpec.model_validate(
         {
             "name": "prop",
-            "framework": framework or draw(st.sampled_from(list(Framework))),
+            "framework": framework,
             "roles": {name: roles[name] for name in order},
             "pytorch": {
                 "nproc_per_node": draw(st.integers(1, 8) | st.sampled_from(["auto", "gpu", "cpu"]))

@@ -72,3 +72,11 @@ def test_dry_run_refuses_what_slurm_can_never_run(tmp_path: Path) -> None:
     assert done.returncode == 2, done.stdout
     assert re.match(r"error: roles\.worker\.resources\.gpu: 0\.5 is a fraction", done.stderr)
     assert "Traceback" not in done.stderr
+
+
+def test_an_mpi_job_is_refused_with_what_to_run_instead(tmp_path: Path) -> None:
+    job = "name: pi\nframework: mpi\nroles:\n  launcher: {command: mpirun prog}\n  worker: {}\n"
+    done = dry_run(tmp_path, job)
+    assert done.returncode == 2, done.stdout
+    assert done.stderr.startswith("error: framework: mpi runs on the local backend only")
+    assert "srun --mpi=pmix" in done.stderr

@@ -130,13 +130,16 @@ def exportable_jobs(draw: st.DrawFn) -> JobSpec:
     """Jobs Kubernetes can run: images everywhere, whole GPUs, roles of their kind."""
     kind = draw(st.sampled_from(sorted(KINDS)))
     info = KINDS[kind]
-    names = draw(st.sets(st.sampled_from(info.replica_types))) | {"Worker"}  # a tracked one
+    tracked = "Launcher" if kind == "MPIJob" else "Worker"  # a tracked one
+    names = draw(st.sets(st.sampled_from(info.replica_types))) | {tracked}
     if {"Chief", "Master"} <= names:  # both would be the job's master
         names.remove("Master")
     roles = {}
     for type_name in sorted(names):
         role: dict[str, Any] = {
-            "replicas": 1 if type_name in ("Chief", "Master") else draw(st.integers(1, 4)),
+            "replicas": 1
+            if type_name in ("Chief", "Master", "Launcher")
+            else draw(st.integers(1, 4)),
             "image": draw(
                 st.from_regex(r"[a-z][a-z0-9]{0,6}(/[a-z0-9]{1,6})?:[0-9]{1,2}", fullmatch=True)
             ),
@@ -151,7 +154,7 @@ def exportable_jobs(draw: st.DrawFn) -> JobSpec:
             "resources": {
                 "cpu": draw(st.none() | st.integers(1, 64_000)),
                 "memory": draw(st.none() | st.integers(1, 2**40)),
-                "gpu": draw(st.integers(0, 8)),
+                "gpu": 0 if kind == "MPIJob" else draw(st.integers(0, 8)),
             },
             "mounts": [
                 {"source": f"/data/{s}", "target": f"/mnt/{t}", "read_only": ro}
@@ -178,6 +181,8 @@ def exportable_jobs(draw: st.DrawFn) -> JobSpec:
     }
     if info.framework.value == "tensorflow" and "worker" in roles and draw(st.booleans()):
         job["success"] = "all-workers"
+    if kind == "MPIJob" and draw(st.booleans()):
+        job["mpi"] = {"slots_per_worker": draw(st.integers(1, 8))}
     return JobSpec.model_validate(job)
 
 

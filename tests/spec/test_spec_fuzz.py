@@ -23,12 +23,14 @@ KEYS = [
     "apiVersion", "kind", "metadata", "spec", "tfReplicaSpecs", "pytorchReplicaSpecs", "Worker",
     "PS", "Master", "template", "containers", "args", "value", "valueFrom", "limits", "requests",
     "nvidia.com/gpu", "runPolicy", "backoffLimit", "elasticPolicy", "nprocPerNode",
-    "successPolicy", "restartPolicy", "workingDir", "image",
+    "successPolicy", "restartPolicy", "workingDir", "image", "mpiReplicaSpecs", "Launcher",
+    "slotsPerWorker", "mpiImplementation", "runLauncherAsWorker", "mainContainer", "mpi",
+    "slots_per_worker", "launcher",
 ]  # fmt: skip
 WORDS = [
     "tensorflow", "pytorch", "TFJob", "PyTorchJob", "JAXJob", "XGBoostJob", "MPIJob",
     "kubeflow.org/v1", "on-failure", "OnFailure", "AllWorkers", "auto", "2Gi", "8X", "500m",
-    "trainfleet tf-server", "demo", "Demo", "",
+    "trainfleet tf-server", "demo", "Demo", "", "mpi", "OpenMPI", "Intel", "/usr/sbin/sshd",
 ]  # fmt: skip
 
 scalars = (
@@ -50,7 +52,10 @@ structures = st.recursive(
     max_leaves=40,
 )
 kubeflow_like = st.fixed_dictionaries(
-    {"apiVersion": st.sampled_from(["kubeflow.org/v1", "v1"]), "kind": st.sampled_from(WORDS)},
+    {
+        "apiVersion": st.sampled_from(["kubeflow.org/v1", "kubeflow.org/v2beta1", "v1"]),
+        "kind": st.sampled_from(WORDS),
+    },
     optional={"metadata": structures, "spec": structures},
 )
 fragments = st.lists(

@@ -548,3 +548,91 @@ def test_a_mount_of_an_unknown_volume(tmp_path: Path) -> None:
         "job.yaml:23: spec.pytorchReplicaSpecs.Master.template.spec.containers[0]"
         ".volumeMounts[2].name: names no volume of the pod ('scratc'; volumes: data, scratch)"
     ) in message
+
+
+MPIJOB = """\
+apiVersion: kubeflow.org/v2beta1
+kind: MPIJob
+metadata:
+  name: pi
+spec:
+  slotsPerWorker: 2
+  sshAuthMountPath: /home/mpiuser/.ssh
+  runPolicy: {cleanPodPolicy: Running, backoffLimit: 2}
+  mpiReplicaSpecs:
+    Launcher:
+      replicas: 1
+      template:
+        spec:
+          containers:
+          - image: mpioperator/mpi-pi:openmpi
+            name: mpi-launcher
+            command: [mpirun]
+            args: [-n, "4", /home/mpiuser/pi]
+    Worker:
+      replicas: 2
+      template:
+        spec:
+          containers:
+          - image: mpioperator/mpi-pi:openmpi
+            name: mpi-worker
+            command: [/usr/sbin/sshd]
+            args: [-De, -f, /home/mpiuser/.sshd_config]
+            resources: {limits: {cpu: 2, memory: 1Gi}}
+"""
+
+
+def test_mpijob_of_the_mpi_operator(tmp_path: Path) -> None:
+    """The workers' sshd is not run (they hold their places, said in a warning); the
+    launcher's mpirun is, with the workers' slots."""
+    job = load(tmp_path, MPIJOB)
+    spec = job.spec
+    assert job.source == "MPIJob"
+    assert spec.framework is Framework.MPI and spec.mpi and spec.mpi.slots_per_worker == 2
+    assert spec.roles["launcher"].argv() == ["mpirun", "-n", "4", "/home/mpiuser/pi"]
+    assert spec.roles["worker"].argv() == ["sleep", "infinity"]
+    assert spec.roles["worker"].resources.cpu == 2000
+    assert spec.is_tracked("launcher") and not spec.is_tracked("worker")
+    assert spec.restart_scope() == "job" and spec.restart.max_restarts == 2
+    assert job.warnings == [
+        "spec.sshAuthMountPath: not used, trainfleet's mpirun starts the ranks without ssh",
+        "spec.mpiReplicaSpecs.Worker.template.spec.containers[0].command: sshd is not "
+        "started: the workers hold their places and the launcher's mpirun starts the ranks "
+        "without ssh",
+    ]
+
+
+def test_mpijob_of_the_training_operator_and_its_main_container(tmp_path: Path) -> None:
+    """kubeflow.org/v1 reads the same; mainContainer picks the container of each pod, and a
+    worker without a command holds its place, as the training operator's does."""
+    text = MPIJOB.replace("v2beta1", "v1").replace("  sshAuthMountPath: /home/mpiuser/.ssh\n", "")
+    text = text.replace("            command: [/usr/sbin/sshd]\n", "")
+    text = text.replace("            args: [-De, -f, /home/mpiuser/.sshd_config]\n", "")
+    text = text.replace("  slotsPerWorker: 2\n", "  slotsPerWorker: 2\n  mainContainer: main\n")
+    text = text.replace(
+        "          containers:\n          - image: mpioperator/mpi-pi:openmpi\n"
+        "            name: mpi-launcher\n",
+        "          containers:\n          - {name: sidecar, image: busybox, command: ['true']}\n"
+        "          - image: mpioperator/mpi-pi:openmpi\n            name: main\n",
+    )
+    job = load(tmp_path, text)
+    assert job.spec.roles["launcher"].argv() == ["mpirun", "-n", "4", "/home/mpiuser/pi"]
+    assert job.spec.roles["worker"].argv() == ["sleep", "infinity"]
+    assert job.warnings == []
+
+
+def test_what_mpi_is_not_supported_here_is_refused_by_field(tmp_path: Path) -> None:
+    message = error_of(
+        tmp_path,
+        MPIJOB,
+        ("  slotsPerWorker: 2\n", "  slotsPerWorker: 2\n  mpiImplementation: Intel\n"),
+        ("  sshAuthMountPath", "  runLauncherAsWorker: true\n  sshAuthMountPath"),
+    )
+    assert "job.yaml:7: spec.mpiImplementation: 'Intel' is not supported here: only OpenMPI" in (
+        message
+    )
+    assert "job.yaml:8: spec.runLauncherAsWorker: is not supported here" in message
+    message = error_of(tmp_path, MPIJOB, ("cpu: 2, memory", "nvidia.com/gpu: 1, memory"))
+    assert "resources.gpu of role(s) worker: an MPI job's ranks run in its launcher's" in message
+    message = error_of(tmp_path, MPIJOB, ("kubeflow.org/v2beta1", "kubeflow.org/v2beta2"))
+    assert "trainfleet reads kubeflow.org/v1 or kubeflow.org/v2beta1" in message

@@ -176,8 +176,8 @@ def test_images_are_kept() -> None:
             SubmarineArgs(name="My_Job", framework="tf", worker_launch_cmd="x"),
             [
                 "--name: invalid job name 'My_Job'",
-                "--framework: expected 'tensorflow', 'pytorch', 'jax', 'xgboost', 'mxnet' or "
-                "'generic', got 'tf'",
+                "--framework: expected 'tensorflow', 'pytorch', 'jax', 'xgboost', 'mxnet', "
+                "'mpi' or 'generic', got 'tf'",
             ],
         ),
         (

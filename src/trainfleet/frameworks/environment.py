@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from trainfleet.frameworks import jax, mxnet, pytorch, tensorflow, xgboost
+from trainfleet.frameworks import jax, mpi, mxnet, pytorch, tensorflow, xgboost
 from trainfleet.frameworks.base import TaskContext
 from trainfleet.frameworks.common import EnvBuilder, common_environment, generic_environment
 from trainfleet.spec.frameworks import TRAITS, Framework, FrameworkTraits
@@ -31,6 +31,7 @@ FRAMEWORKS: Mapping[Framework, FrameworkRecord] = {
         FrameworkRecord(Framework.JAX, jax.environment),
         FrameworkRecord(Framework.XGBOOST, xgboost.environment),
         FrameworkRecord(Framework.MXNET, mxnet.environment),
+        FrameworkRecord(Framework.MPI, mpi.environment),
         FrameworkRecord(Framework.GENERIC, generic_environment),
     )
 }

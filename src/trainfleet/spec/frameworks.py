@@ -26,6 +26,7 @@ class Framework(StrEnum):
     JAX = "jax"
     XGBOOST = "xgboost"
     MXNET = "mxnet"
+    MPI = "mpi"
     GENERIC = "generic"
 
 
@@ -52,6 +53,11 @@ TRAITS: Mapping[Framework, FrameworkTraits] = {
     Framework.JAX: FrameworkTraits(restart_scope="job"),  # jax.distributed has no rejoin
     Framework.XGBOOST: FrameworkTraits(),
     Framework.MXNET: FrameworkTraits(),
+    # mpirun in the launcher starts every rank; the workers hold their places, and a lost
+    # rank ends MPI_COMM_WORLD, so the whole job starts again.
+    Framework.MPI: FrameworkTraits(
+        master_roles=("launcher",), untracked_roles=frozenset({"worker"}), restart_scope="job"
+    ),
     Framework.GENERIC: FrameworkTraits(),
 }
 """Every framework's traits (a test checks that none is missing)."""

@@ -1,12 +1,16 @@
-"""Import Kubeflow training-operator manifests (``kubeflow.org/v1``) as a JobSpec.
+"""Import Kubeflow training-operator manifests as a JobSpec.
 
-Supported kinds are TFJob, PyTorchJob, JAXJob and XGBoostJob. Each replica type becomes a role
-of the same name in lower case (``PS`` -> ``ps``); the first container (or the one named after
-the framework) gives the command, environment, resources, working directory and image. Fields
-that only mean something to Kubernetes (ports, volumes, node selectors, ...) are ignored. A
-container with an image runs in that image (see ``RoleSpec.image``): ``args`` without a
-``command`` go to its ENTRYPOINT, as on Kubernetes. Errors
-name the manifest's own field path and line, e.g. ``spec.tfReplicaSpecs.Worker.replicas``.
+Supported kinds are TFJob, PyTorchJob, JAXJob, XGBoostJob (``kubeflow.org/v1``) and MPIJob
+(``v1`` of the training operator or ``v2beta1`` of the MPI operator; Open MPI only: the
+workers hold their places while the launcher's ``mpirun`` starts the ranks, see
+``frameworks/mpi.py``). Each replica type becomes a role of the same name in lower case
+(``PS`` -> ``ps``) with its own restart policy; the first container (or the one named after
+the framework, or ``mainContainer``) gives the command, environment, resources, working
+directory, image and pull policy, and its ``hostPath`` volumes become mounts. Fields that only
+mean something to Kubernetes (ports, node selectors, ...) are ignored. A container with an
+image runs in that image (see ``RoleSpec.image``): ``args`` without a ``command`` go to its
+ENTRYPOINT, as on Kubernetes. Errors name the manifest's own field path and line, e.g.
+``spec.tfReplicaSpecs.Worker.replicas``.
 """
 
 from __future__ import annotations
@@ -46,6 +50,9 @@ class KindInfo:
     replica_types: tuple[str, ...]
     default_restart: str
     api_version: str = "kubeflow.org/v1"
+    """The version trainfleet exports (and reads)."""
+    also_reads: tuple[str, ...] = ()
+    """Other versions of the kind whose fields trainfleet reads the same way."""
 
 
 KINDS = {
@@ -62,6 +69,14 @@ KINDS = {
     "JAXJob": KindInfo(Framework.JAX, "jaxReplicaSpecs", "jax", ("Worker",), "Never"),
     "XGBoostJob": KindInfo(
         Framework.XGBOOST, "xgbReplicaSpecs", "xgboost", ("Master", "Worker"), "Never"
+    ),
+    "MPIJob": KindInfo(
+        Framework.MPI,
+        "mpiReplicaSpecs",
+        "mpi",
+        ("Launcher", "Worker"),
+        "Never",
+        also_reads=("kubeflow.org/v2beta1",),
     ),
 }
 """Kind -> its framework, replica spec field, default container, replica types and restart."""
@@ -170,10 +185,16 @@ class Spec(_K8s):
     pytorchReplicaSpecs: ReplicaSpecs = None
     jaxReplicaSpecs: ReplicaSpecs = None
     xgbReplicaSpecs: ReplicaSpecs = None
+    mpiReplicaSpecs: ReplicaSpecs = None
     runPolicy: RunPolicy = Field(default_factory=RunPolicy)
     successPolicy: str | None = None
     nprocPerNode: int | str | None = None
     elasticPolicy: ElasticPolicy | None = None
+    slotsPerWorker: StrictInt | None = None
+    mainContainer: str | None = None
+    mpiImplementation: str | None = None
+    runLauncherAsWorker: bool | None = None
+    sshAuthMountPath: str | None = None
 
 
 class Metadata(_K8s):
@@ -232,10 +253,11 @@ def _check_header(data: Mapping[Hashable, Any], source: SourceMap) -> str:
     if not isinstance(kind, str) or kind not in KINDS:
         message = f"unknown kind {brief(kind)}: supported kinds are {supported}"
         raise SpecError([source.problem(("kind",), message)])
-    expected = KINDS[kind].api_version
+    info = KINDS[kind]
+    expected = " or ".join((info.api_version, *info.also_reads))
     if api is None:
         raise SpecError([source.problem(("apiVersion",), f"is required: {expected}")])
-    if api != expected:
+    if api not in (info.api_version, *info.also_reads):
         message = f"unsupported apiVersion {brief(api)} for {kind}: trainfleet reads {expected}"
         raise SpecError([source.problem(("apiVersion",), message)])
     return kind
@@ -406,6 +428,10 @@ class _Converter(PodFields):
             pytorch = self._pytorch(job["roles"])
             if pytorch:
                 job["pytorch"] = pytorch
+        if self.kind.framework is Framework.MPI:
+            mpi = self._mpi(job["roles"])
+            if mpi:
+                job["mpi"] = mpi
         return job
 
     def _specs(self) -> dict[str, ReplicaSpec]:
@@ -446,7 +472,8 @@ class _Converter(PodFields):
             out["replicas"] = replica.replicas
             self.origin[(*target, "replicas")] = (*path, "replicas")
         containers = replica.template.spec.containers
-        index = next((i for i, c in enumerate(containers) if c.name == self.kind.container), 0)
+        name = self.manifest.spec.mainContainer or self.kind.container
+        index = next((i for i, c in enumerate(containers) if c.name == name), 0)
         cpath: Path = (*path, "template", "spec", "containers", index)
         out.update(self.container(replica.template.spec, index, target, cpath))
         return out
@@ -479,6 +506,35 @@ class _Converter(PodFields):
             restart["max_restarts"] = spec.runPolicy.backoffLimit
             self.origin[("restart", "max_restarts")] = ("spec", "runPolicy", "backoffLimit")
         return restart
+
+    def _mpi(self, roles: dict[str, Any]) -> dict[str, Any]:
+        """slotsPerWorker; Open MPI only. A worker's sshd is not run (a worker without a
+        command holds its place, see ``JobSpec``): mpirun starts the ranks without ssh."""
+        spec = self.manifest.spec
+        if spec.mpiImplementation not in (None, "OpenMPI"):
+            message = f"{spec.mpiImplementation!r} is not supported here: only OpenMPI"
+            self._problem(("spec", "mpiImplementation"), message)
+        if spec.runLauncherAsWorker:
+            message = "is not supported here: give the ranks to the workers (slotsPerWorker)"
+            self._problem(("spec", "runLauncherAsWorker"), message)
+        if spec.sshAuthMountPath is not None:
+            self.warnings.append(
+                "spec.sshAuthMountPath: not used, trainfleet's mpirun starts the ranks without ssh"
+            )
+        worker = roles.get("worker") or {}
+        command = worker.get("command")
+        if command and command[0].rsplit("/", 1)[-1] == "sshd":
+            where = format_path(self.origin[("roles", "worker", "command")])
+            self.warnings.append(
+                f"{where}: sshd is not started: the workers hold their places and the "
+                "launcher's mpirun starts the ranks without ssh"
+            )
+            worker.pop("command")
+            worker.pop("args", None)
+        if spec.slotsPerWorker is None:
+            return {}
+        self.origin[("mpi", "slots_per_worker")] = ("spec", "slotsPerWorker")
+        return {"slots_per_worker": spec.slotsPerWorker}
 
     def _pytorch(self, roles: dict[str, Any]) -> dict[str, Any]:
         """nprocPerNode and elasticPolicy, with Kubeflow's defaults for missing bounds."""

@@ -72,6 +72,8 @@ def manifest_of(spec: JobSpec, file: str | None = None) -> tuple[dict[str, Any],
         body["successPolicy"] = "AllWorkers"
     if spec.pytorch is not None:
         body.update(_pytorch(spec))
+    if spec.mpi is not None:
+        body["slotsPerWorker"] = spec.mpi.slots_per_worker
     metadata: dict[str, Any] = {"name": spec.name}
     if spec.labels:
         metadata["labels"] = dict(spec.labels)

@@ -465,6 +465,18 @@ class PyTorchOptions(_Model):
     elastic: ElasticPolicy | None = None
 
 
+class MpiOptions(_Model):
+    """Options of MPI jobs (Kubeflow MPIJob's)."""
+
+    slots_per_worker: Annotated[int, Field(ge=1, le=1024), INTEGER] = Field(
+        default=1, description="Ranks each worker takes: its slots in mpirun's host list."
+    )
+
+
+MPI_HOLD = ["sleep", "infinity"]
+"""What an MPI worker without a command runs: it holds its place while mpirun starts ranks."""
+
+
 SuccessPolicy = Literal["default", "all-workers"] | Annotated[list[str], Field(min_length=1)]
 
 
@@ -509,6 +521,20 @@ class JobSpec(_Model):
         description="Higher goes first, and may preempt lower-priority jobs of its queue.",
     )
     pytorch: PyTorchOptions | None = None
+    mpi: MpiOptions | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _mpi_workers_hold(cls, data: Any) -> Any:
+        """An MPI job's worker without a command holds its place (``sleep infinity``, as
+        Kubeflow's operator gives it): mpirun in the launcher starts the ranks."""
+        if not isinstance(data, dict) or data.get("framework") != Framework.MPI.value:
+            return data
+        roles = data.get("roles")
+        worker = roles.get("worker") if isinstance(roles, dict) else None
+        if isinstance(roles, dict) and isinstance(worker, dict) and worker.get("command") is None:
+            return {**data, "roles": {**roles, "worker": {**worker, "command": list(MPI_HOLD)}}}
+        return data
 
     @model_validator(mode="before")
     @classmethod
@@ -584,6 +610,16 @@ class JobSpec(_Model):
                 raise ValueError(
                     f"environment: role(s) {', '.join(boxed)} run in an image, which has its "
                     "own Python; install the packages in the image, or give those roles none"
+                )
+        if self.mpi is not None and self.framework is not Framework.MPI:
+            raise ValueError("mpi: only a job of framework mpi has MPI options")
+        if self.framework is Framework.MPI:
+            with_gpus = [name for name, role in self.roles.items() if role.resources.gpu]
+            if with_gpus:
+                raise ValueError(
+                    f"resources.gpu of role(s) {', '.join(with_gpus)}: an MPI job's ranks run "
+                    "in its launcher's process tree here, so GPUs for them are not supported "
+                    "yet; run the ranks as a pytorch or generic job to use GPUs"
                 )
         if isinstance(self.success, list):
             unknown = [name for name in self.success if name not in self.roles]

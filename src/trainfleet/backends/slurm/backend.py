@@ -45,6 +45,7 @@ from trainfleet.scheduling.cluster import Node
 from trainfleet.scheduling.placement import Placement, TaskKey, Unschedulable
 from trainfleet.scheduling.resources import GPU_UNIT, Resources
 from trainfleet.spec.backends import SlurmConfig
+from trainfleet.spec.frameworks import Framework
 from trainfleet.spec.models import JobSpec
 from trainfleet.store.layout import DataDir
 
@@ -142,6 +143,12 @@ class SlurmBackend(PooledAddresses):
         ]
 
     def check(self, spec: JobSpec) -> None:
+        if spec.framework is Framework.MPI:
+            raise Unschedulable(
+                "framework: mpi runs on the local backend only for now (its mpirun starts "
+                "every rank on the launcher's machine); on Slurm, run the program as a "
+                "generic job with `srun --mpi=pmix`"
+            )
         try:
             for role in spec.roles:
                 task_shape(spec, role, self.config)
