@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from trainfleet.frameworks.base import TaskContext
 from trainfleet.frameworks.common import WORKER_ROLE
+from trainfleet.spec.models import MpiOptions
 
 LAUNCHER_ROLE = "launcher"
 
@@ -36,7 +37,7 @@ def environment(ctx: TaskContext) -> dict[str, str]:
     if ctx.role != LAUNCHER_ROLE:
         return env
     slots: dict[str, int] = {}
-    per_worker = ctx.spec.mpi.slots_per_worker if ctx.spec.mpi else 1
+    per_worker = (ctx.spec.mpi or MpiOptions()).slots_per_worker
     for slot in ctx.placement:
         if slot.role == WORKER_ROLE:
             slots[slot.host] = slots.get(slot.host, 0) + per_worker

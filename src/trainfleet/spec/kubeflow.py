@@ -234,15 +234,7 @@ def job_from_manifest(
     except ValidationError as error:
         raise spec_error_from_validation(error, data, source, model=Manifest) from None
     converter = _Converter(manifest, KINDS[kind], source)
-    job = converter.job()
-    if converter.problems:
-        raise SpecError(converter.problems)
-    try:
-        spec = JobSpec.model_validate(job)
-    except ValidationError as error:
-        raise spec_error_from_validation(error, job, source, origin=converter.origin) from None
-    check_limits(spec, limits or JobLimits(), source, converter.origin)
-    return spec, converter.warnings
+    return converter.job_spec(converter.job(), limits or JobLimits())
 
 
 def _check_header(data: Mapping[Hashable, Any], source: SourceMap) -> str:
@@ -275,6 +267,19 @@ class PodFields:
 
     def _problem(self, path: Path, message: str) -> None:
         self.problems.append(self.source.problem(path, message))
+
+    def job_spec(self, job: dict[str, Any], limits: JobLimits) -> tuple[JobSpec, list[str]]:
+        """The JobSpec of the ``job`` this read, within ``limits``, and the warnings;
+        SpecError naming the manifest's own fields (every problem found while reading)."""
+        if self.problems:
+            raise SpecError(self.problems)
+        try:
+            spec = JobSpec.model_validate(job)
+        except ValidationError as error:
+            origin = self.origin
+            raise spec_error_from_validation(error, job, self.source, origin=origin) from None
+        check_limits(spec, limits, self.source, self.origin)
+        return spec, self.warnings
 
     def container(self, pod: PodSpec, index: int, target: Path, cpath: Path) -> dict[str, Any]:
         """The role fields (at ``target``) of ``pod``'s container ``index`` (at ``cpath``):

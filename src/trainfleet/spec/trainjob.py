@@ -51,7 +51,7 @@ from trainfleet.spec.kubeflow import (
     _K8s,
     _nproc,
 )
-from trainfleet.spec.limits import JobLimits, check_limits
+from trainfleet.spec.limits import JobLimits
 from trainfleet.spec.models import JobSpec, RestartPolicy
 
 API_VERSION = "trainer.kubeflow.org/v1alpha1"
@@ -256,15 +256,7 @@ def job_from_trainjob(
         raise SpecError([source.problem(("spec", "runtimeRef", "name"), message)])
     both = _TwoFiles(source.file, source.lines, loaded.source)
     converter = _TrainJobConverter(manifest, loaded.runtime, both)
-    job = converter.job()
-    if converter.problems:
-        raise SpecError(converter.problems)
-    try:
-        spec = JobSpec.model_validate(job)
-    except ValidationError as error:
-        raise spec_error_from_validation(error, job, both, origin=converter.origin) from None
-    check_limits(spec, limits, both, converter.origin)
-    return spec, converter.warnings
+    return converter.job_spec(converter.job(), limits)
 
 
 class _TrainJobConverter(PodFields):
