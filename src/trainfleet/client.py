@@ -36,10 +36,20 @@ from trainfleet.wire import (
     ErrorBody,
     JobDetails,
     LogChunk,
+    MemberBody,
+    NewToken,
+    NewUser,
     Problem,
     QueueBody,
     QueueState,
     Submitted,
+    TeamBody,
+    TeamView,
+    TokenBody,
+    TokenView,
+    UserBody,
+    UserView,
+    WhoAmI,
 )
 
 __all__ = [
@@ -47,6 +57,7 @@ __all__ = [
     "Client",
     "ClientError",
     "Conflict",
+    "Forbidden",
     "InsufficientStorage",
     "NotFound",
     "ServerError",
@@ -84,7 +95,11 @@ class BadRequest(ClientError, errors.BadInput):
 
 
 class Unauthorized(ClientError, errors.Unauthorized):
-    """No token, or one the server does not know or has revoked (401, 403)."""
+    """No token, or one the server does not know or has revoked (401)."""
+
+
+class Forbidden(ClientError, errors.Forbidden):
+    """The caller's role does not allow it; the message names the role needed (403)."""
 
 
 class NotFound(ClientError, errors.NotFound):
@@ -112,7 +127,7 @@ class Unreachable(ClientError, errors.Unavailable):
 _BY_STATUS: dict[int, type[ClientError]] = {
     400: BadRequest,
     401: Unauthorized,
-    403: Unauthorized,
+    403: Forbidden,
     404: NotFound,
     409: Conflict,
     413: BadRequest,
@@ -298,9 +313,63 @@ class Client:
         return _parse(QueueState, self._request("GET", self._queue(name)))
 
     def put_queue(self, name: str, config: QueueBody) -> QueueState:
-        """Create a queue or replace its configuration (needs an admin token)."""
+        """Create a queue or replace its configuration (a team-admin of its team)."""
         body = config.model_dump(mode="json", exclude_none=True)
         return _parse(QueueState, self._request("PUT", self._queue(name), json=body))
+
+    # -- users, teams and tokens ----------------------------------------------
+
+    def whoami(self) -> WhoAmI:
+        """The caller's user, token and teams."""
+        return _parse(WhoAmI, self._request("GET", f"{API_PREFIX}/whoami"))
+
+    def users(self) -> list[UserView]:
+        """Every user (administrators only)."""
+        return _parse(list[UserView], self._request("GET", f"{API_PREFIX}/users"))
+
+    def create_user(self, user: UserBody) -> NewUser:
+        """Make a user and its first token (shown this once; administrators only)."""
+        body = user.model_dump(mode="json", exclude_none=True)
+        return _parse(NewUser, self._request("POST", f"{API_PREFIX}/users", json=body))
+
+    def disable_user(self, name: str) -> UserView:
+        """Disable a user: its tokens stop working (administrators only)."""
+        path = f"{API_PREFIX}/users/{_segment(name)}/disable"
+        return _parse(UserView, self._request("POST", path))
+
+    def teams(self) -> list[TeamView]:
+        """The caller's teams (every team, for an administrator)."""
+        return _parse(list[TeamView], self._request("GET", f"{API_PREFIX}/teams"))
+
+    def team(self, name: str) -> TeamView:
+        return _parse(TeamView, self._request("GET", self._team(name)))
+
+    def create_team(self, name: str) -> TeamView:
+        """Make a team, with a default queue of its name (administrators only)."""
+        body = TeamBody(name=name).model_dump(mode="json")
+        return _parse(TeamView, self._request("POST", f"{API_PREFIX}/teams", json=body))
+
+    def set_member(self, team: str, user: str, role: str = "member") -> TeamView:
+        """Add ``user`` to ``team`` with ``role``, or change its role (a team-admin)."""
+        body = MemberBody.model_validate({"role": role}).model_dump(mode="json")
+        path = f"{self._team(team)}/members/{_segment(user)}"
+        return _parse(TeamView, self._request("PUT", path, json=body))
+
+    def remove_member(self, team: str, user: str) -> None:
+        """Take ``user`` out of ``team`` (a team-admin)."""
+        self._request("DELETE", f"{self._team(team)}/members/{_segment(user)}")
+
+    def tokens(self) -> list[TokenView]:
+        """The caller's tokens, revoked ones included."""
+        return _parse(list[TokenView], self._request("GET", f"{API_PREFIX}/tokens"))
+
+    def create_token(self, name: str) -> NewToken:
+        """Make a token of the caller's user; its secret is shown this once."""
+        body = TokenBody(name=name).model_dump(mode="json")
+        return _parse(NewToken, self._request("POST", f"{API_PREFIX}/tokens", json=body))
+
+    def revoke_token(self, token_id: str) -> None:
+        self._request("DELETE", f"{API_PREFIX}/tokens/{_segment(token_id)}")
 
     # -- logs and following ---------------------------------------------------
 
@@ -372,6 +441,9 @@ class Client:
             time.sleep(0.2 * tries)
 
     # -- plumbing -------------------------------------------------------------
+
+    def _team(self, name: str) -> str:
+        return f"{API_PREFIX}/teams/{_segment(name)}"
 
     def _queue(self, name: str) -> str:
         return f"{API_PREFIX}/queues/{_segment(name)}"

@@ -358,16 +358,23 @@ def token(ctx: click.Context, database_url: str | None, database_url_file: str |
 
 @token.command(name="create")
 @click.argument("name")
-@click.option("--admin", is_flag=True, help="An administrator's token.")
+@click.option(
+    "--user",
+    "owner",
+    help="The token's user (default: the user NAME, made if missing, in team 'default').",
+)
+@click.option("--admin", is_flag=True, help="The user NAME, if made now, is an administrator.")
 @click.pass_obj
-def token_create(where: tuple[Options, str | None], name: str, admin: bool) -> None:
-    """Make a token for NAME and print it, this once only."""
+def token_create(
+    where: tuple[Options, str | None], name: str, owner: str | None, admin: bool
+) -> None:
+    """Make a token named NAME and print it, this once only."""
     from trainfleet.cli import tokens
     from trainfleet.cli.commands import user_errors
 
     with user_errors(), tokens.store_of(where[0].data_dir, where[1]) as store:
-        record, secret = tokens.create(store, name, admin)
-    click.echo(f"token {record.id} for {name} (shown only this once):", err=True)
+        record, secret = tokens.create(store, name, owner, admin)
+    click.echo(f"token {record.id} {name} of user {record.user} (shown only this once):", err=True)
     click.echo(secret)
 
 

@@ -9,17 +9,20 @@ from __future__ import annotations
 
 import datetime
 import json
+import re
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
 import click
 
 from trainfleet.cli.errors import UserError
-from trainfleet.domain.records import TokenRecord
+from trainfleet.domain.records import TeamRole, TokenRecord, UserRecord
 from trainfleet.server.auth import new_record, new_token
 from trainfleet.store.database import Store
-from trainfleet.store.errors import StoreError
+from trainfleet.store.errors import StoreConflict, StoreError
 from trainfleet.store.layout import DataDir
+from trainfleet.wire import NAME_PATTERN
 
 
 @contextmanager
@@ -38,13 +41,28 @@ def store_of(data_dir: str | None, database: str | None) -> Iterator[Store]:
         store.close()
 
 
-def create(store: Store, name: str, admin: bool) -> tuple[TokenRecord, str]:
-    """A new token named ``name``: its stored record and the secret, to show once."""
-    if not name.strip():
-        raise UserError("a token needs a name")
+def create(store: Store, name: str, owner: str | None, admin: bool) -> tuple[TokenRecord, str]:
+    """A new token named ``name`` of user ``owner`` (by default the user ``name``, made
+    now if missing, an administrator with ``admin``, else a member of team ``default``):
+    its stored record and the secret, to show once."""
+    if not re.fullmatch(NAME_PATTERN, name):
+        raise UserError(f"token name {name!r}: use lower-case letters, digits, '.' and '-'")
+    user = store.accounts.get_user(owner or name)
+    if owner is not None and user is None:
+        raise UserError(f"--user: no user {owner!r} (see trainfleet user list)")
+    if user is None:
+        user = UserRecord(name=name, admin=admin, created_at=time.time())
+        store.accounts.add_user(user)
+        if not admin:
+            store.accounts.set_member("default", name, TeamRole.MEMBER)
+    elif admin and not user.admin:
+        raise UserError(f"--admin: user {user.name!r} exists and is not an administrator")
     token = new_token()
-    record = new_record(name, token, admin=admin)
-    store.add_token(record)
+    record = new_record(name, token, user.name)
+    try:
+        store.add_token(record)
+    except StoreConflict as error:
+        raise UserError(str(error)) from None
     return record, token
 
 
@@ -58,7 +76,7 @@ def revoke(store: Store, token_id: str) -> None:
 
 def show(tokens: list[TokenRecord], output: str) -> None:
     """The tokens as a table, or as JSON/YAML (never their digests)."""
-    rows = [token.to_dict(exclude={"digest"}) for token in tokens]
+    rows = [token.to_dict(exclude={"digest", "admin"}) for token in tokens]
     if output == "json":
         click.echo(json.dumps(rows, indent=2))
     elif output == "yaml":
@@ -66,9 +84,8 @@ def show(tokens: list[TokenRecord], output: str) -> None:
 
         click.echo(yaml.safe_dump(rows, sort_keys=False), nl=False)
     else:
-        lines = [("ID", "NAME", "ADMIN", "CREATED", "REVOKED")] + [
-            (t.id, t.name, "yes" if t.admin else "no", _when(t.created_at), _when(t.revoked_at))
-            for t in tokens
+        lines = [("ID", "NAME", "USER", "CREATED", "REVOKED")] + [
+            (t.id, t.name, t.user, _when(t.created_at), _when(t.revoked_at)) for t in tokens
         ]
         widths = [max(len(line[column]) for line in lines) for column in range(5)]
         for line in lines:

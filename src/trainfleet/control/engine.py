@@ -10,7 +10,7 @@ import secrets
 import shutil
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -137,6 +137,7 @@ class Engine:
         user: str | None = None,
         start: bool = False,
         fill_workdir: Callable[[Path], None] | None = None,
+        team: str = "default",
     ) -> JobRecord:
         """Store the job, queued, and with ``start`` queue it for admission here at once.
 
@@ -156,7 +157,9 @@ class Engine:
             try:
                 if fill_workdir is not None:
                     fill_workdir(own)
-                job = self._store_new(job_id, spec, own if fill_workdir else workdir, source, user)
+                job = self._store_new(
+                    job_id, spec, own if fill_workdir else workdir, source, user, team
+                )
             except BaseException as error:
                 if fill_workdir is not None:  # nothing half-stored
                     shutil.rmtree(own, ignore_errors=True)
@@ -169,7 +172,13 @@ class Engine:
         raise StoreConflict(f"no free job id for {spec.name!r} after {ID_TRIES} tries")
 
     def _store_new(
-        self, job_id: str, spec: JobSpec, workdir: Path, source: str, user: str | None
+        self,
+        job_id: str,
+        spec: JobSpec,
+        workdir: Path,
+        source: str,
+        user: str | None,
+        team: str,
     ) -> JobRecord:
         job = JobRecord(
             id=job_id,
@@ -179,6 +188,7 @@ class Engine:
             source=source,
             workdir=str(workdir),
             user=_user() if user is None else user,
+            team=team,
             labels=dict(spec.labels),
             created_at=time.time(),
             reason=WAITING,
@@ -436,9 +446,10 @@ class Engine:
         if not self.supervised:
             self.runner.shutdown()
 
-    def set_queue(self, config: QueueConfig) -> None:
-        """Create or change a queue; waiting jobs are looked at again under its new quota."""
-        self.store.put_queue(config.name, config.model_dump_json())
+    def set_queue(self, config: QueueConfig, team: str = "default") -> None:
+        """Create or change a queue (``team``: the owner of a new one); waiting jobs are
+        looked at again under its new quota."""
+        self.store.put_queue(config.name, config.model_dump_json(), team)
         with self.admitter.lock:
             self._queues[config.name] = config
             self.scheduler.set_queue(queueing.queue_spec(config))
@@ -474,12 +485,20 @@ class Engine:
         name: str | None = None,
         user: str | None = None,
         labels: Mapping[str, str] | None = None,
+        teams: Collection[str] | None = None,
         limit: int = 50,
         cursor: str | None = None,
     ) -> JobPage:
-        """One page of matching jobs, newest first (raises ValueError on a bad cursor)."""
+        """One page of matching jobs (of ``teams`` only, if given), newest first (raises
+        ValueError on a bad cursor)."""
         return self.store.find_jobs(
-            state=state, name=name, user=user, labels=labels, limit=limit, cursor=cursor
+            state=state,
+            name=name,
+            user=user,
+            labels=labels,
+            teams=teams,
+            limit=limit,
+            cursor=cursor,
         )
 
     def log_path(self, job_id: str, role: str, index: int) -> Path:

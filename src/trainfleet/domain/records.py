@@ -122,6 +122,7 @@ class JobRecord(_Record):
     source: str = "trainfleet"
     workdir: str
     user: str = ""
+    team: str = "default"
     created_at: float
     started_at: float | None = None
     finished_at: float | None = None
@@ -159,8 +160,10 @@ class TokenRecord(_Record):
     name: str
     digest: str
     admin: bool = False
+    """Kept for tokens made before users existed; what a token may do is its user's."""
     created_at: float
     revoked_at: float | None = None
+    user: str = "admin"
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "admin", bool(self.admin))  # SQLite keeps 0 or 1
@@ -168,6 +171,52 @@ class TokenRecord(_Record):
     @property
     def revoked(self) -> bool:
         return self.revoked_at is not None
+
+
+class TeamRole(StrEnum):
+    """What a member may do in its team, each role all that the ones before it may."""
+
+    VIEWER = "viewer"
+    """Reads the team's jobs, queues and logs."""
+    MEMBER = "member"
+    """Also submits into the team's queues, and stops and deletes its own jobs."""
+    TEAM_ADMIN = "team-admin"
+    """Also stops and deletes the team's jobs, and changes its members, queues and secrets."""
+
+    @property
+    def rank(self) -> int:
+        return list(TeamRole).index(self)
+
+    def allows(self, needed: TeamRole) -> bool:
+        """Whether this role may do what ``needed`` may."""
+        return self.rank >= needed.rank
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class UserRecord(_Record):
+    """A person (or a robot) who holds tokens; an ``admin`` may do everything."""
+
+    name: str
+    admin: bool = False
+    created_at: float
+    disabled_at: float | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "admin", bool(self.admin))  # SQLite keeps 0 or 1
+
+    @property
+    def disabled(self) -> bool:
+        return self.disabled_at is not None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TeamRecord(_Record):
+    """A team: its members by role, and the queue its jobs go to when they name none."""
+
+    name: str
+    default_queue: str
+    created_at: float
+    members: dict[str, TeamRole] = field(default_factory=dict)
 
 
 class JobNotFound(NotFound):

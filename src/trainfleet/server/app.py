@@ -1,26 +1,28 @@
 """The ASGI application: the API's routers, its error handlers, its OpenAPI document."""
 
-from __future__ import annotations
-
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from importlib.metadata import version
+from typing import Annotated
 
 from fastapi import Depends, FastAPI, Response
 from fastapi.concurrency import run_in_threadpool
 
+from trainfleet.control.access import Action
 from trainfleet.control.engine import Engine
 from trainfleet.server import (
     errors,
     openapi,
+    routes_accounts,
     routes_jobs,
     routes_logs,
     routes_queues,
     routes_workdirs,
 )
-from trainfleet.server.auth import Tokens, authenticator
+from trainfleet.server.auth import Principal, Tokens, authenticator
 from trainfleet.server.guard import RequestGuard
 from trainfleet.server.metrics import CONTENT_TYPE, LatencyMiddleware, Metrics
+from trainfleet.server.ownership import QueueTeams
 from trainfleet.server.params import known_query_only
 from trainfleet.server.readiness import Readiness
 from trainfleet.server.settings import Settings
@@ -62,12 +64,15 @@ def create_app(engine: Engine, settings: Settings) -> FastAPI:
     metrics = Metrics(engine.store)
     app.add_middleware(LatencyMiddleware, metrics=metrics)  # outermost: it sees every answer
     workdirs = WorkdirStore(engine.data_dir.root / "workdirs", settings.max_workdir)
+    queue_teams = QueueTeams(engine.store)
     app.include_router(
-        routes_jobs.router(engine, settings, auth, metrics, workdirs), prefix=API_PREFIX
+        routes_jobs.router(engine, settings, auth, metrics, workdirs, queue_teams),
+        prefix=API_PREFIX,
     )
     app.include_router(routes_workdirs.router(workdirs, auth), prefix=API_PREFIX)
     app.include_router(routes_logs.router(engine, settings, auth), prefix=API_PREFIX)
-    app.include_router(routes_queues.router(engine, auth), prefix=API_PREFIX)
+    app.include_router(routes_queues.router(engine, auth, queue_teams), prefix=API_PREFIX)
+    app.include_router(routes_accounts.router(engine, auth, queue_teams), prefix=API_PREFIX)
 
     @app.get(
         "/healthz",
@@ -100,15 +105,16 @@ def create_app(engine: Engine, settings: Settings) -> FastAPI:
     @app.get(
         "/metrics",
         tags=["health"],
-        dependencies=[Depends(auth), Depends(known_query_only)],
+        dependencies=[Depends(known_query_only)],
         response_class=Response,
         responses={
             200: {"content": {CONTENT_TYPE: {"schema": {"type": "string"}}}},
-            **errors.responses(),
+            **errors.responses(_403="Administrators only."),
         },
     )
-    def metrics_text() -> Response:
-        """Prometheus metrics (scrape with the token as a bearer credential)."""
+    def metrics_text(who: Annotated[Principal, Depends(auth)]) -> Response:
+        """Prometheus metrics of every team (scrape with an administrator's token)."""
+        who.caller.require(Action.READ_METRICS)
         return Response(metrics.render(), media_type=CONTENT_TYPE)
 
     app.openapi = lambda: openapi.document(app)  # type: ignore[method-assign]
