@@ -10,6 +10,7 @@ import signal
 import sys
 import textwrap
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
@@ -85,6 +86,13 @@ def postgres_admin_url() -> str:
 @pytest.fixture
 def postgres_url() -> Iterator[str]:
     """The URL of a new, empty PostgreSQL database of this test only."""
+    with fresh_postgres_database() as url:
+        yield url
+
+
+@contextmanager
+def fresh_postgres_database() -> Iterator[str]:
+    """A new, empty PostgreSQL database, dropped afterwards."""
     import psycopg
 
     admin = postgres_admin_url()

@@ -35,9 +35,6 @@ class Action(StrEnum):
     CHANGE_QUEUE = "changing queues"
     READ_TEAM = "reading teams"
     CHANGE_MEMBERS = "changing members"
-    READ_AUDIT = "reading the audit trail"
-    READ_SECRETS = "reading secret names"
-    CHANGE_SECRETS = "changing secrets"
     MANAGE_TEAMS = "creating teams"
     MANAGE_USERS = "managing users"
     READ_METRICS = "reading metrics"
@@ -61,9 +58,6 @@ RULES: Mapping[Action, Rule] = {
     Action.CHANGE_QUEUE: Rule(TeamRole.TEAM_ADMIN),
     Action.READ_TEAM: Rule(TeamRole.VIEWER),
     Action.CHANGE_MEMBERS: Rule(TeamRole.TEAM_ADMIN),
-    Action.READ_AUDIT: Rule(TeamRole.TEAM_ADMIN),
-    Action.READ_SECRETS: Rule(TeamRole.MEMBER),
-    Action.CHANGE_SECRETS: Rule(TeamRole.TEAM_ADMIN),
     Action.MANAGE_TEAMS: Rule(None),
     Action.MANAGE_USERS: Rule(None),
     Action.READ_METRICS: Rule(None),
