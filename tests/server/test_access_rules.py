@@ -12,8 +12,7 @@ from dataclasses import dataclass
 
 import httpx
 import pytest
-from conftest import fresh_postgres_database
-from helpers import wait_for
+from helpers import fresh_postgres_database, wait_for
 
 from trainfleet.client import Client, NotFound, Unauthorized
 from trainfleet.control.access import RULES, Action, Caller
