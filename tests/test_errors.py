@@ -28,6 +28,7 @@ from trainfleet.store.space import DiskFull
 KINDS = {
     errors.BadInput: (422, 2),
     errors.Unauthorized: (401, 2),
+    errors.Forbidden: (403, 2),
     errors.NotFound: (404, 2),
     errors.Conflict: (409, 2),
     errors.Unavailable: (503, 1),

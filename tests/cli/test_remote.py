@@ -292,14 +292,14 @@ def test_token_create_list_revoke(server: ServerProcess, tmp_path: Path) -> None
     made = cli("--data-dir", data, "token", "create", "alice")
     assert made.returncode == 0, made.stderr
     secret = made.stdout.strip()
-    token_id = re.sub(r"token (\S+) for alice .*\n", r"\1", made.stderr)
+    token_id = re.sub(r"token (\S+) alice of user alice .*\n", r"\1", made.stderr)
     assert len(secret) >= 40
     assert cli("list", server=server.url, token=secret).returncode == 0
 
     listed = cli("--data-dir", data, "token", "list").stdout
-    assert re.search(rf"^{token_id} +alice +no +\S+ \S+ +-$", listed, re.MULTILINE)
+    assert re.search(rf"^{token_id} +alice +alice +\S+ \S+ +-$", listed, re.MULTILINE)
     rows = json.loads(cli("--data-dir", data, "token", "list", "-o", "json").stdout)
-    assert {"admin", "alice"} <= {row["name"] for row in rows}
+    assert {("first", "admin"), ("alice", "alice")} <= {(row["name"], row["user"]) for row in rows}
     assert all("digest" not in row for row in rows) and secret not in listed
 
     assert cli("--data-dir", data, "token", "revoke", token_id).returncode == 0

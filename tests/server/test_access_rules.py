@@ -9,18 +9,20 @@ from __future__ import annotations
 import secrets
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 import httpx
 import pytest
-from helpers import fresh_postgres_database, wait_for
+from helpers import fresh_postgres_database, run_cli, wait_for
 
-from trainfleet.client import Client, NotFound, Unauthorized
+from trainfleet.client import BadRequest, Client, Conflict, Forbidden, NotFound, Unauthorized
 from trainfleet.control.access import RULES, Action, Caller
 from trainfleet.control.engine import Engine
 from trainfleet.domain.records import TeamRole
 from trainfleet.spec.loading import load_job_text
 from trainfleet.store.layout import DataDir
 from trainfleet.wire import API_PREFIX as API
+from trainfleet.wire import QueueBody, UserBody
 
 from .harness import LiveServer, add_user
 
@@ -251,6 +253,110 @@ def test_every_endpoint_answers_as_the_rules_say(
             assert case.action is not None
             needed = world.callers[caller].decide(case.action, team, owner).needed
             assert (needed.value if needed else "administrator") in response.json()["detail"]
+
+
+def _job_of(path: str) -> str:
+    return path.split("/")[2]
+
+
+def _team_of(path: str) -> str:
+    return path.split("/")[2]
+
+
+SDK: dict[str, Callable[[Client, str, object], object]] = {
+    "submit": lambda c, p, b: c.submit(str(b)),
+    "describe": lambda c, p, b: c.describe(_job_of(p)),
+    "events": lambda c, p, b: c.events(_job_of(p)),
+    "log": lambda c, p, b: c.read_log(_job_of(p), "worker", 0),
+    "setup log": lambda c, p, b: c.read_setup_log(_job_of(p)),
+    "cancel": lambda c, p, b: c.cancel(_job_of(p)),
+    "delete": lambda c, p, b: c.delete(_job_of(p)),
+    "queue": lambda c, p, b: c.queue(_team_of(p)),
+    "put queue": lambda c, p, b: c.put_queue(_team_of(p), QueueBody()),
+    "team": lambda c, p, b: c.team(_team_of(p)),
+    "add member": lambda c, p, b: c.set_member(_team_of(p), "extra", "viewer"),
+    "remove member": lambda c, p, b: c.remove_member(_team_of(p), "extra"),
+    "create team": lambda c, p, b: c.create_team(b["name"]),  # type: ignore[index]
+    "users": lambda c, p, b: c.users(),
+    "create user": lambda c, p, b: c.create_user(UserBody(name=b["name"])),  # type: ignore[index]
+    "disable user": lambda c, p, b: c.disable_user(p.split("/")[2]),
+    "whoami": lambda c, p, b: c.whoami(),
+    "tokens": lambda c, p, b: c.tokens(),
+    "create token": lambda c, p, b: c.create_token(b["name"]),  # type: ignore[index]
+}
+"""Each case as the Python SDK calls it."""
+
+CLI: dict[str, Callable[[str, object, Path], list[str]]] = {
+    "submit": lambda p, b, folder: ["submit", str(_written(folder, str(b)))],
+    "describe": lambda p, b, folder: ["describe", _job_of(p)],
+    "events": lambda p, b, folder: ["events", _job_of(p)],
+    "log": lambda p, b, folder: ["logs", _job_of(p)],
+    "cancel": lambda p, b, folder: ["stop", _job_of(p)],
+    "delete": lambda p, b, folder: ["delete", _job_of(p)],
+    "queue": lambda p, b, folder: ["queue", "describe", _team_of(p)],
+    "put queue": lambda p, b, folder: ["queue", "create", _team_of(p)],
+    "add member": lambda p, b, folder: ["team", "add", _team_of(p), "extra", "--role", "viewer"],
+    "remove member": lambda p, b, folder: ["team", "remove", _team_of(p), "extra"],
+    "create team": lambda p, b, folder: ["team", "create", b["name"]],  # type: ignore[index]
+    "users": lambda p, b, folder: ["user", "list"],
+    "create user": lambda p, b, folder: ["user", "create", b["name"]],  # type: ignore[index]
+    "disable user": lambda p, b, folder: ["user", "disable", p.split("/")[2]],
+    "whoami": lambda p, b, folder: ["whoami"],
+}
+"""Each case as the CLI runs it (those it has a command for)."""
+
+REFUSED = {403: Forbidden, 404: NotFound, 409: Conflict, 422: BadRequest}
+
+
+def _written(folder: Path, text: str) -> Path:
+    path = folder / "job.yaml"
+    path.write_text(text)
+    return path
+
+
+SDK_WALK = [(case, caller, relation) for case, caller, relation in WALK if case.name in SDK]
+CLI_WALK = [(case, caller, relation) for case, caller, relation in WALK if case.name in CLI]
+
+
+@pytest.mark.parametrize(
+    ("case", "caller", "relation"), SDK_WALK, ids=[f"{c.name}-{u}-{r}" for c, u, r in SDK_WALK]
+)
+def test_the_sdk_answers_as_the_rules_say(
+    world: World, case: Case, caller: str, relation: str
+) -> None:
+    _, path, body, team, owner = case.make(world, caller, relation)
+    expected = _expected(world.callers[caller], case, team, owner)
+    with Client(world.server.url, world.tokens[caller], timeout=30) as client:
+        if expected < 400:
+            SDK[case.name](client, path, body)
+        else:
+            with pytest.raises(REFUSED[expected]):
+                SDK[case.name](client, path, body)
+
+
+@pytest.mark.parametrize(
+    ("case", "caller", "relation"), CLI_WALK, ids=[f"{c.name}-{u}-{r}" for c, u, r in CLI_WALK]
+)
+def test_the_cli_answers_as_the_rules_say(
+    world: World,
+    case: Case,
+    caller: str,
+    relation: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    _, path, body, team, owner = case.make(world, caller, relation)
+    expected = _expected(world.callers[caller], case, team, owner)
+    monkeypatch.setenv("TRAINFLEET_SERVER", world.server.url)
+    monkeypatch.setenv("TRAINFLEET_TOKEN", world.tokens[caller])
+    done = run_cli(*CLI[case.name](path, body, tmp_path), cwd=tmp_path)
+    assert "Traceback" not in done.stderr, done.stderr
+    if expected < 400:
+        assert done.returncode == 0, done.stderr
+    else:
+        assert done.returncode == 2 and done.stderr.startswith("error: "), done.stderr
+        if expected == 403:
+            assert "needs" in done.stderr, done.stderr
 
 
 def _expected(caller: Caller, case: Case, team: str | None, owner: str | None) -> int:

@@ -63,7 +63,7 @@ class RemoteService:
         except ServerError as error:
             raise UserError(f"the server failed: {error}", exit_code=1) from None
 
-    def _call(self, action: Callable[[], T]) -> T:
+    def call(self, action: Callable[[], T]) -> T:
         with self._errors():
             return action()
 
@@ -98,7 +98,7 @@ class RemoteService:
             if job.server_workdir is not None
             else {"workdir": job.workdir or str(folder)}
         )
-        return self._call(lambda: self.client.submit(content, filename=name, **where))
+        return self.call(lambda: self.client.submit(content, filename=name, **where))
 
     def attach(self, job_id: str) -> str:
         return f"runs on {self.client.url}"
@@ -108,10 +108,10 @@ class RemoteService:
         return State(self.get(job_id).state).is_final
 
     def get(self, job_id: str) -> JobRecord:
-        return self._call(lambda: self.client.get(job_id))
+        return self.call(lambda: self.client.get(job_id))
 
     def describe(self, job_id: str) -> JobDetails:
-        details = self._call(lambda: self.client.describe(job_id))
+        details = self.call(lambda: self.client.describe(job_id))
         return JobDetails(details.job, details.tasks, details.events)
 
     def tasks(self, job_id: str) -> list[TaskRecord]:
@@ -129,11 +129,11 @@ class RemoteService:
         jobs = self.client.list_jobs(
             state=state, name=name, user=user, labels=labels, page_size=min(limit, MAX_PAGE)
         )
-        return self._call(lambda: list(itertools.islice(jobs, limit)))
+        return self.call(lambda: list(itertools.islice(jobs, limit)))
 
     def cancel(self, job_id: str, reason: str = "cancelled by user") -> JobRecord:
         """Ask the server to stop the job (it records who did), then wait for its end."""
-        job = self._call(lambda: self.client.cancel(job_id))
+        job = self.call(lambda: self.client.cancel(job_id))
         deadline = time.monotonic() + STOP_TIMEOUT
         while not State(job.state).is_final:
             if time.monotonic() > deadline:
@@ -143,25 +143,25 @@ class RemoteService:
         return job
 
     def interrupt(self, job_id: str) -> None:
-        self._call(lambda: self.client.cancel(job_id))
+        self.call(lambda: self.client.cancel(job_id))
 
     def delete(self, job_id: str, force: bool) -> None:
-        self._call(lambda: self.client.delete(job_id, force=force))
+        self.call(lambda: self.client.delete(job_id, force=force))
 
     def events(self, job_id: str, after: int) -> list[EventRecord]:
-        return self._call(lambda: self.client.events(job_id, after))
+        return self.call(lambda: self.client.events(job_id, after))
 
     def log_tail(self, job_id: str, role: str, index: int) -> LogTail:
         return RemoteTail(self, job_id, role, index)
 
     def setup_log(self, job_id: str) -> bytes:
-        return self._call(lambda: self.client.read_setup_log(job_id))
+        return self.call(lambda: self.client.read_setup_log(job_id))
 
     def queues(self) -> list[QueueState]:
-        return self._call(self.client.queues)
+        return self.call(self.client.queues)
 
     def put_queue(self, name: str, body: QueueBody) -> QueueState:
-        return self._call(lambda: self.client.put_queue(name, body))
+        return self.call(lambda: self.client.put_queue(name, body))
 
     def close(self) -> None:
         self.client.close()
@@ -180,7 +180,7 @@ class RemoteTail(LogTail):
 
     def _read(self, limit: int = CHUNK) -> bytes:
         client, start = self.service.client, self.offset
-        return self.service._call(
+        return self.service.call(
             lambda: client.read_log(self.job_id, self.role, self.index, start, start + limit)
         )
 

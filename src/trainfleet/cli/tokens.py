@@ -17,6 +17,7 @@ from contextlib import contextmanager
 import click
 
 from trainfleet.cli.errors import UserError
+from trainfleet.cli.tables import print_rows
 from trainfleet.domain.records import TeamRole, TokenRecord, UserRecord
 from trainfleet.server.auth import new_record, new_token
 from trainfleet.store.database import Store
@@ -87,9 +88,7 @@ def show(tokens: list[TokenRecord], output: str) -> None:
         lines = [("ID", "NAME", "USER", "CREATED", "REVOKED")] + [
             (t.id, t.name, t.user, _when(t.created_at), _when(t.revoked_at)) for t in tokens
         ]
-        widths = [max(len(line[column]) for line in lines) for column in range(5)]
-        for line in lines:
-            click.echo("  ".join(c.ljust(w) for c, w in zip(line, widths, strict=True)).rstrip())
+        print_rows(lines)
 
 
 def _when(stamp: float | None) -> str:
