@@ -280,6 +280,19 @@ def delete(options: Options, job_id: str, force: bool) -> None:
     help="The `python` of tasks whose job builds no environment of its own: its directory "
     "goes first on their PATH [default: TRAINFLEET_TASK_PYTHON, else the server's own].",
 )
+@click.option(
+    "--tls-cert",
+    envvar="TRAINFLEET_TLS_CERT",
+    metavar="FILE",
+    help="Serve HTTPS with this certificate (PEM, its chain after it) "
+    "[default: TRAINFLEET_TLS_CERT, else plain HTTP].",
+)
+@click.option(
+    "--tls-key",
+    envvar="TRAINFLEET_TLS_KEY",
+    metavar="FILE",
+    help="The private key of --tls-cert (PEM, no passphrase) [default: TRAINFLEET_TLS_KEY].",
+)
 @click.pass_obj
 def server(
     options: Options,
@@ -295,11 +308,16 @@ def server(
     max_workdir: str | None,
     environment_cache: str | None,
     task_python: str | None,
+    tls_cert: str | None,
+    tls_key: str | None,
 ) -> None:
     """Serve the REST API and run submitted jobs (stop with Ctrl-C).
 
     On the first start it prints an admin token once, or takes TRAINFLEET_ADMIN_TOKEN.
     Jobs keep running while the server is stopped or restarted; it adopts them again.
+    Tokens travel in every request: beyond this machine (--host other than 127.0.0.1),
+    serve HTTPS with --tls-cert and --tls-key; clients trust the certificate through
+    --ca-cert or TRAINFLEET_CA_CERT unless a CA they already trust signed it.
     """
     from pathlib import Path
 
@@ -309,11 +327,12 @@ def server(
     from trainfleet.cli.config import backend_config
     from trainfleet.domain.errors import TrainfleetError
     from trainfleet.environments.cache import cache_size
-    from trainfleet.server.serve import database_url_of, serve
+    from trainfleet.server.serve import database_url_of, serve, tls_of
     from trainfleet.server.settings import Settings
     from trainfleet.spec.loading import load_queues_file
 
     try:
+        tls = tls_of(tls_cert, tls_key)
         database_url = database_url_of(database_url, database_url_file)
         queues = load_queues_file(queues_file) if queues_file else None
         cap = log_cap_setting(log_cap, "--log-cap") if log_cap else None
@@ -325,7 +344,9 @@ def server(
         settings = Settings(workdir=Path.cwd(), **limits)
         base = server_task_base(task_python)
         cache = cache_size(environment_cache) if environment_cache else None
-        serve(options.data_dir, host, port, database_url, queues, backend, settings, base, cache)
+        serve(
+            options.data_dir, host, port, database_url, queues, backend, settings, base, cache, tls
+        )
     except (TrainfleetError, ValueError, OSError) as error:
         click.echo(f"error: {error}", err=True)
         sys.exit(2)
