@@ -31,16 +31,22 @@ STATES = ("queued", "starting", "running", "restarting", "succeeded", "failed", 
     help="A trainfleet server to send commands to [default: TRAINFLEET_SERVER, then "
     "'server' in ~/.config/trainfleet/config.yaml; none: run jobs here].",
 )
+@click.option(
+    "--ca-cert",
+    metavar="FILE",
+    help="The CA certificate (PEM) that signed an HTTPS server's certificate [default: "
+    "TRAINFLEET_CA_CERT, then 'ca_cert' in the config file; none: the usual trusted CAs].",
+)
 @click.version_option(package_name="trainfleet")
 @click.pass_context
-def cli(ctx: click.Context, data_dir: str | None, server: str | None) -> None:
+def cli(ctx: click.Context, data_dir: str | None, server: str | None, ca_cert: str | None) -> None:
     """Run distributed deep-learning training jobs with one command.
 
     Without a server, jobs run on this machine (the engine is embedded); with one, every
     job command goes to the server, authenticated by TRAINFLEET_TOKEN (or 'token' in the
     config file).
     """
-    ctx.obj = Options(data_dir, server)
+    ctx.obj = Options(data_dir, server, ca_cert)
 
 
 def _job_input(job_file: str | None, flags: dict[str, Any]) -> JobInput:
