@@ -9,12 +9,18 @@
 
 Failures raise ClientError subclasses whose message is what the CLI prints after
 ``error:``: BadRequest (with the spec's ``problems``), Unauthorized, NotFound, Conflict.
+
+Over HTTPS the server's certificate is verified, against ``ca_cert`` when given (a server
+whose certificate a private CA signed), else against the usual trusted CAs; a certificate
+that fails raises Untrusted. There is no way to turn verification off.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import re
+import ssl
 import tempfile
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -63,6 +69,7 @@ __all__ = [
     "ServerError",
     "Unauthorized",
     "Unreachable",
+    "Untrusted",
 ]
 
 log = logging.getLogger("trainfleet.client")
@@ -124,6 +131,15 @@ class Unreachable(ClientError, errors.Unavailable):
     exit_code = errors.USAGE_ERROR
 
 
+class Untrusted(Unreachable):
+    """The server's certificate failed verification (``reason`` says how): an unknown CA,
+    a name it is not for, expired; pass ``ca_cert`` when a private CA signed it."""
+
+    def __init__(self, url: str, reason: str) -> None:
+        super().__init__(f"cannot verify the server's certificate ({url}): {reason}")
+        self.url, self.reason = url, reason
+
+
 _BY_STATUS: dict[int, type[ClientError]] = {
     400: BadRequest,
     401: Unauthorized,
@@ -149,13 +165,17 @@ class Client:
         timeout: float = 30.0,
         on_warning: Callable[[str], None] | None = None,
         transport: httpx.BaseTransport | None = None,
+        ca_cert: str | os.PathLike[str] | None = None,
     ) -> None:
+        """``ca_cert``: a PEM file of the CA(s) that signed an HTTPS server's certificate,
+        trusted instead of the usual ones; BadInput when it cannot be loaded."""
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         self.url = url.rstrip("/")
         self.timeout = timeout
         self.on_warning = on_warning or log.warning
+        verify = trusting(ca_cert) if ca_cert is not None else True
         self._http = httpx.Client(
-            base_url=self.url, headers=headers, timeout=timeout, transport=transport
+            base_url=self.url, headers=headers, timeout=timeout, transport=transport, verify=verify
         )
 
     def close(self) -> None:
@@ -236,7 +256,7 @@ class Client:
             try:
                 known = self._http.head(path).status_code == 200
             except httpx.TransportError as error:
-                raise Unreachable(f"cannot reach the server at {self.url}: {error}") from None
+                raise self._unreachable(error) from None
             if not known:
                 with open(packed.archive, "rb") as archive:
                     headers = {"Content-Type": "application/octet-stream"}
@@ -434,6 +454,8 @@ class Client:
                         yield event
                 problem = "the stream ended before the job did"
             except httpx.TransportError as error:
+                if _verification_failure(error) is not None:
+                    raise self._unreachable(error) from None  # the same again: no retry
                 problem = str(error) or type(error).__name__
             tries += 1
             if tries > RECONNECTS:
@@ -458,9 +480,45 @@ class Client:
         try:
             response = self._http.request(method, path, **kwargs)
         except httpx.TransportError as error:
-            raise Unreachable(f"cannot reach the server at {self.url}: {error}") from None
+            raise self._unreachable(error) from None
         _raise_for_status(response)
         return response
+
+    def _unreachable(self, error: httpx.TransportError) -> Unreachable:
+        """What a failed connection says: Untrusted for a certificate that failed."""
+        failure = _verification_failure(error)
+        if failure is not None:
+            reason = failure.verify_message or _ssl_words(failure)
+            return Untrusted(self.url, reason.rstrip("."))
+        return Unreachable(f"cannot reach the server at {self.url}: {error}")
+
+
+def trusting(ca_cert: str | os.PathLike[str]) -> ssl.SSLContext:
+    """A client context that trusts the CA certificate(s) in ``ca_cert`` (PEM) only;
+    BadInput when the file cannot be read or holds no certificate."""
+    path = os.fspath(ca_cert)
+    try:
+        return ssl.create_default_context(cafile=path)
+    except ssl.SSLError as error:
+        reason = _ssl_words(error)
+    except OSError as error:
+        reason = error.strerror or str(error)
+    raise errors.BadInput(f"cannot load the CA certificate {path}: {reason}")
+
+
+def _verification_failure(error: BaseException) -> ssl.SSLCertVerificationError | None:
+    """The certificate check that failed under a transport error, if that is what it is."""
+    seen: BaseException | None = error
+    for _ in range(8):  # httpx's error, httpcore's, then ssl's
+        if seen is None or isinstance(seen, ssl.SSLCertVerificationError):
+            return seen
+        seen = seen.__cause__ or seen.__context__
+    return None
+
+
+def _ssl_words(error: ssl.SSLError) -> str:
+    """OpenSSL's words, without the ``(_ssl.c:1234)`` of where CPython met them."""
+    return re.sub(r"\s*\(_ssl\.c:\d+\)$", "", str(error))
 
 
 def _segment(value: str) -> str:

@@ -266,7 +266,7 @@ def test_config_precedence_flag_then_environment_then_file(
         (
             "sever: http://x\n",
             r"config\.yaml: unknown key 'sever' "
-            r"\(allowed: server, token, backend, slurm, container_runtime\)",
+            r"\(allowed: server, token, ca_cert, backend, slurm, container_runtime\)",
         ),
         ("server: 8080\n", r"config\.yaml: server: expected a non-empty string"),
         ("backend: kubernetes\n", r"config\.yaml: backend: Input should be 'local' or 'slurm'"),

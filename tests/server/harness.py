@@ -82,7 +82,7 @@ class ServerProcess:
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
         line = self.wait_for_line("Uvicorn running on ")
-        self.url = re.sub(r".*Uvicorn running on (http://\S+).*", r"\1", line)
+        self.url = re.sub(r".*Uvicorn running on (https?://\S+).*", r"\1", line)
 
     def _read(self) -> None:
         assert self.process.stdout is not None

@@ -31,16 +31,22 @@ STATES = ("queued", "starting", "running", "restarting", "succeeded", "failed", 
     help="A trainfleet server to send commands to [default: TRAINFLEET_SERVER, then "
     "'server' in ~/.config/trainfleet/config.yaml; none: run jobs here].",
 )
+@click.option(
+    "--ca-cert",
+    metavar="FILE",
+    help="The CA certificate (PEM) that signed an HTTPS server's certificate [default: "
+    "TRAINFLEET_CA_CERT, then 'ca_cert' in the config file; none: the usual trusted CAs].",
+)
 @click.version_option(package_name="trainfleet")
 @click.pass_context
-def cli(ctx: click.Context, data_dir: str | None, server: str | None) -> None:
+def cli(ctx: click.Context, data_dir: str | None, server: str | None, ca_cert: str | None) -> None:
     """Run distributed deep-learning training jobs with one command.
 
     Without a server, jobs run on this machine (the engine is embedded); with one, every
     job command goes to the server, authenticated by TRAINFLEET_TOKEN (or 'token' in the
     config file).
     """
-    ctx.obj = Options(data_dir, server)
+    ctx.obj = Options(data_dir, server, ca_cert)
 
 
 def _job_input(job_file: str | None, flags: dict[str, Any]) -> JobInput:
@@ -280,6 +286,19 @@ def delete(options: Options, job_id: str, force: bool) -> None:
     help="The `python` of tasks whose job builds no environment of its own: its directory "
     "goes first on their PATH [default: TRAINFLEET_TASK_PYTHON, else the server's own].",
 )
+@click.option(
+    "--tls-cert",
+    envvar="TRAINFLEET_TLS_CERT",
+    metavar="FILE",
+    help="Serve HTTPS with this certificate (PEM, its chain after it) "
+    "[default: TRAINFLEET_TLS_CERT, else plain HTTP].",
+)
+@click.option(
+    "--tls-key",
+    envvar="TRAINFLEET_TLS_KEY",
+    metavar="FILE",
+    help="The private key of --tls-cert (PEM, no passphrase) [default: TRAINFLEET_TLS_KEY].",
+)
 @click.pass_obj
 def server(
     options: Options,
@@ -295,11 +314,16 @@ def server(
     max_workdir: str | None,
     environment_cache: str | None,
     task_python: str | None,
+    tls_cert: str | None,
+    tls_key: str | None,
 ) -> None:
     """Serve the REST API and run submitted jobs (stop with Ctrl-C).
 
     On the first start it prints an admin token once, or takes TRAINFLEET_ADMIN_TOKEN.
     Jobs keep running while the server is stopped or restarted; it adopts them again.
+    Tokens travel in every request: beyond this machine (--host other than 127.0.0.1),
+    serve HTTPS with --tls-cert and --tls-key; clients trust the certificate through
+    --ca-cert or TRAINFLEET_CA_CERT unless a CA they already trust signed it.
     """
     from pathlib import Path
 
@@ -309,11 +333,12 @@ def server(
     from trainfleet.cli.config import backend_config
     from trainfleet.domain.errors import TrainfleetError
     from trainfleet.environments.cache import cache_size
-    from trainfleet.server.serve import database_url_of, serve
+    from trainfleet.server.serve import database_url_of, serve, tls_of
     from trainfleet.server.settings import Settings
     from trainfleet.spec.loading import load_queues_file
 
     try:
+        tls = tls_of(tls_cert, tls_key)
         database_url = database_url_of(database_url, database_url_file)
         queues = load_queues_file(queues_file) if queues_file else None
         cap = log_cap_setting(log_cap, "--log-cap") if log_cap else None
@@ -325,7 +350,9 @@ def server(
         settings = Settings(workdir=Path.cwd(), **limits)
         base = server_task_base(task_python)
         cache = cache_size(environment_cache) if environment_cache else None
-        serve(options.data_dir, host, port, database_url, queues, backend, settings, base, cache)
+        serve(
+            options.data_dir, host, port, database_url, queues, backend, settings, base, cache, tls
+        )
     except (TrainfleetError, ValueError, OSError) as error:
         click.echo(f"error: {error}", err=True)
         sys.exit(2)

@@ -17,13 +17,16 @@ from typing import TypeVar
 
 import click
 
+from trainfleet.cli.config import Target
 from trainfleet.cli.errors import UserError
 from trainfleet.cli.service import JobInput
 from trainfleet.client import (
     Client,
     ServerError,
     Unauthorized,
+    Untrusted,
 )
+from trainfleet.domain.errors import BadInput
 from trainfleet.domain.records import EventRecord, JobDetails, JobRecord, State, TaskRecord
 from trainfleet.spec.loading import load_job_file, read_job_text
 from trainfleet.spec.models import JobSpec
@@ -48,9 +51,18 @@ class RemoteService:
 
     poll_interval = 0.25
 
-    def __init__(self, url: str, token: str | None) -> None:
+    def __init__(self, url: str, token: str | None, ca_cert: str | None = None) -> None:
         self.token = token
-        self.client = Client(url, token, on_warning=_warn)
+        self.client = Client(url, token, on_warning=_warn, ca_cert=ca_cert)
+
+    @classmethod
+    def of(cls, target: Target) -> RemoteService:
+        """The service of a configured server; UserError naming where a bad CA file came from."""
+        assert target.server is not None
+        try:
+            return cls(target.server, target.token, target.ca_cert)
+        except BadInput as error:
+            raise UserError(f"{target.ca_source}: {error}") from None
 
     @contextmanager
     def _errors(self) -> Iterator[None]:
@@ -60,6 +72,9 @@ class RemoteService:
         except Unauthorized:
             problem = "refused the token" if self.token else "needs a token"
             raise UserError(f"the server {problem} (set TRAINFLEET_TOKEN)") from None
+        except Untrusted as error:
+            hint = "pass --ca-cert or set TRAINFLEET_CA_CERT"
+            raise UserError(f"{error}; {hint}", exit_code=error.exit_code) from None
         except ServerError as error:
             raise UserError(f"the server failed: {error}", exit_code=1) from None
 

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import ipaddress
 import logging
 import os
+import re
+import ssl
+from dataclasses import dataclass
 from pathlib import Path
 
 import uvicorn
@@ -19,6 +23,20 @@ from trainfleet.store.layout import DataDir
 
 GRACEFUL_SHUTDOWN = 3
 """Seconds a stopping server waits for open requests before it cuts them."""
+
+log = logging.getLogger("trainfleet.server")
+
+
+@dataclass(frozen=True)
+class Tls:
+    """The server's certificate (PEM, its chain after it) and private key: it serves HTTPS."""
+
+    cert: str
+    key: str
+
+
+class _Encrypted(Exception):
+    """The private key asks for a passphrase."""
 
 
 def database_url_of(given: str | None, file: str | None) -> str | None:
@@ -44,6 +62,79 @@ def database_url_of(given: str | None, file: str | None) -> str | None:
     return url
 
 
+def tls_of(cert: str | None, key: str | None) -> Tls | None:
+    """HTTPS from ``--tls-cert`` and ``--tls-key`` (or TRAINFLEET_TLS_CERT and
+    TRAINFLEET_TLS_KEY), None without either; ValueError naming the flag when the files
+    cannot serve: one without the other, unreadable, not PEM, or a key not the cert's own.
+    """
+    cert, key = cert or None, key or None  # an empty variable is no file
+    if cert is None and key is None:
+        return None
+    if cert is None or key is None:
+        given, lacking = ("--tls-cert", "--tls-key") if key is None else ("--tls-key", "--tls-cert")
+        raise ValueError(f"{given}: give {lacking} too (HTTPS needs the certificate and its key)")
+    _readable(cert, "--tls-cert")
+    _readable(key, "--tls-key")
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    try:
+        context.load_verify_locations(cafile=cert)
+    except ssl.SSLError as error:
+        raise ValueError(f"--tls-cert: {cert} holds no PEM certificate: {_reason(error)}") from None
+    try:
+        context.load_cert_chain(cert, key, password=_no_passphrase)
+    except _Encrypted:
+        raise ValueError(
+            f"--tls-key: {key} is encrypted; give a key without a passphrase"
+        ) from None
+    except ssl.SSLError as error:
+        if error.reason == "KEY_VALUES_MISMATCH":
+            raise ValueError(f"--tls-key: {key} is not the key of the certificate {cert}") from None
+        raise ValueError(f"--tls-key: {key} holds no PEM private key: {_reason(error)}") from None
+    return Tls(cert, key)
+
+
+def _readable(path: str, flag: str) -> None:
+    """ValueError naming ``flag`` unless ``path`` is a file this process can read."""
+    try:
+        with open(path, "rb"):
+            pass
+    except OSError as error:
+        raise ValueError(f"{flag}: cannot read {path}: {error.strerror or error}") from None
+
+
+def _no_passphrase() -> bytes:
+    raise _Encrypted
+
+
+def _reason(error: ssl.SSLError) -> str:
+    """OpenSSL's words, without the ``(_ssl.c:1234)`` of where CPython met them."""
+    return re.sub(r"\s*\(_ssl\.c:\d+\)$", "", str(error))
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` is this machine only: localhost, 127.0.0.0/8 or ::1."""
+    if host == "localhost":
+        return True
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        return address.ipv4_mapped.is_loopback
+    return address.is_loopback
+
+
+def warn_if_clear(host: str, port: int, tls: Tls | None) -> None:
+    """Warn, once, that tokens cross the network readable by anyone on the way."""
+    if tls is None and not is_loopback(host):
+        where = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+        log.warning(
+            "listening on %s without TLS: API tokens travel in clear over the network; "
+            "serve HTTPS with --tls-cert and --tls-key",
+            where,
+        )
+
+
 def serve(
     data_dir: str | None,
     host: str,
@@ -54,6 +145,7 @@ def serve(
     settings: Settings | None = None,
     task_base: TaskBase = SERVERS,
     environment_cache: int | None = None,
+    tls: Tls | None = None,
 ) -> None:
     """Run the server in this process until SIGINT or SIGTERM.
 
@@ -62,6 +154,7 @@ def serve(
     ``backend``: where jobs run (the local backend, supervised, by default).
     ``settings``: limits and defaults (``Settings``' own, in this directory, by default).
     ``task_base``: where tasks' environments start (never this process's own environment).
+    ``tls``: serve HTTPS with this certificate (see ``tls_of``); plain HTTP without.
     """
     engine = Engine(
         DataDir.resolve(data_dir),
@@ -81,6 +174,7 @@ def serve(
         print(f"trainfleet | resumed {len(resumed)} unfinished job(s)", flush=True)
     app = create_app(engine, settings or Settings(workdir=Path.cwd()))
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    warn_if_clear(host, port, tls)
     uvicorn.run(
         app,
         host=host,
@@ -90,4 +184,6 @@ def serve(
         # Followed streams last as long as their jobs: on stop, give them this long, then
         # cut them, so that the jobs can be stopped (clients resume elsewhere or give up).
         timeout_graceful_shutdown=GRACEFUL_SHUTDOWN,
+        ssl_certfile=tls.cert if tls else None,
+        ssl_keyfile=tls.key if tls else None,
     )
