@@ -77,8 +77,6 @@ def test_without_values_output_passes_unchanged() -> None:
 
 
 def test_reset_forgets_what_is_held_back() -> None:
-    """After a gap (output dropped), the start of a value held back is not written: what
-    follows the gap would not complete it."""
     masker = Masker([SECRET])
     out = masker.feed(SECRET[:5])
     assert masker.reset() == 5

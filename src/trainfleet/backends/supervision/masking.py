@@ -56,8 +56,8 @@ class Masker:
         return self._emit(data, len(data)) if data else b""
 
     def reset(self) -> int:
-        """Forget what is held back (the stream has a gap: a value cut by it must not be
-        completed by what follows); the number of bytes forgotten."""
+        """Forget what is held back (the rest of the stream will not be written); the
+        number of bytes forgotten."""
         forgotten = len(self._held)
         self._held, self._covered = b"", 0
         return forgotten
