@@ -18,9 +18,10 @@ A full disk never loses the exit status: records are written again, with backoff
 they fit; output that cannot be written meanwhile is dropped, and the log says how much.
 
 ``--mask-file``: secret values (one a line, each in base64) to mask in the log: the shim
-reads the file and deletes it at once, then every occurrence of a value is written as
-``***``. Only then does the output pass through the shim itself (read, masked, written) and
-``masking.py``, beside this file, get loaded: without values, nothing of masking runs.
+reads the file and deletes it at once, then writes every occurrence of a value as ``***``.
+Only a task with values has its output read, masked and written by the shim instead of
+spliced, and only then is ``masking.py`` loaded (beside this file: the masker trainfleet
+uses too, kept to the standard library for the shim's sake). Others run no masking code.
 
 Standard library only, and no trainfleet import: it starts in a few milliseconds.
 """
@@ -424,7 +425,7 @@ def read_mask_file(path: str) -> list[bytes]:
 
     with open(path, "rb") as handle:
         os.unlink(path)
-        return [binascii.a2b_base64(line) for line in handle.read().split() if line]
+        return [binascii.a2b_base64(line) for line in handle.read().split()]
 
 
 def load_masker(values: list[bytes]) -> Masker:
