@@ -105,6 +105,8 @@ class TaskLaunch:
     entrypoint: bool = False
     """True: the role gives no command, and ``argv`` are arguments to the image's own
     ENTRYPOINT (as Kubernetes runs a container with ``args`` alone)."""
+    mask: tuple[bytes, ...] = field(default=(), repr=False)
+    """Secret values its log shows as ``***`` (see ``vault.masking``), never in a repr."""
 
 
 @dataclass(frozen=True)
@@ -126,6 +128,8 @@ class JobLaunch:
     """Where each task's environment starts (see ``task_environment``)."""
     python_dirs: Mapping[str, Path] = field(default_factory=dict)
     """Per role with a Python environment of its own: its ``bin`` folder (``python``)."""
+    mask: tuple[bytes, ...] = field(default=(), repr=False)
+    """Secret values every task's log shows as ``***`` (``TaskLaunch.mask``)."""
 
     def task(self, key: TaskKey, placement: Placement | None = None) -> TaskLaunch:
         """The argv, environment, directory, log file and records of one task's attempt."""
@@ -164,6 +168,7 @@ class JobLaunch:
             image=self.spec.image_of(key[0]),
             pull=role.pull,
             entrypoint=role.command is None,
+            mask=self.mask,
         )
 
 
