@@ -48,6 +48,8 @@ from trainfleet.wire import (
     Problem,
     QueueBody,
     QueueState,
+    SecretBody,
+    SecretView,
     Submitted,
     TeamBody,
     TeamView,
@@ -390,6 +392,22 @@ class Client:
 
     def revoke_token(self, token_id: str) -> None:
         self._request("DELETE", f"{API_PREFIX}/tokens/{_segment(token_id)}")
+
+    # -- secrets --------------------------------------------------------------
+
+    def secrets(self) -> list[SecretView]:
+        """The secrets of the caller's teams: names and keys, never values."""
+        return _parse(list[SecretView], self._request("GET", f"{API_PREFIX}/secrets"))
+
+    def create_secret(
+        self, name: str, data: Mapping[str, str], team: str | None = None
+    ) -> SecretView:
+        """Store a secret of ``team`` (default: the caller's only team), encrypted."""
+        body = SecretBody(name=name, team=team, data=dict(data)).model_dump(exclude_none=True)
+        return _parse(SecretView, self._request("POST", f"{API_PREFIX}/secrets", json=body))
+
+    def delete_secret(self, team: str, name: str) -> None:
+        self._request("DELETE", f"{API_PREFIX}/secrets/{_segment(team)}/{_segment(name)}")
 
     # -- logs and following ---------------------------------------------------
 

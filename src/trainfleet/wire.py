@@ -198,5 +198,25 @@ class NewToken(_Model):
     secret: str
 
 
+class SecretBody(_Body):
+    """A new secret, as ``POST /api/v1/secrets`` takes it; its values are never answered."""
+
+    name: str = Field(description="Lower-case letters, digits, '.' and '-'.")
+    team: QueueName | None = Field(
+        default=None, description="The team it belongs to (default: the caller's only team)."
+    )
+    data: dict[str, str] = Field(description="Its values by key, e.g. {password: ...}.")
+
+
+class SecretView(_Model):
+    """A secret without its values: its team, name, keys, who made it and when."""
+
+    team: str
+    name: str
+    keys: list[str]
+    user: str
+    created_at: float
+
+
 class Health(_Model):
     status: str = "ok"

@@ -25,7 +25,7 @@ from trainfleet.frameworks.base import TaskContext
 from trainfleet.programs import tf_server
 from trainfleet.scheduling.cluster import Node
 from trainfleet.scheduling.placement import Placement, TaskKey
-from trainfleet.spec.models import JobSpec, Resources
+from trainfleet.spec.models import JobSpec, Resources, SecretRef
 from trainfleet.store.layout import DataDir
 
 TaskHandle = NewType("TaskHandle", str)
@@ -130,6 +130,10 @@ class JobLaunch:
     """Per role with a Python environment of its own: its ``bin`` folder (``python``)."""
     mask: tuple[bytes, ...] = field(default=(), repr=False)
     """Secret values every task's log shows as ``***`` (``TaskLaunch.mask``)."""
+    secrets: Mapping[tuple[str, str], str] = field(default_factory=dict, repr=False)
+    """The values of the secrets the job names, by (secret, key)."""
+    secret_dir: Path | None = None
+    """Where the files of secrets given as files are (``secret_files`` writes them)."""
 
     def task(self, key: TaskKey, placement: Placement | None = None) -> TaskLaunch:
         """The argv, environment, directory, log file and records of one task's attempt."""
@@ -152,6 +156,9 @@ class JobLaunch:
             env["VIRTUAL_ENV"] = str(python_dir.parent)
             mounts.append(Mount(python_dir.parent, python_dir.parent, read_only=True))
         env.update(task_environment(context))
+        env.update(self._secret_variables(key[0]))
+        if self.secret_dir is not None:
+            mounts.append(Mount(self.secret_dir, self.secret_dir, read_only=True))
         record = self.data_dir.record(self.job_id, *key, self.attempts.get(key, 0))
         # Every process of the attempt inherits it, even one that leaves the task's group.
         env[ATTEMPT_VARIABLE] = str(record)
@@ -168,8 +175,31 @@ class JobLaunch:
             image=self.spec.image_of(key[0]),
             pull=role.pull,
             entrypoint=role.command is None,
-            mask=self.mask,
+            mask=self.mask or tuple(value.encode() for value in self.secrets.values()),
         )
+
+    def _secret_variables(self, role: str) -> dict[str, str]:
+        """The role's variables that name secrets: their values, or their files' paths."""
+        variables = {}
+        for name, ref in self.spec.env_of(role).items():
+            if isinstance(ref, SecretRef):
+                value = self.secrets[(ref.secret, ref.key)]
+                variables[name] = str(self.secret_file(ref)) if ref.file else value
+        return variables
+
+    def secret_file(self, ref: SecretRef) -> Path:
+        assert self.secret_dir is not None, "a job with secret files has a secret_dir"
+        return self.secret_dir / ref.secret / ref.key
+
+    def write_secret_files(self) -> None:
+        """Write the values the job wants as files, readable by the owner only."""
+        for _, ref in self.spec.secret_refs():
+            if ref.file:
+                path = self.secret_file(ref)
+                path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+                descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+                with os.fdopen(descriptor, "w") as file:
+                    file.write(self.secrets[(ref.secret, ref.key)])
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""``trainfleet whoami``, ``user`` and ``team``: users and teams live on a server.
+"""``trainfleet whoami``, ``user``, ``team`` and ``secret``: they live on a server.
 
 Each command asks the server (``--server``, ``TRAINFLEET_SERVER`` or the config file),
 which checks it by the same rules as every other request; without a server there are no
@@ -7,8 +7,9 @@ users to manage (an embedded ``trainfleet run`` is its one user's).
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import click
@@ -33,7 +34,7 @@ def server_of(options: Options) -> Iterator[RemoteService]:
         target = resolve(options.server)
         if target.server is None:
             raise UserError(
-                "users and teams live on a server: give --server or set TRAINFLEET_SERVER"
+                "users, teams and secrets live on a server: give --server or set TRAINFLEET_SERVER"
             )
         service = RemoteService(target.server, target.token)
         try:
@@ -138,3 +139,67 @@ def _show_teams(teams: Sequence[TeamView], output: str) -> None:
         for team in teams
     ]
     print_rows(rows)
+
+
+def secret_create(
+    options: Options,
+    name: str,
+    literals: Sequence[str],
+    files: Sequence[str],
+    team: str | None,
+) -> int:
+    with server_of(options) as server:
+        values = _values(literals, "--from-literal", lambda text: text)
+        values.update(_values(files, "--from-file", _read_text))
+        if not values:
+            raise UserError("give the values: --from-literal KEY=VALUE or --from-file KEY=PATH")
+        made = server.call(lambda: server.client.create_secret(name, values, team))
+    click.echo(f"secret {made.name} of team {made.team} made, keys: {', '.join(made.keys)}")
+    return 0
+
+
+def secret_list(options: Options, output: str) -> int:
+    with server_of(options) as server:
+        secrets = server.call(server.client.secrets)
+    if output != "table":
+        _dump([secret.model_dump(mode="json") for secret in secrets], output)
+        return 0
+    rows = [("TEAM", "NAME", "KEYS", "BY")] + [
+        (secret.team, secret.name, ", ".join(secret.keys), secret.user) for secret in secrets
+    ]
+    print_rows(rows)
+    return 0
+
+
+def secret_delete(options: Options, name: str, team: str | None) -> int:
+    with server_of(options) as server:
+        if team is None:
+            teams = [s.team for s in server.call(server.client.secrets) if s.name == name]
+            if len(teams) != 1:
+                known = f"in teams {', '.join(teams)}: give --team" if teams else "to delete"
+                raise UserError(f"no single secret {name!r} {known} (see trainfleet secret list)")
+            (team,) = teams
+        server.call(lambda: server.client.delete_secret(team, name))
+    click.echo(f"secret {name} of team {team} deleted")
+    return 0
+
+
+def _values(pairs: Sequence[str], flag: str, read: Callable[[str], str]) -> dict[str, str]:
+    values: dict[str, str] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise UserError(f"{flag} {pair.partition('=')[0]!r}: expected KEY=VALUE")
+        if key in values:
+            raise UserError(f"{flag}: the key {key!r} is given twice")
+        values[key] = read(value)
+    return values
+
+
+def _read_text(path: str) -> str:
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise UserError(f"--from-file: {path} is not UTF-8 text") from None
+    except OSError as error:
+        raise UserError(f"--from-file: cannot read {path}: {error.strerror or error}") from None

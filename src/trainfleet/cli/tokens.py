@@ -95,3 +95,22 @@ def _when(stamp: float | None) -> str:
     if stamp is None:
         return "-"
     return datetime.datetime.fromtimestamp(stamp).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def rotate_secret_key(store: Store, data_dir: str | None) -> int:
+    """A new first key in the data directory's key file, and every secret encrypted with
+    it; how many were encrypted again. The old keys stay, so that values sealed by a
+    process that has not read the file since still open; drop them by hand later."""
+    import os
+
+    from trainfleet.vault.keys import KEY_FILE, KEY_VARIABLE, rotate_key_file
+    from trainfleet.vault.secrets import KeySource, Secrets
+
+    if os.environ.get(KEY_VARIABLE, "").strip():
+        raise UserError(
+            f"the keys come from {KEY_VARIABLE}: put a new key first in it (keeping the old), "
+            "restart the server, and it encrypts the secrets again"
+        )
+    root = DataDir.resolve(data_dir).root
+    rotate_key_file(root / KEY_FILE)
+    return Secrets(store, KeySource(root)).rotate()

@@ -35,6 +35,9 @@ class Action(StrEnum):
     CHANGE_QUEUE = "changing queues"
     READ_TEAM = "reading teams"
     CHANGE_MEMBERS = "changing members"
+    READ_SECRETS = "listing secrets"
+    CREATE_SECRET = "creating secrets"
+    DELETE_SECRET = "deleting secrets"
     MANAGE_TEAMS = "creating teams"
     MANAGE_USERS = "managing users"
     READ_METRICS = "reading metrics"
@@ -58,6 +61,9 @@ RULES: Mapping[Action, Rule] = {
     Action.CHANGE_QUEUE: Rule(TeamRole.TEAM_ADMIN),
     Action.READ_TEAM: Rule(TeamRole.VIEWER),
     Action.CHANGE_MEMBERS: Rule(TeamRole.TEAM_ADMIN),
+    Action.READ_SECRETS: Rule(TeamRole.MEMBER),
+    Action.CREATE_SECRET: Rule(TeamRole.MEMBER),
+    Action.DELETE_SECRET: Rule(TeamRole.TEAM_ADMIN, own=TeamRole.MEMBER),
     Action.MANAGE_TEAMS: Rule(None),
     Action.MANAGE_USERS: Rule(None),
     Action.READ_METRICS: Rule(None),

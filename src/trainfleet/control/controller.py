@@ -11,8 +11,9 @@ import functools
 import heapq
 import itertools
 import queue
+import shutil
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -81,9 +82,11 @@ class JobController:
         data_dir: DataDir,
         base: TaskBase = SERVERS,
         environments: EnvironmentCache | None = None,
+        secrets: Mapping[tuple[str, str], str] | None = None,
     ) -> None:
         """``base``: where its tasks' environments start (see ``task_environment``);
-        ``environments``: where the Python environments its roles ask for are built."""
+        ``environments``: where the Python environments its roles ask for are built;
+        ``secrets``: the values of the secrets the job names."""
         self.job_id = job_id
         self.spec = spec
         self.placement = placement
@@ -94,6 +97,9 @@ class JobController:
         self.base = base
         self.environments = environments or EnvironmentCache(data_dir.root / "environments")
         self._leases: list[Lease] = []
+        self._secrets = dict(secrets or {})
+        files = any(ref.file for _, ref in spec.secret_refs())
+        self._secret_dir = data_dir.job_dir(job_id) / "secrets" if files else None
         self._python_dirs: dict[str, Path] = {}
         self._tasks = {slot.key: _Task(slot.key) for slot in placement}
         self._inbox: queue.Queue[_Exited | _Placed | _Cancel | _Preempt] = queue.Queue()
@@ -123,6 +129,8 @@ class JobController:
         finally:
             for lease in self._leases:
                 lease.release()
+            if self._secret_dir is not None:
+                shutil.rmtree(self._secret_dir, ignore_errors=True)
 
     def _run(self, resume: bool) -> State:
         job = self.store.get_job(self.job_id)
@@ -286,7 +294,10 @@ class JobController:
             attempts,
             self.base,
             self._python_dirs,
+            secrets=self._secrets,
+            secret_dir=self._secret_dir,
         )
+        job.write_secret_files()
         queued = self.backend.queues_tasks
         for key, started in self.backend.start(job, self).items():
             task = self._tasks[key]

@@ -34,6 +34,7 @@ from trainfleet.scheduling.placement import (
     assign_gpus,
     task_keys,
 )
+from trainfleet.spec.errors import SpecError
 from trainfleet.spec.models import JobSpec
 from trainfleet.store.database import Store
 from trainfleet.store.errors import StoreConflict
@@ -42,6 +43,7 @@ from trainfleet.store.space import require_free
 
 if TYPE_CHECKING:
     from trainfleet.spec.queues import QueueConfig
+    from trainfleet.vault.secrets import Secrets
 
 ID_TRIES = 5
 PASS_SECONDS = 2.0
@@ -77,6 +79,8 @@ class Engine:
         self.task_base = task_base
         size = environment_cache if environment_cache is not None else cache_size()
         self.environments = EnvironmentCache(data_dir.root / "environments", size)
+        self.secrets: Secrets | None = None
+        """Teams' secrets, where a server keeps them (an embedded engine has none)."""
         self.store = Store.open(database or data_dir.database)
         self.backend: Backend = backend or LocalBackend(supervised=supervised)
         self.runner = Runner(self.controller, on_end=self._ended)
@@ -147,6 +151,7 @@ class Engine:
         directory's disk has no room for it.
         """
         require_free(self.data_dir.root)
+        self._check_secrets(spec, team)
         self.backend.check(spec)
         self.scheduler.check(queueing.gang_job(spec.name, spec, time.time()))
         for _ in range(ID_TRIES):
@@ -170,6 +175,18 @@ class Engine:
                 self._queue(job, spec)
             return job
         raise StoreConflict(f"no free job id for {spec.name!r} after {ID_TRIES} tries")
+
+    def _check_secrets(self, spec: JobSpec, team: str) -> None:
+        """SpecError naming each secret the job names that its team does not have."""
+        refs = spec.secret_refs()
+        if refs and self.secrets is None:
+            field = refs[0][0]
+            raise SpecError.one(
+                "secrets are kept by a server: submit the job to one (trainfleet secret create)",
+                field=field,
+            )
+        if self.secrets is not None:
+            self.secrets.check(team, spec)
 
     def _store_new(
         self,
@@ -214,6 +231,7 @@ class Engine:
             self.data_dir,
             self.task_base,
             self.environments,
+            self.secrets.values(job.team, spec) if self.secrets is not None else {},
         )
 
     def dry_run(self, spec: JobSpec, workdir: Path) -> Preview:

@@ -219,6 +219,19 @@ class TeamRecord(_Record):
     members: dict[str, TeamRole] = field(default_factory=dict)
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SecretRecord(_Record):
+    """A team's secret as stored: the names of its keys, and its values encrypted together
+    (``data``: a Fernet token of their JSON; see ``trainfleet.vault``)."""
+
+    team: str
+    name: str
+    keys: list[str]
+    data: str = field(repr=False)
+    user: str
+    created_at: float
+
+
 class JobNotFound(NotFound):
     """No job has that id."""
 

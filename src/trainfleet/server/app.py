@@ -17,6 +17,7 @@ from trainfleet.server import (
     routes_jobs,
     routes_logs,
     routes_queues,
+    routes_secrets,
     routes_workdirs,
 )
 from trainfleet.server.auth import Principal, Tokens, authenticator
@@ -26,6 +27,7 @@ from trainfleet.server.ownership import QueueTeams
 from trainfleet.server.params import known_query_only
 from trainfleet.server.readiness import Readiness
 from trainfleet.server.settings import Settings
+from trainfleet.vault.secrets import KeySource, Secrets
 from trainfleet.wire import API_PREFIX, Health
 from trainfleet.workdirs.store import WorkdirStore
 
@@ -34,6 +36,9 @@ def create_app(engine: Engine, settings: Settings) -> FastAPI:
     """The API over ``engine``; when the server stops, the jobs it runs are stopped."""
 
     readiness = Readiness(engine.store)
+    secrets = engine.secrets = engine.secrets or Secrets(
+        engine.store, KeySource(engine.data_dir.root)
+    )
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
@@ -73,6 +78,7 @@ def create_app(engine: Engine, settings: Settings) -> FastAPI:
     app.include_router(routes_logs.router(engine, settings, auth), prefix=API_PREFIX)
     app.include_router(routes_queues.router(engine, auth, queue_teams), prefix=API_PREFIX)
     app.include_router(routes_accounts.router(engine, auth, queue_teams), prefix=API_PREFIX)
+    app.include_router(routes_secrets.router(secrets, auth), prefix=API_PREFIX)
 
     @app.get(
         "/healthz",

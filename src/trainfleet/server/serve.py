@@ -20,6 +20,7 @@ from trainfleet.server.auth import bootstrap
 from trainfleet.server.settings import Settings
 from trainfleet.spec.queues import QueuesFile
 from trainfleet.store.layout import DataDir
+from trainfleet.vault.secrets import KeySource, Secrets
 
 GRACEFUL_SHUTDOWN = 3
 """Seconds a stopping server waits for open requests before it cuts them."""
@@ -166,6 +167,10 @@ def serve(
     )
     for queue in queues.queues if queues else []:
         engine.set_queue(queue)
+    engine.secrets = Secrets(engine.store, KeySource(engine.data_dir.root))
+    rotated = engine.secrets.rotate()  # the keys are checked now: a bad one stops the start
+    if rotated:
+        print(f"trainfleet | {rotated} secret(s) encrypted again with the first key", flush=True)
     token = bootstrap(engine.store, os.environ.get("TRAINFLEET_ADMIN_TOKEN") or None)
     if token is not None:
         print(f"trainfleet | admin token (shown only this once): {token}", flush=True)

@@ -28,6 +28,7 @@ from trainfleet.store.connection import Connection, Row, Transaction, patiently
 from trainfleet.store.errors import StoreConflict, StoreError, StoreUnavailable
 from trainfleet.store.migrate import ensure_current
 from trainfleet.store.paging import decode_cursor, encode_cursor
+from trainfleet.store.secrets import SecretStore
 from trainfleet.store.targets import Target, parse_target
 
 __all__ = ["Store", "StoreConflict", "StoreError", "StoreUnavailable", "patiently"]
@@ -48,6 +49,8 @@ class Store:
         self._db = connection
         self.accounts = Accounts(connection)
         """Users, teams and their members."""
+        self.secrets = SecretStore(connection)
+        """Teams' secrets, encrypted."""
 
     @classmethod
     def open(cls, target: str | os.PathLike[str]) -> Store:

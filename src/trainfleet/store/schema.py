@@ -16,3 +16,4 @@ TASK_COLUMNS = (
 TOKEN_COLUMNS = ("id", "name", "digest", "admin", "created_at", "revoked_at", "user")
 USER_COLUMNS = ("name", "admin", "created_at", "disabled_at")
 TEAM_COLUMNS = ("name", "default_queue", "created_at")
+SECRET_COLUMNS = ("team", "name", "keys", "data", "user", "created_at")
