@@ -48,7 +48,6 @@ from trainfleet.wire import (
     Problem,
     QueueBody,
     QueueState,
-    SecretBody,
     SecretView,
     Submitted,
     TeamBody,
@@ -403,7 +402,7 @@ class Client:
         self, name: str, data: Mapping[str, str], team: str | None = None
     ) -> SecretView:
         """Store a secret of ``team`` (default: the caller's only team), encrypted."""
-        body = SecretBody(name=name, team=team, data=dict(data)).model_dump(exclude_none=True)
+        body = {"name": name, "data": dict(data), **({"team": team} if team else {})}
         return _parse(SecretView, self._request("POST", f"{API_PREFIX}/secrets", json=body))
 
     def delete_secret(self, team: str, name: str) -> None:

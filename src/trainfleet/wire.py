@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Annotated
 from pydantic import BaseModel, ConfigDict, Field
 
 from trainfleet.domain.records import EventRecord, JobRecord, State, TaskRecord, TeamRole
+from trainfleet.spec.models import NO_NUL_PATTERN, SECRET_KEY, SECRET_NAME
 from trainfleet.spec.queues import QueueConfig, QueueName, Quota
 
 if TYPE_CHECKING:
@@ -201,11 +202,14 @@ class NewToken(_Model):
 class SecretBody(_Body):
     """A new secret, as ``POST /api/v1/secrets`` takes it; its values are never answered."""
 
-    name: str = Field(description="Lower-case letters, digits, '.' and '-'.")
+    name: Annotated[str, Field(pattern=SECRET_NAME.pattern)]
     team: QueueName | None = Field(
         default=None, description="The team it belongs to (default: the caller's only team)."
     )
-    data: dict[str, str] = Field(description="Its values by key, e.g. {password: ...}.")
+    data: dict[
+        Annotated[str, Field(pattern=SECRET_KEY.pattern)],
+        Annotated[str, Field(pattern=NO_NUL_PATTERN)],
+    ] = Field(min_length=1, description="Its values by key, e.g. {password: ...}.")
 
 
 class SecretView(_Model):

@@ -70,6 +70,13 @@ class World:
     def store(self):  # type: ignore[no-untyped-def]
         return self.server.engine.store
 
+    def secret(self, owner: str, team: str) -> str:
+        """A secret of ``owner`` in ``team``, stored by the server's own service."""
+        name = f"s{secrets.token_hex(3)}"
+        assert self.server.engine.secrets is not None
+        self.server.engine.secrets.create(team, name, {"key": "value-long"}, owner)
+        return name
+
     def job(self, owner: str, team: str) -> str:
         """An ended job of ``owner`` in ``team``'s queue, stored by the engine itself."""
         text = JOB.format(name=f"j{secrets.token_hex(3)}", queue=team)
@@ -160,6 +167,18 @@ def _plain(name: str, action: Action | None, ok: int, method: str, path: str, bo
     return Case(name, action, ok, make)
 
 
+def _create_secret(world: World, caller: str, relation: str):  # type: ignore[no-untyped-def]
+    team = AUDIO if relation == "other" else VISION
+    body = {"team": team, "data": {"key": "value-long"}, **_named("s")}
+    return "POST", "/secrets", body, team, None
+
+
+def _delete_secret(world: World, caller: str, relation: str):  # type: ignore[no-untyped-def]
+    owner = {"own": caller, "team": "mate", "other": "stranger"}[relation]
+    team = AUDIO if relation == "other" else VISION
+    return "DELETE", f"/secrets/{team}/{world.secret(owner, team)}", None, team, owner
+
+
 def _submit(world: World, caller: str, relation: str):  # type: ignore[no-untyped-def]
     team = AUDIO if relation == "other" else VISION
     return "POST", "/jobs", JOB.format(name="s", queue=team), team, None
@@ -205,6 +224,9 @@ CASES = [
     ),
     _plain("disable user", Action.MANAGE_USERS, 200, "POST", "/users/{user}/disable"),
     _plain("metrics", Action.READ_METRICS, 200, "GET", "/metrics"),
+    Case("create secret", Action.CREATE_SECRET, 201, _create_secret),
+    Case("delete secret", Action.DELETE_SECRET, 204, _delete_secret),
+    _plain("secrets", None, 200, "GET", "/secrets"),
     _plain("whoami", None, 200, "GET", "/whoami"),
     _plain("tokens", None, 200, "GET", "/tokens"),
     _plain(
@@ -217,9 +239,9 @@ CASES = [
 
 
 def _relations(case: Case) -> list[str]:
-    if case.make.__qualname__.startswith("_job_case"):
+    if case.make is _delete_secret or case.make.__qualname__.startswith("_job_case"):
         return ["own", "team", "other"]
-    if case.make is _submit or case.make.__qualname__.startswith("_team_case"):
+    if case.make in (_submit, _create_secret) or case.make.__qualname__.startswith("_team_case"):
         return ["team", "other"]
     return ["none"]
 
@@ -283,6 +305,9 @@ SDK: dict[str, Callable[[Client, str, object], object]] = {
     "whoami": lambda c, p, b: c.whoami(),
     "tokens": lambda c, p, b: c.tokens(),
     "create token": lambda c, p, b: c.create_token(b["name"]),  # type: ignore[index]
+    "secrets": lambda c, p, b: c.secrets(),
+    "create secret": lambda c, p, b: c.create_secret(b["name"], b["data"], b["team"]),  # type: ignore[index]
+    "delete secret": lambda c, p, b: c.delete_secret(p.split("/")[2], p.split("/")[3]),
 }
 """Each case as the Python SDK calls it."""
 
@@ -302,6 +327,23 @@ CLI: dict[str, Callable[[str, object, Path], list[str]]] = {
     "create user": lambda p, b, folder: ["user", "create", b["name"]],  # type: ignore[index]
     "disable user": lambda p, b, folder: ["user", "disable", p.split("/")[2]],
     "whoami": lambda p, b, folder: ["whoami"],
+    "secrets": lambda p, b, folder: ["secret", "list"],
+    "create secret": lambda p, b, folder: [
+        "secret",
+        "create",
+        b["name"],
+        "--team",
+        b["team"],
+        "--from-literal",
+        "key=value-long",  # type: ignore[index]
+    ],
+    "delete secret": lambda p, b, folder: [
+        "secret",
+        "delete",
+        p.split("/")[3],
+        "--team",
+        p.split("/")[2],
+    ],
 }
 """Each case as the CLI runs it (those it has a command for)."""
 
@@ -373,20 +415,26 @@ def test_lists_show_only_what_each_caller_sees(world: World) -> None:
     exist; an administrator sees them all."""
     theirs = world.job("stranger", AUDIO)
     ours = world.job("mate", VISION)
+    world.secret("stranger", AUDIO)
+    world.secret("mate", VISION)
     for name, caller in world.callers.items():
         with Client(world.server.url, world.tokens[name]) as client:
             jobs = {job.id for job in client.list_jobs()}
             queues = {queue.queue.name for queue in client.queues()}
             teams = {team.name for team in client.teams()}
+            secret_teams = {secret.team for secret in client.secrets()}
         assert ours in jobs
         assert (theirs in jobs) == caller.admin, name
         assert (AUDIO in queues) == caller.admin and VISION in queues, name
         assert (AUDIO in teams) == caller.admin and VISION in teams, name
+        assert (AUDIO in secret_teams) == caller.admin, name
+        assert (VISION in secret_teams) == caller.decide(Action.READ_SECRETS, VISION).allowed
 
 
 def test_every_route_and_every_rule_is_walked(world: World) -> None:
     """A new endpoint or rule without a case here fails this test."""
     walked = {case.action for case in CASES if case.action is not None}
+    walked.add(Action.READ_SECRETS)  # it filters a list: test_lists_show_only_what_each_caller_sees
     assert set(RULES) == walked
     document = httpx.get(f"{world.server.url}{API}/openapi.json").json()
     operations = {

@@ -61,6 +61,9 @@ OPERATIONS = [
     ("GET", "/api/v1/tokens"),
     ("POST", "/api/v1/tokens"),
     ("DELETE", "/api/v1/tokens/{token_id}"),
+    ("GET", "/api/v1/secrets"),
+    ("POST", "/api/v1/secrets"),
+    ("DELETE", "/api/v1/secrets/{team}/{name}"),
 ]
 EXAMPLES = int(os.environ.get("TRAINFLEET_FUZZ_EXAMPLES", "30"))
 
@@ -118,8 +121,8 @@ def test_no_server_error_and_no_access_without_a_token(
 
     # A job's text is a document whose validity no schema of a string can express.
     # Nor can a schema say which bytes are a tar.gz of the tree that a digest names, or
-    # that a new user's team must exist.
-    free_form = ("/api/v1/jobs", "/api/v1/workdirs/{tree}", "/api/v1/users")
+    # that a new user's or secret's team must exist.
+    free_form = ("/api/v1/jobs", "/api/v1/workdirs/{tree}", "/api/v1/users", "/api/v1/secrets")
     excluded = [checks.positive_data_acceptance] if path in free_form else []
 
     fuzz()

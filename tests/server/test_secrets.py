@@ -172,7 +172,7 @@ def test_bad_references_are_refused_naming_the_field_and_other_teams_secrets_do_
         stolen = JOB.replace("{secret: db, key: password}", "{secret: theirs, key: password}")
         with pytest.raises(BadRequest, match=r"env\.PASSWORD: no secret 'theirs' in team 'vision'"):
             ana.submit(stolen)
-        with pytest.raises(BadRequest, match="data: a secret needs at least one"):
+        with pytest.raises(BadRequest, match=r"body\.data: Dictionary should have at least 1"):
             ana.create_secret("empty", {})
         assert list(ana.list_jobs()) == []
     (tmp_path / "job.yaml").write_text(JOB)

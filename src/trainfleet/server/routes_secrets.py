@@ -47,6 +47,8 @@ def router(secrets: Secrets, auth: Authenticate) -> APIRouter:
         it, and never come back in an answer."""
         team = _team(who.caller, body.team)
         who.caller.require(Action.CREATE_SECRET, team, missing=f"team: no team {team!r}")
+        if secrets.store.accounts.get_team(team) is None:
+            raise ApiError(422, f"team: no team {team!r}")
         try:
             return _view(secrets.create(team, body.name, body.data, who.caller.user))
         except StoreConflict as error:
@@ -61,7 +63,8 @@ def router(secrets: Secrets, auth: Authenticate) -> APIRouter:
     def delete_secret(team: Name, name: Name, who: Who) -> None:
         """Forget a secret; jobs that name it cannot start again."""
         missing = f"no secret {name!r} in team {team!r}"
-        who.caller.require(Action.READ_SECRETS, team, missing=missing)
+        if not who.caller.sees(Action.DELETE_SECRET, team):
+            raise ApiError(404, missing)
         secret = secrets.get(team, name)
         who.caller.require(Action.DELETE_SECRET, team, secret.user, missing=missing)
         secrets.delete(team, name)
