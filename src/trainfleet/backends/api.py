@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple, NewType, Protocol
 
+from trainfleet.backends.accounts import Account
 from trainfleet.backends.supervision.shim import ATTEMPT_VARIABLE
 from trainfleet.backends.task_environment import SERVERS, TaskBase
 from trainfleet.domain.errors import USAGE_ERROR, Unavailable
@@ -107,6 +108,8 @@ class TaskLaunch:
     ENTRYPOINT (as Kubernetes runs a container with ``args`` alone)."""
     mask: tuple[bytes, ...] = field(default=(), repr=False)
     """Secret values its log shows as ``***`` (see ``vault.masking``), never in a repr."""
+    account: Account | None = None
+    """The Unix account it runs as (its team's, see ``backends.accounts``); None: ours."""
 
 
 @dataclass(frozen=True)
@@ -133,7 +136,9 @@ class JobLaunch:
     secrets: Mapping[tuple[str, str], str] = field(default_factory=dict, repr=False)
     """The values of the secrets the job names, by (secret, key)."""
     secret_dir: Path | None = None
-    """Where the files of secrets given as files are (``secret_files`` writes them)."""
+    """Where the files of secrets given as files are (``write_secret_files`` writes them)."""
+    account: Account | None = None
+    """The Unix account its tasks run as (its team's); None: this process's own."""
 
     def task(self, key: TaskKey, placement: Placement | None = None) -> TaskLaunch:
         """The argv, environment, directory, log file and records of one task's attempt."""
@@ -157,6 +162,9 @@ class JobLaunch:
             mounts.append(Mount(python_dir.parent, python_dir.parent, read_only=True))
         env.update(task_environment(context))
         env.update(self._secret_variables(key[0]))
+        if self.account is not None:  # the account's name, and a home it may write to
+            env |= {"USER": self.account.name, "LOGNAME": self.account.name}
+            env["HOME"] = str(self.workdir)
         if self.secret_dir is not None:
             mounts.append(Mount(self.secret_dir, self.secret_dir, read_only=True))
         record = self.data_dir.record(self.job_id, *key, self.attempts.get(key, 0))
@@ -176,6 +184,7 @@ class JobLaunch:
             pull=role.pull,
             entrypoint=role.command is None,
             mask=self.mask or tuple(value.encode() for value in self.secrets.values()),
+            account=self.account,
         )
 
     def _secret_variables(self, role: str) -> dict[str, str]:

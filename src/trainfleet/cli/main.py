@@ -299,6 +299,20 @@ def delete(options: Options, job_id: str, force: bool) -> None:
     metavar="FILE",
     help="The private key of --tls-cert (PEM, no passphrase) [default: TRAINFLEET_TLS_KEY].",
 )
+@click.option(
+    "--isolate-teams",
+    is_flag=True,
+    envvar="TRAINFLEET_ISOLATE_TEAMS",
+    help="Run each team's tasks as its own Unix account (tf-TEAM, made on demand; the "
+    "server runs as root): no task reads the server's data or another team's.",
+)
+@click.option(
+    "--team-account",
+    "team_account",
+    multiple=True,
+    metavar="TEAM=USER",
+    help="With --isolate-teams: an existing account for TEAM instead of tf-TEAM.",
+)
 @click.pass_obj
 def server(
     options: Options,
@@ -316,6 +330,8 @@ def server(
     task_python: str | None,
     tls_cert: str | None,
     tls_key: str | None,
+    isolate_teams: bool,
+    team_account: tuple[str, ...],
 ) -> None:
     """Serve the REST API and run submitted jobs (stop with Ctrl-C).
 
@@ -333,7 +349,7 @@ def server(
     from trainfleet.cli.config import backend_config
     from trainfleet.domain.errors import TrainfleetError
     from trainfleet.environments.cache import cache_size
-    from trainfleet.server.serve import database_url_of, serve, tls_of
+    from trainfleet.server.serve import database_url_of, serve, team_accounts_of, tls_of
     from trainfleet.server.settings import Settings
     from trainfleet.spec.loading import load_queues_file
 
@@ -350,8 +366,19 @@ def server(
         settings = Settings(workdir=Path.cwd(), **limits)
         base = server_task_base(task_python)
         cache = cache_size(environment_cache) if environment_cache else None
+        accounts = team_accounts_of(team_account) if isolate_teams or team_account else None
         serve(
-            options.data_dir, host, port, database_url, queues, backend, settings, base, cache, tls
+            options.data_dir,
+            host,
+            port,
+            database_url,
+            queues,
+            backend,
+            settings,
+            base,
+            cache,
+            tls,
+            accounts,
         )
     except (TrainfleetError, ValueError, OSError) as error:
         click.echo(f"error: {error}", err=True)

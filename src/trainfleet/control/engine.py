@@ -42,6 +42,7 @@ from trainfleet.store.layout import DataDir
 from trainfleet.store.space import require_free
 
 if TYPE_CHECKING:
+    from trainfleet.backends.accounts import TeamAccounts
     from trainfleet.spec.queues import QueueConfig
     from trainfleet.vault.secrets import Secrets
 
@@ -81,6 +82,8 @@ class Engine:
         self.environments = EnvironmentCache(data_dir.root / "environments", size)
         self.secrets: Secrets | None = None
         """Teams' secrets, where a server keeps them (an embedded engine has none)."""
+        self.team_accounts: TeamAccounts | None = None
+        """Where each team's tasks run as its own Unix account (``--isolate-teams``)."""
         self.store = Store.open(database or data_dir.database)
         self.backend: Backend = backend or LocalBackend(supervised=supervised)
         self.runner = Runner(self.controller, on_end=self._ended)
@@ -232,6 +235,7 @@ class Engine:
             self.task_base,
             self.environments,
             self.secrets.values(job.team, spec) if self.secrets is not None else {},
+            self.team_accounts.of(job.team) if self.team_accounts is not None else None,
         )
 
     def dry_run(self, spec: JobSpec, workdir: Path) -> Preview:

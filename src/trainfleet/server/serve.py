@@ -7,11 +7,13 @@ import logging
 import os
 import re
 import ssl
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import uvicorn
 
+from trainfleet.backends.accounts import TeamAccounts, open_to_tasks
 from trainfleet.backends.api import Backend
 from trainfleet.backends.task_environment import SERVERS, TaskBase
 from trainfleet.control.engine import Engine
@@ -112,6 +114,17 @@ def _reason(error: ssl.SSLError) -> str:
     return re.sub(r"\s*\(_ssl\.c:\d+\)$", "", str(error))
 
 
+def team_accounts_of(pairs: Sequence[str]) -> TeamAccounts:
+    """``--team-account TEAM=USER`` as the teams' accounts; ValueError naming a bad one."""
+    configured = {}
+    for pair in pairs:
+        team, sep, user = pair.partition("=")
+        if not sep or not team or not user:
+            raise ValueError(f"--team-account {pair!r}: expected TEAM=USER")
+        configured[team] = user
+    return TeamAccounts(configured)
+
+
 def is_loopback(host: str) -> bool:
     """Whether ``host`` is this machine only: localhost, 127.0.0.0/8 or ::1."""
     if host == "localhost":
@@ -147,6 +160,7 @@ def serve(
     task_base: TaskBase = SERVERS,
     environment_cache: int | None = None,
     tls: Tls | None = None,
+    team_accounts: TeamAccounts | None = None,
 ) -> None:
     """Run the server in this process until SIGINT or SIGTERM.
 
@@ -156,6 +170,7 @@ def serve(
     ``settings``: limits and defaults (``Settings``' own, in this directory, by default).
     ``task_base``: where tasks' environments start (never this process's own environment).
     ``tls``: serve HTTPS with this certificate (see ``tls_of``); plain HTTP without.
+    ``team_accounts``: each team's tasks run as its account (``backends.accounts``).
     """
     engine = Engine(
         DataDir.resolve(data_dir),
@@ -167,6 +182,11 @@ def serve(
     )
     for queue in queues.queues if queues else []:
         engine.set_queue(queue)
+    if team_accounts is not None:
+        TeamAccounts.check()
+        engine.team_accounts = team_accounts
+        root = engine.data_dir.root
+        open_to_tasks([root, root / "jobs", engine.environments.root])
     engine.secrets = Secrets(engine.store, KeySource(engine.data_dir.root))
     rotated = engine.secrets.rotate()  # the keys are checked now: a bad one stops the start
     if rotated:

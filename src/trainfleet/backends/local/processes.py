@@ -133,7 +133,8 @@ class LocalBackend(PooledAddresses):
         argv = [sys.executable, "-I", "-S", str(SHIM), str(launch.record), *tether]
         argv += ["--log", str(launch.log_path), "--log-cap", str(self.log_cap)]
         if launch.image is None:
-            command = list(launch.argv)
+            account = launch.account
+            command = account.command(launch.argv) if account else list(launch.argv)
         else:  # the container is the task, in the foreground under the shim
             self.containers.make_ready(launch)
             command = self.containers.argv(launch, _container_name(launch.record))
