@@ -139,6 +139,8 @@ class JobLaunch:
     """Where the files of secrets given as files are (``write_secret_files`` writes them)."""
     account: Account | None = None
     """The Unix account its tasks run as (its team's); None: this process's own."""
+    team: str = "default"
+    """The team the job belongs to (a cluster engine charges its account)."""
 
     def task(self, key: TaskKey, placement: Placement | None = None) -> TaskLaunch:
         """The argv, environment, directory, log file and records of one task's attempt."""

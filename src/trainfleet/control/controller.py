@@ -86,11 +86,13 @@ class JobController:
         environments: EnvironmentCache | None = None,
         secrets: Mapping[tuple[str, str], str] | None = None,
         account: Account | None = None,
+        team: str = "default",
     ) -> None:
         """``base``: where its tasks' environments start (see ``task_environment``);
         ``environments``: where the Python environments its roles ask for are built;
         ``secrets``: the values of the secrets the job names; ``account``: the Unix
-        account its tasks run as (its team's), None for this process's own."""
+        account its tasks run as (its team's), None for this process's own; ``team``:
+        the team the job belongs to."""
         self.job_id = job_id
         self.spec = spec
         self.placement = placement
@@ -105,6 +107,7 @@ class JobController:
         files = any(ref.file for _, ref in spec.secret_refs())
         self._secret_dir = data_dir.job_dir(job_id) / "secrets" if files else None
         self._account = account
+        self._team = team
         self._handed_over = False
         self._python_dirs: dict[str, Path] = {}
         self._tasks = {slot.key: _Task(slot.key) for slot in placement}
@@ -320,6 +323,7 @@ class JobController:
             secrets=self._secrets,
             secret_dir=self._secret_dir,
             account=self._account,
+            team=self._team,
         )
         job.write_secret_files()
         self._hand_over()

@@ -236,6 +236,7 @@ class Engine:
             self.environments,
             self.secrets.values(job.team, spec) if self.secrets is not None else {},
             self.team_accounts.of(job.team) if self.team_accounts is not None else None,
+            job.team,
         )
 
     def dry_run(self, spec: JobSpec, workdir: Path) -> Preview:
