@@ -230,3 +230,15 @@ def test_a_server_with_a_bad_key_does_not_start(tmp_path: Path) -> None:
     assert answer.returncode == 2, answer.stderr
     assert "TRAINFLEET_SECRET_KEY" in answer.stderr and "not-a-key" not in answer.stderr
     assert "Traceback" not in answer.stderr
+
+
+def test_an_embedded_run_refuses_secrets_naming_the_field(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``trainfleet run`` without a server has no secrets to give: exit 2, the field named."""
+    monkeypatch.setenv("TRAINFLEET_DATA_DIR", str(tmp_path / "data"))
+    (tmp_path / "job.yaml").write_text(JOB)
+    done = run_cli("run", tmp_path / "job.yaml", cwd=tmp_path)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "env.PASSWORD: secrets are kept by a server" in done.stderr
+    assert "Traceback" not in done.stderr
