@@ -8,7 +8,7 @@ import logging
 import pytest
 
 from trainfleet.domain.records import AuditRecord
-from trainfleet.store.audit import AuditTrail
+from trainfleet.store.audit import MAX_TEXT, AuditTrail
 from trainfleet.store.database import Store
 from trainfleet.store.errors import StoreUnavailable
 
@@ -78,3 +78,11 @@ def test_a_record_the_store_cannot_take_is_logged_whole_and_not_raised(
     with caplog.at_level(logging.WARNING, logger="trainfleet.audit"):
         assert trail.record(_entry(0, target="lost-1")) is False
     assert "audit record not stored" in caplog.text and '"target": "lost-1"' in caplog.text
+
+
+def test_any_text_is_stored_cut_short(store: Store) -> None:
+    """NUL (which PostgreSQL's text refuses), a lone surrogate, a very long detail."""
+    store.audit.record(_entry(0, target="a\0b", detail="x" * 10_000, source="\udcff"))
+    (found,) = store.audit.find()
+    assert found.target == "a\\0b" and found.source == "?"
+    assert len(found.detail) == MAX_TEXT and found.detail.endswith("...")

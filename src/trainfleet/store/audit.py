@@ -17,6 +17,8 @@ from trainfleet.store.connection import Connection, Transaction
 
 log = logging.getLogger("trainfleet.audit")
 
+MAX_TEXT = 500
+"""The most characters a text field of a record keeps."""
 SELECT_AUDIT = f"SELECT {queries.columns(('id', *schema.AUDIT_COLUMNS))} FROM audit"
 SAME_RECORD = (
     'SELECT id FROM audit WHERE time = :time AND "user" = :user AND action = :action '
@@ -31,10 +33,14 @@ class AuditTrail:
         self._db = connection
 
     def record(self, entry: AuditRecord) -> bool:
-        """Add ``entry`` (its ``id`` is the store's to give). Never raises: where the store
+        """Add ``entry`` (its ``id`` is the store's to give; texts are cut at MAX_TEXT
+        characters). Never raises: where the store
         cannot take it, even after the connection's retries, the whole record goes to the
         log as a warning, and False says so. A change must not fail for its record."""
-        row = entry.to_dict(exclude={"id"})
+        row = {
+            name: _storable(value) if isinstance(value, str) else value
+            for name, value in entry.to_dict(exclude={"id"}).items()
+        }
 
         def add(db: Transaction) -> None:
             if db.retried and db.rows(SAME_RECORD, row):
@@ -87,6 +93,12 @@ class AuditTrail:
         where = "WHERE " + " AND ".join(conditions) if conditions else ""
         rows = self._db.rows(f"{SELECT_AUDIT} {where} ORDER BY id DESC LIMIT :limit", params)
         return [AuditRecord.from_row(row) for row in rows]
+
+
+def _storable(text: str) -> str:
+    """``text`` as either database takes it (no NUL, valid UTF-8), at most MAX_TEXT long."""
+    text = text.replace("\0", "\\0").encode("utf-8", "replace").decode()
+    return text if len(text) <= MAX_TEXT else text[: MAX_TEXT - 3] + "..."
 
 
 def _escaped(text: str) -> str:
