@@ -11,7 +11,14 @@ from typing import TYPE_CHECKING, Annotated
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from trainfleet.domain.records import EventRecord, JobRecord, State, TaskRecord, TeamRole
+from trainfleet.domain.records import (
+    AuditRecord,
+    EventRecord,
+    JobRecord,
+    State,
+    TaskRecord,
+    TeamRole,
+)
 from trainfleet.spec.queues import QueueConfig, QueueName, Quota
 
 if TYPE_CHECKING:
@@ -196,6 +203,15 @@ class NewToken(_Model):
 
     token: TokenView
     secret: str
+
+
+class AuditPage(_Model):
+    """One page of the audit trail, newest first."""
+
+    records: list[AuditRecord]
+    next_before: int | None = Field(
+        default=None, description="Pass as `before` for the next, older page; none on the last."
+    )
 
 
 class Health(_Model):
