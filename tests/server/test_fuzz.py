@@ -61,6 +61,7 @@ OPERATIONS = [
     ("GET", "/api/v1/tokens"),
     ("POST", "/api/v1/tokens"),
     ("DELETE", "/api/v1/tokens/{token_id}"),
+    ("GET", "/api/v1/audit"),
 ]
 EXAMPLES = int(os.environ.get("TRAINFLEET_FUZZ_EXAMPLES", "30"))
 
