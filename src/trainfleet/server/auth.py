@@ -21,7 +21,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from starlette.types import Scope
 
 from trainfleet.control.access import Caller
-from trainfleet.domain.records import TokenRecord
+from trainfleet.domain.records import Audited, AuditRecord, TokenRecord
 from trainfleet.server.errors import ApiError
 from trainfleet.store.database import Store
 
@@ -29,6 +29,8 @@ log = logging.getLogger("trainfleet.server")
 
 ADMIN = "admin"
 """The built-in administrator, whose token the server makes on its first start."""
+LOCAL = "local"
+"""The source of a change made on the server's machine, not through the API."""
 
 MIN_GIVEN_LENGTH = 16
 """Shortest TRAINFLEET_ADMIN_TOKEN accepted: only a long random secret is safe to hash plainly."""
@@ -65,7 +67,18 @@ def bootstrap(store: Store, given: str | None = None) -> str | None:
             "or more (or leave it unset, and the server makes a random token)"
         )
     token = given or new_token()
-    store.add_token(new_record("first", token, user=ADMIN))
+    record = new_record("first", token, user=ADMIN)
+    store.add_token(record)
+    detail = "named first of user admin, at the server's first start"
+    store.audit.record(
+        AuditRecord(
+            time=record.created_at,
+            action=Audited.TOKEN_CREATE,
+            target=record.id,
+            source=LOCAL,
+            detail=detail + (" (TRAINFLEET_ADMIN_TOKEN)" if given else ""),
+        )
+    )
     return None if given else token
 
 
