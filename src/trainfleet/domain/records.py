@@ -235,6 +235,10 @@ class Audited(StrEnum):
     MEMBER_REMOVE = "team.member.remove"
     QUEUE_PUT = "queue.put"
     AUTH_FAILED = "auth.failed"
+    SECRET_CREATE = "secret.create"
+    SECRET_DELETE = "secret.delete"
+    SECRET_ROTATE = "secret.rotate"
+    """The secrets' kinds: for their endpoints, which never put a value in a record."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -21,6 +21,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from starlette.types import Scope
 
 from trainfleet.control.access import Caller
+from trainfleet.domain.errors import Unauthorized
 from trainfleet.domain.records import Audited, AuditRecord, TokenRecord
 from trainfleet.server.errors import ApiError
 from trainfleet.store.database import Store
@@ -102,12 +103,12 @@ class Principal:
     caller: Caller
 
 
-class TokenRefused(ApiError):
+class TokenRefused(ApiError, Unauthorized):
     """401: no token, or one that is unknown or revoked (or its user disabled); ``reason``
     says which in a few words, for the audit trail."""
 
-    def __init__(self, reason: str, detail: str, error: str = "") -> None:
-        super().__init__(401, detail, _challenge(error))
+    def __init__(self, reason: str, detail: str = "", error: str = "") -> None:
+        super().__init__(401, detail or reason, _challenge(error))
         self.reason = reason
 
 
