@@ -17,6 +17,7 @@ that fails raises Untrusted. There is no way to turn verification off.
 
 from __future__ import annotations
 
+import datetime
 import logging
 import os
 import re
@@ -35,10 +36,11 @@ from pydantic import TypeAdapter, ValidationError
 
 from trainfleet.domain import errors
 from trainfleet.domain.errors import TrainfleetError
-from trainfleet.domain.records import EventRecord, JobPage, JobRecord, State
+from trainfleet.domain.records import AuditRecord, EventRecord, JobPage, JobRecord, State
 from trainfleet.spec.models import JobSpec
 from trainfleet.wire import (
     API_PREFIX,
+    AuditPage,
     ErrorBody,
     JobDetails,
     LogChunk,
@@ -407,6 +409,55 @@ class Client:
 
     def delete_secret(self, team: str, name: str) -> None:
         self._request("DELETE", f"{API_PREFIX}/secrets/{_segment(team)}/{_segment(name)}")
+
+    # -- the audit trail --------------------------------------------------------
+
+    def audit_page(
+        self,
+        *,
+        user: str | None = None,
+        action: str | None = None,
+        since: float | datetime.datetime | None = None,
+        team: str | None = None,
+        limit: int = 100,
+        before: int | None = None,
+    ) -> AuditPage:
+        """One page of audit records, newest first; pass its ``next_before`` as ``before``
+        for the next. ``since``: a Unix time, or a datetime (naive: local time)."""
+        if isinstance(since, datetime.datetime):
+            since = since.timestamp()
+        params: dict[str, Any] = {"limit": limit}
+        given = {"user": user, "action": action, "since": since, "team": team, "before": before}
+        params.update({key: value for key, value in given.items() if value is not None})
+        return _parse(AuditPage, self._request("GET", f"{API_PREFIX}/audit", params=params))
+
+    def audit(
+        self,
+        *,
+        user: str | None = None,
+        action: str | None = None,
+        since: float | datetime.datetime | None = None,
+        team: str | None = None,
+        limit: int | None = 100,
+        page_size: int = 100,
+    ) -> Iterator[AuditRecord]:
+        """The newest ``limit`` audit records that match (None: all), newest first, fetched
+        a page at a time: of every team for an administrator, of its teams for a
+        team-admin (others get Forbidden). ``action``: that action or those under it
+        (``job``: ``job.submit``, ``job.stop``, ...)."""
+        before: int | None = None
+        left = limit
+        while left is None or left > 0:
+            size = page_size if left is None else min(page_size, left)
+            page = self.audit_page(
+                user=user, action=action, since=since, team=team, limit=size, before=before
+            )
+            yield from page.records
+            if left is not None:
+                left -= len(page.records)
+            if page.next_before is None:
+                return
+            before = page.next_before
 
     # -- logs and following ---------------------------------------------------
 

@@ -11,7 +11,14 @@ from typing import TYPE_CHECKING, Annotated
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from trainfleet.domain.records import EventRecord, JobRecord, State, TaskRecord, TeamRole
+from trainfleet.domain.records import (
+    AuditRecord,
+    EventRecord,
+    JobRecord,
+    State,
+    TaskRecord,
+    TeamRole,
+)
 from trainfleet.spec.models import NO_NUL_PATTERN, SECRET_KEY, SECRET_NAME
 from trainfleet.spec.queues import QueueConfig, QueueName, Quota
 
@@ -220,6 +227,15 @@ class SecretView(_Model):
     keys: list[str]
     user: str
     created_at: float
+
+
+class AuditPage(_Model):
+    """One page of the audit trail, newest first."""
+
+    records: list[AuditRecord]
+    next_before: int | None = Field(
+        default=None, description="Pass as `before` for the next, older page; none on the last."
+    )
 
 
 class Health(_Model):

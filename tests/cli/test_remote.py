@@ -287,7 +287,7 @@ def test_a_malformed_config_file_is_named(
     assert re.search(message, result.stderr) and "Traceback" not in result.stderr
 
 
-def test_token_create_list_revoke(server: ServerProcess, tmp_path: Path) -> None:
+def test_token_create_list_revoke(server: ServerProcess, client: Client, tmp_path: Path) -> None:
     data = server.process.args[4]  # the server's --data-dir
     made = cli("--data-dir", data, "token", "create", "alice")
     assert made.returncode == 0, made.stderr
@@ -316,6 +316,16 @@ def test_token_create_list_revoke(server: ServerProcess, tmp_path: Path) -> None
     assert unknown.returncode == 2 and "no token 'nope'" in unknown.stderr
     nowhere = cli("--data-dir", tmp_path / "empty", "token", "list")
     assert nowhere.returncode == 2 and "no trainfleet data in" in nowhere.stderr
+
+    # Made on the server's machine, not through the API: in the audit trail all the same.
+    local = {(r.action, r.target): r for r in client.audit(limit=None) if r.source == "local"}
+    assert {("user.create", "alice"), ("token.create", token_id), ("token.revoke", token_id)} < set(
+        local
+    )
+    assert local["token.create", token_id].detail.startswith("named alice of user alice; by ")
+    assert local["token.revoke", token_id].user == "" and secret not in str(local)
+    first = [r for r in local.values() if r.detail.startswith("named first of user admin")]
+    assert len(first) == 1 and first[0].detail.endswith("(TRAINFLEET_ADMIN_TOKEN)")
 
 
 def test_a_trainjob_runs_on_the_server_with_its_runtime_file(

@@ -54,6 +54,8 @@ def test_the_rules_say_what_the_policy_is() -> None:
     assert lead.decide(Action.CHANGE_MEMBERS, VISION).allowed
     assert not member.decide(Action.CHANGE_QUEUE, VISION).allowed
     assert not lead.decide(Action.READ_JOB, AUDIO).visible
+    assert lead.decide(Action.READ_AUDIT, VISION).allowed
+    assert not member.decide(Action.READ_AUDIT, VISION).allowed
     for only_admins in (Action.MANAGE_USERS, Action.MANAGE_TEAMS, Action.READ_METRICS):
         assert not lead.decide(only_admins).allowed
 
@@ -201,6 +203,7 @@ CASES = [
     _team_case("queue", Action.READ_QUEUE, 200, "GET", "/queues/{team}"),
     _team_case("put queue", Action.CHANGE_QUEUE, 200, "PUT", "/queues/{team}", {}, hidden=409),
     _team_case("team", Action.READ_TEAM, 200, "GET", "/teams/{team}"),
+    _team_case("audit", Action.READ_AUDIT, 200, "GET", "/audit?team={team}"),
     _team_case("add member", Action.CHANGE_MEMBERS, 200, "PUT", "/teams/{team}/members/extra", {}),
     _team_case(
         "remove member", Action.CHANGE_MEMBERS, 204, "DELETE", "/teams/{team}/members/extra"
@@ -285,6 +288,10 @@ def _team_of(path: str) -> str:
     return path.split("/")[2]
 
 
+def _query_team(path: str) -> str:
+    return path.split("?team=")[1]
+
+
 SDK: dict[str, Callable[[Client, str, object], object]] = {
     "submit": lambda c, p, b: c.submit(str(b)),
     "describe": lambda c, p, b: c.describe(_job_of(p)),
@@ -296,6 +303,7 @@ SDK: dict[str, Callable[[Client, str, object], object]] = {
     "queue": lambda c, p, b: c.queue(_team_of(p)),
     "put queue": lambda c, p, b: c.put_queue(_team_of(p), QueueBody()),
     "team": lambda c, p, b: c.team(_team_of(p)),
+    "audit": lambda c, p, b: list(c.audit(team=_query_team(p))),
     "add member": lambda c, p, b: c.set_member(_team_of(p), "extra", "viewer"),
     "remove member": lambda c, p, b: c.remove_member(_team_of(p), "extra"),
     "create team": lambda c, p, b: c.create_team(b["name"]),  # type: ignore[index]
@@ -321,6 +329,7 @@ CLI: dict[str, Callable[[str, object, Path], list[str]]] = {
     "queue": lambda p, b, folder: ["queue", "describe", _team_of(p)],
     "put queue": lambda p, b, folder: ["queue", "create", _team_of(p)],
     "add member": lambda p, b, folder: ["team", "add", _team_of(p), "extra", "--role", "viewer"],
+    "audit": lambda p, b, folder: ["audit", "--team", _query_team(p)],
     "remove member": lambda p, b, folder: ["team", "remove", _team_of(p), "extra"],
     "create team": lambda p, b, folder: ["team", "create", b["name"]],  # type: ignore[index]
     "users": lambda p, b, folder: ["user", "list"],
@@ -482,4 +491,4 @@ def _matches(template: str, path: str) -> bool:
     import re
 
     pattern = re.sub(r"\{[^}]+\}", "[^/]+", template.removeprefix(API))
-    return re.fullmatch(pattern, path) is not None
+    return re.fullmatch(pattern, path.partition("?")[0]) is not None

@@ -64,6 +64,7 @@ OPERATIONS = [
     ("GET", "/api/v1/secrets"),
     ("POST", "/api/v1/secrets"),
     ("DELETE", "/api/v1/secrets/{team}/{name}"),
+    ("GET", "/api/v1/audit"),
 ]
 EXAMPLES = int(os.environ.get("TRAINFLEET_FUZZ_EXAMPLES", "30"))
 

@@ -25,17 +25,15 @@ if TYPE_CHECKING:
 
 
 @contextmanager
-def server_of(options: Options) -> Iterator[RemoteService]:
-    """The configured server; UserError where none is configured."""
+def server_of(options: Options, what: str = "users and teams live") -> Iterator[RemoteService]:
+    """The configured server; UserError, saying ``what`` is on a server, where none is."""
     from trainfleet.cli.config import resolve
     from trainfleet.cli.remote import RemoteService
 
     with user_errors():
         target = resolve(options.server)
         if target.server is None:
-            raise UserError(
-                "users, teams and secrets live on a server: give --server or set TRAINFLEET_SERVER"
-            )
+            raise UserError(f"{what} on a server: give --server or set TRAINFLEET_SERVER")
         service = RemoteService(target.server, target.token)
         try:
             yield service

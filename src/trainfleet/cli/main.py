@@ -477,6 +477,30 @@ def whoami(options: Options, output: str) -> None:
     sys.exit(accounts.whoami(options, output))
 
 
+@cli.command()
+@click.option("--user", help="Only this user's records.")
+@click.option("--since", metavar="WHEN", help="Only records since: 30m, 1h, 2d, or an ISO time.")
+@click.option("--action", help="Only this action, or those under it: job, job.stop, token, ...")
+@click.option("--team", help="Only this team's records.")
+@click.option("--limit", default=100, show_default=True, type=click.IntRange(1, 100_000))
+@OUTPUT
+@click.pass_obj
+def audit(
+    options: Options,
+    user: str | None,
+    since: str | None,
+    action: str | None,
+    team: str | None,
+    limit: int,
+    output: str,
+) -> None:
+    """Show the server's audit trail, newest first: who changed what, when, from where, and
+    how it ended (administrators: every record; team-admins: their teams')."""
+    from trainfleet.cli import audit as trail
+
+    sys.exit(trail.audit(options, user, since, action, team, limit, output))
+
+
 @cli.group()
 def user() -> None:
     """Make, list and disable the server's users (administrators)."""

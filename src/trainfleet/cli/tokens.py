@@ -8,6 +8,7 @@ store keeps only its digest.
 from __future__ import annotations
 
 import datetime
+import getpass
 import json
 import re
 import time
@@ -18,8 +19,8 @@ import click
 
 from trainfleet.cli.errors import UserError
 from trainfleet.cli.tables import print_rows
-from trainfleet.domain.records import TeamRole, TokenRecord, UserRecord
-from trainfleet.server.auth import new_record, new_token
+from trainfleet.domain.records import Audited, AuditRecord, TeamRole, TokenRecord, UserRecord
+from trainfleet.server.auth import LOCAL, new_record, new_token
 from trainfleet.store.database import Store
 from trainfleet.store.errors import StoreConflict, StoreError
 from trainfleet.store.layout import DataDir
@@ -56,6 +57,8 @@ def create(store: Store, name: str, owner: str | None, admin: bool) -> tuple[Tok
         store.accounts.add_user(user)
         if not admin:
             store.accounts.set_member("default", name, TeamRole.MEMBER)
+        kind = "an administrator" if admin else "member of team default"
+        _audit(store, Audited.USER_CREATE, name, kind, team="" if admin else "default")
     elif admin and not user.admin:
         raise UserError(f"--admin: user {user.name!r} exists and is not an administrator")
     token = new_token()
@@ -64,15 +67,36 @@ def create(store: Store, name: str, owner: str | None, admin: bool) -> tuple[Tok
         store.add_token(record)
     except StoreConflict as error:
         raise UserError(str(error)) from None
+    _audit(store, Audited.TOKEN_CREATE, record.id, f"named {name} of user {user.name}")
     return record, token
 
 
 def revoke(store: Store, token_id: str) -> None:
+    known = {token.id: token for token in store.list_tokens()}
     if not store.revoke_token(token_id):
-        known = {token.id: token for token in store.list_tokens()}
         if token_id in known:
             raise UserError(f"token {token_id} ({known[token_id].name}) is revoked already")
         raise UserError(f"no token {token_id!r} (see trainfleet token list)")
+    _audit(store, Audited.TOKEN_REVOKE, token_id, f"of user {known[token_id].user}")
+
+
+def _audit(store: Store, action: Audited, target: str, detail: str, team: str = "") -> None:
+    """Record a change made here, in the store directly: its source is ``local``, its
+    user none (the operator's login is in the detail)."""
+    try:
+        login = getpass.getuser()
+    except (OSError, KeyError):
+        login = "?"
+    store.audit.record(
+        AuditRecord(
+            time=time.time(),
+            action=action,
+            target=target,
+            team=team,
+            source=LOCAL,
+            detail=f"{detail}; by {login} with trainfleet token",
+        )
+    )
 
 
 def show(tokens: list[TokenRecord], output: str) -> None:

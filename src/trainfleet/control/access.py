@@ -41,6 +41,7 @@ class Action(StrEnum):
     MANAGE_TEAMS = "creating teams"
     MANAGE_USERS = "managing users"
     READ_METRICS = "reading metrics"
+    READ_AUDIT = "reading the audit trail"
 
 
 @dataclass(frozen=True)
@@ -67,6 +68,7 @@ RULES: Mapping[Action, Rule] = {
     Action.MANAGE_TEAMS: Rule(None),
     Action.MANAGE_USERS: Rule(None),
     Action.READ_METRICS: Rule(None),
+    Action.READ_AUDIT: Rule(TeamRole.TEAM_ADMIN),
 }
 """The one table every check reads (and ``tests/server/test_access_rules.py`` walks)."""
 
@@ -119,6 +121,22 @@ class Caller:
 
     def sees(self, action: Action, team: str) -> bool:
         return self.decide(action, team).visible
+
+    def teams_allowed(self, action: Action) -> list[str] | None:
+        """The teams in which the caller may do ``action``: None for every team (an
+        administrator); Forbidden, naming the role needed, where there is none."""
+        if self.admin:
+            return None
+        allowed = sorted(team for team in self.teams if self.decide(action, team).allowed)
+        if not allowed:
+            needed = RULES[action].team
+            if needed is None:
+                raise Forbidden(self.refusal(action, None, None, Decision(True, False)))
+            mine = ", ".join(f"{role.value} of {team}" for team, role in sorted(self.teams.items()))
+            raise Forbidden(
+                f"{action.value} needs the role {needed.value} in a team (yours: {mine or 'none'})"
+            )
+        return allowed
 
     def teams_seen(self) -> list[str] | None:
         """The teams whose objects the caller sees; None for all (an administrator)."""

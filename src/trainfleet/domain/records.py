@@ -232,6 +232,48 @@ class SecretRecord(_Record):
     created_at: float
 
 
+class Audited(StrEnum):
+    """The kinds of change the audit trail records (stored as plain text: a newer
+    server's kinds still read)."""
+
+    JOB_SUBMIT = "job.submit"
+    JOB_STOP = "job.stop"
+    JOB_DELETE = "job.delete"
+    TOKEN_CREATE = "token.create"
+    TOKEN_REVOKE = "token.revoke"
+    USER_CREATE = "user.create"
+    USER_DISABLE = "user.disable"
+    TEAM_CREATE = "team.create"
+    MEMBER_SET = "team.member.set"
+    MEMBER_REMOVE = "team.member.remove"
+    QUEUE_PUT = "queue.put"
+    AUTH_FAILED = "auth.failed"
+    SECRET_CREATE = "secret.create"
+    SECRET_DELETE = "secret.delete"
+    SECRET_ROTATE = "secret.rotate"
+    """The secrets' kinds: for their endpoints, which never put a value in a record."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AuditRecord(_Record):
+    """One change, or one refused attempt at one: who (``user`` and ``token`` id, ``""``
+    when unknown), when, what (``action`` on ``target``, of ``team``), from where
+    (``source``: the client's address) and how it ended (``outcome``: ``ok``, or the
+    status and why, as ``403 ...``). Never holds a secret or a token's value."""
+
+    id: int = 0
+    """The order of records; given by the store (0 before it is stored)."""
+    time: float
+    user: str = ""
+    token: str = ""
+    action: str
+    target: str = ""
+    team: str = ""
+    source: str = ""
+    outcome: str = "ok"
+    detail: str = ""
+
+
 class JobNotFound(NotFound):
     """No job has that id."""
 

@@ -14,12 +14,14 @@ from trainfleet.server import (
     errors,
     openapi,
     routes_accounts,
+    routes_audit,
     routes_jobs,
     routes_logs,
     routes_queues,
     routes_secrets,
     routes_workdirs,
 )
+from trainfleet.server.audit import Auditor
 from trainfleet.server.auth import Principal, Tokens, authenticator
 from trainfleet.server.guard import RequestGuard
 from trainfleet.server.metrics import CONTENT_TYPE, LatencyMiddleware, Metrics
@@ -57,10 +59,13 @@ def create_app(engine: Engine, settings: Settings) -> FastAPI:
     )
     errors.install(app)
     tokens = Tokens(engine.store)
-    auth = authenticator(engine.store, tokens)
+    auditor = Auditor(engine.store.audit)
+    auth = authenticator(engine.store, tokens, refused=auditor.refused)
+    audit = auditor.dependency(auth)
     app.add_middleware(
         RequestGuard,
         tokens=tokens,
+        refused=auditor.refused,
         max_body=settings.max_body,
         guarded=(f"{API_PREFIX}/", "/metrics"),
         public=(f"{API_PREFIX}/openapi.json", f"{API_PREFIX}/docs"),
@@ -71,14 +76,15 @@ def create_app(engine: Engine, settings: Settings) -> FastAPI:
     workdirs = WorkdirStore(engine.data_dir.root / "workdirs", settings.max_workdir)
     queue_teams = QueueTeams(engine.store)
     app.include_router(
-        routes_jobs.router(engine, settings, auth, metrics, workdirs, queue_teams),
+        routes_jobs.router(engine, settings, auth, audit, metrics, workdirs, queue_teams),
         prefix=API_PREFIX,
     )
     app.include_router(routes_workdirs.router(workdirs, auth), prefix=API_PREFIX)
     app.include_router(routes_logs.router(engine, settings, auth), prefix=API_PREFIX)
-    app.include_router(routes_queues.router(engine, auth, queue_teams), prefix=API_PREFIX)
-    app.include_router(routes_accounts.router(engine, auth, queue_teams), prefix=API_PREFIX)
-    app.include_router(routes_secrets.router(secrets, auth), prefix=API_PREFIX)
+    app.include_router(routes_queues.router(engine, auth, audit, queue_teams), prefix=API_PREFIX)
+    app.include_router(routes_accounts.router(engine, auth, audit, queue_teams), prefix=API_PREFIX)
+    app.include_router(routes_secrets.router(secrets, auth, audit), prefix=API_PREFIX)
+    app.include_router(routes_audit.router(engine.store.audit, auth), prefix=API_PREFIX)
 
     @app.get(
         "/healthz",
@@ -123,5 +129,6 @@ def create_app(engine: Engine, settings: Settings) -> FastAPI:
         who.caller.require(Action.READ_METRICS)
         return Response(metrics.render(), media_type=CONTENT_TYPE)
 
+    app.state.auditor = auditor  # what writes the audit trail (tests tune its throttle)
     app.openapi = lambda: openapi.document(app)  # type: ignore[method-assign]
     return app

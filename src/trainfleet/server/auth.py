@@ -16,11 +16,13 @@ from dataclasses import dataclass
 from typing import Annotated
 
 from cachetools import TTLCache
-from fastapi import Security
+from fastapi import Request, Security
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from starlette.types import Scope
 
 from trainfleet.control.access import Caller
-from trainfleet.domain.records import TokenRecord
+from trainfleet.domain.errors import Unauthorized
+from trainfleet.domain.records import Audited, AuditRecord, TokenRecord
 from trainfleet.server.errors import ApiError
 from trainfleet.store.database import Store
 
@@ -28,6 +30,8 @@ log = logging.getLogger("trainfleet.server")
 
 ADMIN = "admin"
 """The built-in administrator, whose token the server makes on its first start."""
+LOCAL = "local"
+"""The source of a change made on the server's machine, not through the API."""
 
 MIN_GIVEN_LENGTH = 16
 """Shortest TRAINFLEET_ADMIN_TOKEN accepted: only a long random secret is safe to hash plainly."""
@@ -64,7 +68,18 @@ def bootstrap(store: Store, given: str | None = None) -> str | None:
             "or more (or leave it unset, and the server makes a random token)"
         )
     token = given or new_token()
-    store.add_token(new_record("first", token, user=ADMIN))
+    record = new_record("first", token, user=ADMIN)
+    store.add_token(record)
+    detail = "named first of user admin, at the server's first start"
+    store.audit.record(
+        AuditRecord(
+            time=record.created_at,
+            action=Audited.TOKEN_CREATE,
+            target=record.id,
+            source=LOCAL,
+            detail=detail + (" (TRAINFLEET_ADMIN_TOKEN)" if given else ""),
+        )
+    )
     return None if given else token
 
 
@@ -88,6 +103,15 @@ class Principal:
     caller: Caller
 
 
+class TokenRefused(ApiError, Unauthorized):
+    """401: no token, or one that is unknown or revoked (or its user disabled); ``reason``
+    says which in a few words, for the audit trail."""
+
+    def __init__(self, reason: str, detail: str = "", error: str = "") -> None:
+        super().__init__(401, detail or reason, _challenge(error))
+        self.reason = reason
+
+
 TOKEN_CACHE_SECONDS = 2.0
 """How long a looked-up token is trusted without asking the store again: a token revoked
 (by ``trainfleet token revoke``, possibly in another process) stops working this soon."""
@@ -108,10 +132,10 @@ class Tokens:
 
     def check(self, credentials: str | None) -> Principal:
         """Who holds the valid, unrevoked token ``credentials`` (its user enabled);
-        ApiError 401 if nobody."""
+        TokenRefused (401) if nobody."""
         if credentials is None:
-            raise ApiError(
-                401, "this server needs a token: Authorization: Bearer <token>", _challenge()
+            raise TokenRefused(
+                "no token", "this server needs a token: Authorization: Bearer <token>"
             )
         key = digest(credentials)
         if key in self.known:
@@ -119,10 +143,10 @@ class Tokens:
         else:
             principal = self.known[key] = principal_of(self.store, key)
         if principal is None:
-            raise ApiError(
-                401,
+            raise TokenRefused(
+                "unknown token",
                 "the token is unknown or revoked, or its user is disabled",
-                _challenge("invalid_token"),
+                "invalid_token",
             )
         return principal
 
@@ -148,16 +172,26 @@ def principal_of(store: Store, key: str) -> Principal | None:
 
 Authenticate = Callable[..., Awaitable[Principal]]
 """The dependency every endpoint but the health checks has: who calls, or 401."""
+OnRefusal = Callable[[Scope, TokenRefused], Awaitable[None]]
+"""What to do of a request refused for its token (record it), before it is answered."""
 
 
-def authenticator(store: Store, tokens: Tokens | None = None) -> Authenticate:
+def authenticator(
+    store: Store, tokens: Tokens | None = None, refused: OnRefusal | None = None
+) -> Authenticate:
     """The dependency that answers 401 unless the request has a valid, unrevoked token."""
     checker = tokens or Tokens(store)
 
     async def authenticate(
+        request: Request,
         credentials: Annotated[HTTPAuthorizationCredentials | None, Security(bearer)],
     ) -> Principal:
-        return checker.check(None if credentials is None else credentials.credentials)
+        try:
+            return checker.check(None if credentials is None else credentials.credentials)
+        except TokenRefused as error:
+            if refused is not None:
+                await refused(request.scope, error)
+            raise
 
     return authenticate
 

@@ -27,8 +27,12 @@ each job, and queues change rarely (this server's own changes clear it at once).
 def job_for(engine: Engine, caller: Caller, job_id: str, action: Action) -> JobRecord:
     """The job, if the caller may do ``action`` to it: 404 where it cannot see it (as for a
     job that does not exist), 403 where it sees it but may not."""
-    job = engine.get(job_id)
-    caller.require(action, job.team, job.user, missing=f"no job {job_id!r}")
+    return allowed_job(caller, engine.get(job_id), action)
+
+
+def allowed_job(caller: Caller, job: JobRecord, action: Action) -> JobRecord:
+    """``job``, checked as ``job_for`` checks it."""
+    caller.require(action, job.team, job.user, missing=f"no job {job.id!r}")
     return job
 
 

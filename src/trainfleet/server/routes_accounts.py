@@ -11,7 +11,8 @@ from fastapi import APIRouter, Depends, Path, Response
 
 from trainfleet.control.access import Action, Caller
 from trainfleet.control.engine import Engine
-from trainfleet.domain.records import TeamRecord, TokenRecord, UserRecord
+from trainfleet.domain.records import Audited, TeamRecord, TokenRecord, UserRecord
+from trainfleet.server.audit import Audit, Change
 from trainfleet.server.auth import Authenticate, Principal, new_record, new_token
 from trainfleet.server.errors import ERROR_RESPONSES, ApiError, responses
 from trainfleet.server.ownership import QueueTeams
@@ -39,8 +40,8 @@ FIRST_TOKEN = "first"
 """The name of the token a new user gets with its account."""
 
 
-def router(engine: Engine, auth: Authenticate, queue_teams: QueueTeams) -> APIRouter:
-    """The account endpoints, each behind ``auth``."""
+def router(engine: Engine, auth: Authenticate, audit: Audit, queue_teams: QueueTeams) -> APIRouter:
+    """The account endpoints, each behind ``auth``; each change recorded by ``audit``."""
     accounts = engine.store.accounts
     api = APIRouter(
         tags=["accounts"],
@@ -83,8 +84,14 @@ def router(engine: Engine, auth: Authenticate, queue_teams: QueueTeams) -> APIRo
         status_code=201,
         responses=responses(_403="Administrators only.", _409="The name is taken."),
     )
-    def create_user(body: UserBody, who: Who) -> NewUser:
+    def create_user(
+        body: UserBody, who: Who, change: Annotated[Change, audit(Audited.USER_CREATE)]
+    ) -> NewUser:
         """Make a user (in ``team`` with ``role``, if given) and its first token, shown once."""
+        change.target, change.team = body.name, body.team or ""
+        change.detail = "an administrator" if body.admin else ""
+        if body.team is not None:
+            change.detail = f"{body.role.value} of team {body.team}"
         who.caller.require(Action.MANAGE_USERS)
         if body.team is not None and accounts.get_team(body.team) is None:
             raise ApiError(422, f"team: no team {body.team!r}")
@@ -98,13 +105,16 @@ def router(engine: Engine, auth: Authenticate, queue_teams: QueueTeams) -> APIRo
         secret = new_token()
         record = new_record(FIRST_TOKEN, secret, user.name)
         engine.store.add_token(record)
+        change.detail = ", ".join(filter(None, (change.detail, f"first token {record.id}")))
         return NewUser(user=user_view(user), token=secret)
 
     @api.post(
         "/users/{name}/disable",
         responses=responses(_403="Administrators only.", _409="Disabling oneself."),
     )
-    def disable_user(name: UserName, who: Who) -> UserView:
+    def disable_user(
+        name: UserName, who: Who, change: Annotated[Change, audit(Audited.USER_DISABLE, "name")]
+    ) -> UserView:
         """Disable a user: its tokens stop working at once, its jobs go on."""
         who.caller.require(Action.MANAGE_USERS)
         existing_user(name)
@@ -127,8 +137,11 @@ def router(engine: Engine, auth: Authenticate, queue_teams: QueueTeams) -> APIRo
         status_code=201,
         responses=responses(_403="Administrators only.", _409="The name is taken."),
     )
-    def create_team(body: TeamBody, who: Who) -> TeamView:
+    def create_team(
+        body: TeamBody, who: Who, change: Annotated[Change, audit(Audited.TEAM_CREATE)]
+    ) -> TeamView:
         """Make a team, with a queue of its name (no quota) as its default queue."""
+        change.target = change.team = body.name
         who.caller.require(Action.MANAGE_TEAMS)
         team = TeamRecord(name=body.name, default_queue=body.name, created_at=time.time())
         queue = QueueConfig(name=body.name)
@@ -148,16 +161,29 @@ def router(engine: Engine, auth: Authenticate, queue_teams: QueueTeams) -> APIRo
         return TeamView(**visible_team(who.caller, name, Action.READ_TEAM).to_dict())
 
     @api.put("/teams/{name}/members/{user}", responses=ERROR_RESPONSES)
-    def put_member(name: TeamName, user: UserName, body: MemberBody, who: Who) -> TeamView:
+    def put_member(
+        name: TeamName,
+        user: UserName,
+        body: MemberBody,
+        who: Who,
+        change: Annotated[Change, audit(Audited.MEMBER_SET, "user")],
+    ) -> TeamView:
         """Add a user to the team with a role, or change its role there."""
+        change.team, change.detail = name, body.role.value
         visible_team(who.caller, name, Action.CHANGE_MEMBERS)
         existing_user(user, field="user")
         accounts.set_member(name, user, body.role)
         return describe_team(name, who)
 
     @api.delete("/teams/{name}/members/{user}", status_code=204, response_class=Response)
-    def remove_member(name: TeamName, user: UserName, who: Who) -> None:
+    def remove_member(
+        name: TeamName,
+        user: UserName,
+        who: Who,
+        change: Annotated[Change, audit(Audited.MEMBER_REMOVE, "user")],
+    ) -> None:
         """Take a user out of the team: it stops seeing the team's jobs at once."""
+        change.team = name
         visible_team(who.caller, name, Action.CHANGE_MEMBERS)
         if not accounts.remove_member(name, user):
             raise ApiError(404, f"user {user!r} is not in team {name!r}")
@@ -168,10 +194,13 @@ def router(engine: Engine, auth: Authenticate, queue_teams: QueueTeams) -> APIRo
         return [_token_view(t) for t in engine.store.list_tokens(user=who.caller.user)]
 
     @api.post("/tokens", status_code=201, responses=responses(_409="The name is taken."))
-    def create_token(body: TokenBody, who: Who) -> NewToken:
+    def create_token(
+        body: TokenBody, who: Who, change: Annotated[Change, audit(Audited.TOKEN_CREATE)]
+    ) -> NewToken:
         """Make a token for the caller's own user; its secret is shown once."""
         secret = new_token()
         record = new_record(body.name, secret, who.caller.user)
+        change.target, change.detail = record.id, f"named {body.name}"
         try:
             engine.store.add_token(record)
         except StoreConflict as error:
@@ -179,9 +208,14 @@ def router(engine: Engine, auth: Authenticate, queue_teams: QueueTeams) -> APIRo
         return NewToken(token=_token_view(record), secret=secret)
 
     @api.delete("/tokens/{token_id}", status_code=204, response_class=Response)
-    def revoke_token(token_id: TokenId, who: Who) -> None:
+    def revoke_token(
+        token_id: TokenId,
+        who: Who,
+        change: Annotated[Change, audit(Audited.TOKEN_REVOKE, "token_id")],
+    ) -> None:
         """Revoke one of the caller's tokens (an administrator: anyone's)."""
         owner = next((t.user for t in engine.store.list_tokens() if t.id == token_id), None)
+        change.detail = f"of user {owner}" if owner is not None else ""
         if owner is None or not (who.caller.admin or owner == who.caller.user):
             raise ApiError(404, f"no token {token_id!r}")
         if not engine.store.revoke_token(token_id):

@@ -13,8 +13,9 @@ from pydantic import Field
 
 from trainfleet.control.access import Action
 from trainfleet.control.engine import Engine
-from trainfleet.domain.records import EventRecord, JobPage, JobRecord, State
+from trainfleet.domain.records import Audited, EventRecord, JobPage, JobRecord, State
 from trainfleet.server import body, sse
+from trainfleet.server.audit import Audit, Change
 from trainfleet.server.auth import Authenticate, Principal
 from trainfleet.server.errors import (
     ERROR_RESPONSES,
@@ -23,7 +24,7 @@ from trainfleet.server.errors import (
 )
 from trainfleet.server.feeds import EventFeed
 from trainfleet.server.metrics import Metrics
-from trainfleet.server.ownership import QueueTeams, job_for
+from trainfleet.server.ownership import QueueTeams, allowed_job, job_for
 from trainfleet.server.params import JobId, known_query_only
 from trainfleet.server.settings import Settings
 from trainfleet.spec.loading import load_job_text
@@ -56,11 +57,13 @@ def router(
     engine: Engine,
     settings: Settings,
     auth: Authenticate,
+    audit: Audit,
     metrics: Metrics,
     workdirs: WorkdirStore,
     queue_teams: QueueTeams,
 ) -> APIRouter:
-    """The job endpoints, each behind ``auth`` and checked by ``access.RULES``."""
+    """The job endpoints, each behind ``auth`` and checked by ``access.RULES``; each change
+    recorded by ``audit``."""
     api = APIRouter(
         prefix="/jobs",
         tags=["jobs"],
@@ -86,6 +89,7 @@ def router(
         request: Request,
         response: Response,
         who: Annotated[Principal, Depends(auth)],
+        change: Annotated[Change, audit(Audited.JOB_SUBMIT)],
         workdir: Annotated[
             str | None,
             Query(
@@ -125,7 +129,10 @@ def router(
         # submissions/s). Large ones in a worker thread, so that other requests go on.
         large = len(text) > INLINE_TEXT
         loaded = await run_in_threadpool(read) if large else read()
+        change.team = queue_teams.team_of(loaded.spec.queue)
+        change.detail = f"{loaded.spec.name} in queue {loaded.spec.queue}"
         spec, team = queue_teams.for_submission(who.caller, loaded.spec)
+        change.team, change.detail = team, f"{spec.name} in queue {spec.queue}"
         submit = partial(
             engine.submit,
             spec,
@@ -139,6 +146,7 @@ def router(
         tasks = sum(role.replicas for role in loaded.spec.roles.values())
         slow = large or tasks > INLINE_TASKS or fill is not None
         job = await run_in_threadpool(submit) if slow else submit()
+        change.target = job.id
         metrics.submissions.labels(job.source).inc()
         response.headers["Location"] = f"{API_PREFIX}/jobs/{job.id}"
         return Submitted(job=job, warnings=loaded.warnings)
@@ -185,9 +193,15 @@ def router(
             _403="The caller's role does not allow it.", _409="Another process runs the job."
         ),
     )
-    def cancel_job(job_id: JobId, who: Annotated[Principal, Depends(auth)]) -> JobRecord:
+    def cancel_job(
+        job_id: JobId,
+        who: Annotated[Principal, Depends(auth)],
+        change: Annotated[Change, audit(Audited.JOB_STOP, "job_id")],
+    ) -> JobRecord:
         """Stop a job (its tasks get SIGTERM, then SIGKILL); an ended job stays as it is."""
-        job_for(engine, who.caller, job_id, Action.STOP_JOB)
+        job = engine.get(job_id)
+        change.team, change.detail = job.team, f"was {job.state}"
+        allowed_job(who.caller, job, Action.STOP_JOB)
         engine.cancel(job_id, f"cancelled by {who.caller.user}")
         return engine.get(job_id)
 
@@ -201,10 +215,15 @@ def router(
         ),
     )
     def delete_job(
-        job_id: JobId, who: Annotated[Principal, Depends(auth)], force: bool = False
+        job_id: JobId,
+        who: Annotated[Principal, Depends(auth)],
+        change: Annotated[Change, audit(Audited.JOB_DELETE, "job_id")],
+        force: bool = False,
     ) -> None:
         """Forget an ended job and its logs; ``force`` stops a running job first."""
-        job_for(engine, who.caller, job_id, Action.DELETE_JOB)
+        job = engine.get(job_id)
+        change.team, change.detail = job.team, f"was {job.state}" + (", forced" if force else "")
+        allowed_job(who.caller, job, Action.DELETE_JOB)
         engine.delete(job_id, force=force)
         jobs = engine.data_dir.root / "jobs"
         workdirs.sweep(marker.read_text() for marker in jobs.glob(f"*/{TREE_MARKER}"))

@@ -6,6 +6,8 @@ from fastapi import APIRouter, Depends, Path
 
 from trainfleet.control.access import Action, Caller
 from trainfleet.control.engine import Engine
+from trainfleet.domain.records import Audited
+from trainfleet.server.audit import Audit, Change
 from trainfleet.server.auth import Authenticate, Principal
 from trainfleet.server.errors import ERROR_RESPONSES, ApiError, responses
 from trainfleet.server.ownership import QueueTeams
@@ -17,8 +19,9 @@ from trainfleet.wire import QueueBody, QueueState
 QueueName = Annotated[str, Path(pattern=JOB_NAME.pattern, description="The queue's name.")]
 
 
-def router(engine: Engine, auth: Authenticate, queue_teams: QueueTeams) -> APIRouter:
-    """The queue endpoints: a team's members read its queues, its team-admins change them."""
+def router(engine: Engine, auth: Authenticate, audit: Audit, queue_teams: QueueTeams) -> APIRouter:
+    """The queue endpoints: a team's members read its queues, its team-admins change them
+    (each change recorded by ``audit``)."""
     api = APIRouter(
         prefix="/queues",
         tags=["queues"],
@@ -54,11 +57,18 @@ def router(engine: Engine, auth: Authenticate, queue_teams: QueueTeams) -> APIRo
         ),
     )
     def put_queue(
-        name: QueueName, body: QueueBody, who: Annotated[Principal, Depends(auth)]
+        name: QueueName,
+        body: QueueBody,
+        who: Annotated[Principal, Depends(auth)],
+        change: Annotated[Change, audit(Audited.QUEUE_PUT, "name")],
     ) -> QueueState:
         """Create a queue (in ``team``, by default the caller's only team) or replace its
         configuration; waiting jobs are looked at again."""
-        team = _owner(queue_teams, who.caller, name, body.team)
+        stored = queue_teams.stored()
+        change.team = stored.get(name, body.team or "")
+        config = body.model_dump_json(exclude={"team"}, exclude_none=True)
+        change.detail = f"{'changed' if name in stored else 'created'}: {config}"
+        team = change.team = _owner(queue_teams, who.caller, name, body.team)
         who.caller.require(Action.CHANGE_QUEUE, team, missing=f"team: no team {team!r}")
         engine.set_queue(queue_config(name, body.model_dump(exclude={"team"})), team)
         queue_teams.forget()

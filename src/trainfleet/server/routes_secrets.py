@@ -5,7 +5,8 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Path, Response
 
 from trainfleet.control.access import Action, Caller
-from trainfleet.domain.records import SecretRecord
+from trainfleet.domain.records import Audited, SecretRecord
+from trainfleet.server.audit import Audit, Change
 from trainfleet.server.auth import Authenticate, Principal
 from trainfleet.server.errors import ERROR_RESPONSES, ApiError, responses
 from trainfleet.server.params import known_query_only
@@ -16,9 +17,9 @@ from trainfleet.wire import NAME_PATTERN, SecretBody, SecretView
 Name = Annotated[str, Path(pattern=NAME_PATTERN)]
 
 
-def router(secrets: Secrets, auth: Authenticate) -> APIRouter:
+def router(secrets: Secrets, auth: Authenticate, audit: Audit) -> APIRouter:
     """The secret endpoints: a team's members list and make them, delete their own; its
-    team-admins delete any."""
+    team-admins delete any (each change recorded by ``audit``, never a value)."""
     api = APIRouter(
         prefix="/secrets",
         tags=["secrets"],
@@ -42,10 +43,13 @@ def router(secrets: Secrets, auth: Authenticate) -> APIRouter:
         status_code=201,
         responses=responses(_403="The caller's role does not allow it.", _409="The name is taken."),
     )
-    def create_secret(body: SecretBody, who: Who) -> SecretView:
+    def create_secret(
+        body: SecretBody, who: Who, change: Annotated[Change, audit(Audited.SECRET_CREATE)]
+    ) -> SecretView:
         """Store a secret of the team, encrypted; its values go only to the tasks that name
         it, and never come back in an answer."""
-        team = _team(who.caller, body.team)
+        change.target, change.detail = body.name, f"keys: {', '.join(sorted(body.data))}"
+        team = change.team = _team(who.caller, body.team)
         who.caller.require(Action.CREATE_SECRET, team, missing=f"team: no team {team!r}")
         if secrets.store.accounts.get_team(team) is None:
             raise ApiError(422, f"team: no team {team!r}")
@@ -60,8 +64,14 @@ def router(secrets: Secrets, auth: Authenticate) -> APIRouter:
         response_class=Response,
         responses=responses(_403="The caller's role does not allow it."),
     )
-    def delete_secret(team: Name, name: Name, who: Who) -> None:
+    def delete_secret(
+        team: Name,
+        name: Name,
+        who: Who,
+        change: Annotated[Change, audit(Audited.SECRET_DELETE, "name")],
+    ) -> None:
         """Forget a secret; jobs that name it cannot start again."""
+        change.team = team
         missing = f"no secret {name!r} in team {team!r}"
         if not who.caller.sees(Action.DELETE_SECRET, team):
             raise ApiError(404, missing)

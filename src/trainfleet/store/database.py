@@ -1,4 +1,5 @@
-"""The store: jobs, tasks, events, labels and API tokens in SQLite (WAL) or PostgreSQL.
+"""The store: jobs, tasks, events, labels, API tokens, accounts and the audit trail, in
+SQLite (WAL) or PostgreSQL.
 
 Every change is one transaction, written so that it can run again whole where the database
 was lost midway (see ``Connection.write``). The store speaks plain DB-API SQL (sqlite3 or psycopg):
@@ -24,6 +25,7 @@ from trainfleet.domain.records import (
 )
 from trainfleet.store import queries, schema
 from trainfleet.store.accounts import Accounts
+from trainfleet.store.audit import AuditTrail
 from trainfleet.store.connection import Connection, Row, Transaction, patiently
 from trainfleet.store.errors import StoreConflict, StoreError, StoreUnavailable
 from trainfleet.store.migrate import ensure_current
@@ -51,6 +53,8 @@ class Store:
         """Users, teams and their members."""
         self.secrets = SecretStore(connection)
         """Teams' secrets, encrypted."""
+        self.audit = AuditTrail(connection)
+        """Who changed what, when, from where; records are only added."""
 
     @classmethod
     def open(cls, target: str | os.PathLike[str]) -> Store:

@@ -17,3 +17,7 @@ TOKEN_COLUMNS = ("id", "name", "digest", "admin", "created_at", "revoked_at", "u
 USER_COLUMNS = ("name", "admin", "created_at", "disabled_at")
 TEAM_COLUMNS = ("name", "default_queue", "created_at")
 SECRET_COLUMNS = ("team", "name", "keys", "data", "user", "created_at")
+AUDIT_COLUMNS = (
+    "time", "user", "token", "action", "target", "team", "source", "outcome", "detail",
+)  # fmt: skip
+"""Without ``id``, which the store gives."""
