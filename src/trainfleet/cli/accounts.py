@@ -146,7 +146,7 @@ def secret_create(
     files: Sequence[str],
     team: str | None,
 ) -> int:
-    with server_of(options) as server:
+    with server_of(options, "secrets live") as server:
         values = _values(literals, "--from-literal", lambda text: text)
         values.update(_values(files, "--from-file", _read_text))
         if not values:
@@ -157,7 +157,7 @@ def secret_create(
 
 
 def secret_list(options: Options, output: str) -> int:
-    with server_of(options) as server:
+    with server_of(options, "secrets live") as server:
         secrets = server.call(server.client.secrets)
     if output != "table":
         _dump([secret.model_dump(mode="json") for secret in secrets], output)
@@ -170,7 +170,7 @@ def secret_list(options: Options, output: str) -> int:
 
 
 def secret_delete(options: Options, name: str, team: str | None) -> int:
-    with server_of(options) as server:
+    with server_of(options, "secrets live") as server:
         if team is None:
             teams = [s.team for s in server.call(server.client.secrets) if s.name == name]
             if len(teams) != 1:
