@@ -49,6 +49,7 @@ def operations(live: LiveServer, job_id: str) -> list[tuple[str, str]]:
                 tree="a" * 64,
                 user="admin",
                 token_id="0" * 8,
+                team="default",
             )
             found.append((method.upper(), url))
     return found

@@ -21,10 +21,10 @@ from trainfleet.control import queueing
 from trainfleet.control.admitter import Admitter
 from trainfleet.control.controller import JobController
 from trainfleet.control.runner import Runner
+from trainfleet.domain.records import EventRecord, JobPage, JobRecord, Reason, State, TaskRecord
 from trainfleet.domain.records import JobActive as JobActive  # kept importable from here
 from trainfleet.domain.records import JobDetails as JobDetails
 from trainfleet.domain.records import JobNotFound as JobNotFound
-from trainfleet.domain.records import JobPage, JobRecord, Reason, State, TaskRecord
 from trainfleet.environments.cache import EnvironmentCache, cache_size
 from trainfleet.scheduling.admission import Admission, GangJob, Scheduler
 from trainfleet.scheduling.cluster import TaskAllocation
@@ -489,7 +489,11 @@ class Engine:
         return job
 
     def describe(self, job_id: str) -> JobDetails:
-        return JobDetails(self.get(job_id), self.tasks(job_id), self.store.list_events(job_id))
+        return JobDetails(self.get(job_id), self.tasks(job_id), self.events(job_id))
+
+    def events(self, job_id: str, after: int = 0) -> list[EventRecord]:
+        """The job's events with an id above ``after``, oldest first."""
+        return self.store.list_events(job_id, after=after)
 
     def tasks(self, job_id: str) -> list[TaskRecord]:
         """The job's tasks in the spec's order, the order they were stored in."""

@@ -183,9 +183,8 @@ def router(
     @api.get("/{job_id}")
     async def describe_job(job_id: JobId, who: Annotated[Principal, Depends(auth)]) -> JobDetails:
         """A job with its tasks and events."""
-        job_for(engine, who.caller, job_id, Action.READ_JOB)
-        details = engine.describe(job_id)
-        return JobDetails(job=details.job, tasks=details.tasks, events=details.events)
+        job = job_for(engine, who.caller, job_id, Action.READ_JOB)
+        return JobDetails(job=job, tasks=engine.tasks(job_id), events=engine.events(job_id))
 
     @api.post(
         "/{job_id}/cancel",
