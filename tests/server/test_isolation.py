@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from container_images import base_image
 from helpers import fresh_postgres_database, missing, run_cli
 
 from trainfleet.backends.accounts import TeamAccounts, account_name
@@ -36,7 +37,7 @@ try their-log "cat $DATA/jobs/$THEIRS/logs/worker-0.log"
 try their-folder "ls $DATA/jobs/$THEIRS/workdir"
 try their-file "cat $DATA/jobs/$THEIRS/workdir/notes.txt"
 try server-environ "cat /proc/$SERVER/environ"
-echo "marker=${TRAINFLEET_TEST_MARKER:-absent} user=$(id -un) home=$HOME"
+echo "marker=${TRAINFLEET_TEST_MARKER:-absent} uid=$(id -u) home=$HOME"
 echo mine > own.txt && cat own.txt
 """
 
@@ -75,6 +76,39 @@ def _run(server: ServerProcess, token: str, project: Path) -> tuple[int, str]:
 def test_a_task_reads_nothing_of_the_server_or_of_another_team(
     passable: Path, database: str | None
 ) -> None:
+    data, job_id, log = _probe(passable, database, image=None)
+    account = pwd.getpwnam("tf-vision")
+    lines = log.splitlines()
+    assert [line for line in lines if line.startswith("READ")] == [], log
+    probes = ("database", "database-wal", "key", "listing", "their-log", "their-folder")
+    for probe in (*probes, "their-file", "server-environ"):
+        assert f"denied {probe}" in lines, log
+    workdir = data / "jobs" / job_id / "workdir"
+    assert f"marker=absent uid={account.pw_uid} home={workdir}" in lines, log
+    assert lines[-1] == "mine", log
+    assert (workdir / "own.txt").stat().st_uid == account.pw_uid
+    assert (data / "jobs" / job_id / "logs" / "worker-0.log").stat().st_uid == 0
+
+
+def test_a_container_task_runs_as_its_teams_account_too(passable: Path) -> None:
+    """With an image, the container runs as the team's account (podman --user), sees only
+    its own folders, and writes its files as that account."""
+    data, job_id, log = _probe(passable, None, image=base_image())
+    account = pwd.getpwnam("tf-vision")
+    lines = log.splitlines()
+    # The runtime made the folders above the job's own inside the container: listing
+    # them shows that one job alone.
+    assert [line for line in lines if line.startswith("READ")] == ["READ listing"], log
+    for probe in ("database", "key", "their-log", "their-folder", "their-file"):
+        assert f"denied {probe}" in lines, log
+    workdir = data / "jobs" / job_id / "workdir"
+    assert f"marker=absent uid={account.pw_uid} home={workdir}" in lines, log
+    assert (workdir / "own.txt").stat().st_uid == account.pw_uid
+
+
+def _probe(passable: Path, database: str | None, image: str | None) -> tuple[Path, str, str]:
+    """A server isolating teams; bo's job of team audio, then ana's probe of team vision
+    (in ``image``, if given): the data directory, the probe's job id and its log."""
     data = passable / "data"
     env = {"TRAINFLEET_TEST_MARKER": MARKER}
     if database:
@@ -106,27 +140,16 @@ def test_a_task_reads_nothing_of_the_server_or_of_another_team(
         (mine / "job.yaml").write_text(
             "name: probe\nqueue: vision\nenv:\n"
             f"  DATA: {data}\n  THEIRS: {their_job.id}\n  SERVER: '{server.process.pid}'\n"
-            "roles:\n  worker: {command: sh probe.sh}\n"
+            + (f"image: {image}\n" if image else "")
+            + "roles:\n  worker: {command: sh probe.sh}\n"
         )
         code, out = _run(server, ana, mine)
         assert code == 0, out
         with Client(server.url, ana) as client:
             job = next(j for j in client.list_jobs() if j.name == "probe")
-            log = client.read_log(job.id, "worker", 0).decode()
+            return data, job.id, client.read_log(job.id, "worker", 0).decode()
     finally:
         server.stop()
-
-    lines = log.splitlines()
-    assert [line for line in lines if line.startswith("READ")] == [], log
-    probes = ("database", "database-wal", "key", "listing", "their-log", "their-folder")
-    for probe in (*probes, "their-file", "server-environ"):
-        assert f"denied {probe}" in lines, log
-    workdir = data / "jobs" / job.id / "workdir"
-    assert f"marker=absent user=tf-vision home={workdir}" in lines, log
-    assert lines[-1] == "mine", log
-    account = pwd.getpwnam("tf-vision")
-    assert (workdir / "own.txt").stat().st_uid == account.pw_uid
-    assert (data / "jobs" / job.id / "logs" / "worker-0.log").stat().st_uid == 0
 
 
 def test_isolation_needs_root_and_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
