@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import secrets
 from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -20,6 +22,7 @@ from trainfleet.control.access import RULES, Action, Caller
 from trainfleet.control.engine import Engine
 from trainfleet.domain.records import TeamRole
 from trainfleet.spec.loading import load_job_text
+from trainfleet.store.database import Store
 from trainfleet.store.layout import DataDir
 from trainfleet.wire import API_PREFIX as API
 from trainfleet.wire import QueueBody, UserBody
@@ -69,7 +72,7 @@ class World:
     callers: dict[str, Caller]
 
     @property
-    def store(self):  # type: ignore[no-untyped-def]
+    def store(self) -> Store:
         return self.server.engine.store
 
     def secret(self, owner: str, team: str) -> str:
@@ -116,12 +119,12 @@ def world(
             server.stop()
 
 
-def _database(kind: str):  # type: ignore[no-untyped-def]
-    if kind == "postgresql":
-        return fresh_postgres_database()
-    from contextlib import nullcontext
+def _database(kind: str) -> AbstractContextManager[str | None]:
+    return fresh_postgres_database() if kind == "postgresql" else nullcontext(None)
 
-    return nullcontext(None)
+
+Made = tuple[str, str, Any, str | None, str | None]
+"""A case's request, made ready: method, path, body, the object's team and owner."""
 
 
 @dataclass(frozen=True)
@@ -132,12 +135,12 @@ class Case:
     name: str
     action: Action | None
     ok: int
-    make: Callable[[World, str, str], tuple[str, str, object, str | None, str | None]]
+    make: Callable[[World, str, str], Made]
     hidden: int = 404
 
 
 def _job_case(name: str, action: Action, ok: int, method: str, suffix: str) -> Case:
-    def make(world: World, caller: str, relation: str):  # type: ignore[no-untyped-def]
+    def make(world: World, caller: str, relation: str) -> Made:
         owner = {"own": caller, "team": "mate", "other": "stranger"}[relation]
         team = AUDIO if relation == "other" else VISION
         job = world.job(owner, team)
@@ -149,7 +152,7 @@ def _job_case(name: str, action: Action, ok: int, method: str, suffix: str) -> C
 def _team_case(
     name: str, action: Action, ok: int, method: str, path: str, body: object = None, **kw: int
 ) -> Case:
-    def make(world: World, caller: str, relation: str):  # type: ignore[no-untyped-def]
+    def make(world: World, caller: str, relation: str) -> Made:
         team = AUDIO if relation == "other" else VISION
         world.store.accounts.set_member(team, "extra", TeamRole.VIEWER)
         return method, path.format(team=team), body, team, None
@@ -157,8 +160,10 @@ def _team_case(
     return Case(name, action, ok, make, **kw)
 
 
-def _plain(name: str, action: Action | None, ok: int, method: str, path: str, body=None) -> Case:  # type: ignore[no-untyped-def]
-    def make(world: World, caller: str, relation: str):  # type: ignore[no-untyped-def]
+def _plain(
+    name: str, action: Action | None, ok: int, method: str, path: str, body: Any = None
+) -> Case:
+    def make(world: World, caller: str, relation: str) -> Made:
         filled = path
         if "{user}" in path:
             target = f"u{secrets.token_hex(3)}"
@@ -169,19 +174,19 @@ def _plain(name: str, action: Action | None, ok: int, method: str, path: str, bo
     return Case(name, action, ok, make)
 
 
-def _create_secret(world: World, caller: str, relation: str):  # type: ignore[no-untyped-def]
+def _create_secret(world: World, caller: str, relation: str) -> Made:
     team = AUDIO if relation == "other" else VISION
     body = {"team": team, "data": {"key": "value-long"}, **_named("s")}
     return "POST", "/secrets", body, team, None
 
 
-def _delete_secret(world: World, caller: str, relation: str):  # type: ignore[no-untyped-def]
+def _delete_secret(world: World, caller: str, relation: str) -> Made:
     owner = {"own": caller, "team": "mate", "other": "stranger"}[relation]
     team = AUDIO if relation == "other" else VISION
     return "DELETE", f"/secrets/{team}/{world.secret(owner, team)}", None, team, owner
 
 
-def _submit(world: World, caller: str, relation: str):  # type: ignore[no-untyped-def]
+def _submit(world: World, caller: str, relation: str) -> Made:
     team = AUDIO if relation == "other" else VISION
     return "POST", "/jobs", JOB.format(name="s", queue=team), team, None
 
@@ -267,12 +272,15 @@ def test_every_endpoint_answers_as_the_rules_say(
     expected = _expected(world.callers[caller], case, team, owner)
     url = f"{world.server.url}{'' if path == '/metrics' else API}{path}"
     headers = {"Authorization": f"Bearer {world.tokens[caller]}"}
-    kwargs: dict[str, object] = {"json": body} if not isinstance(body, str) else {"content": body}
-    with httpx.stream(method, url, headers=headers, timeout=30, **kwargs) as response:  # type: ignore[arg-type]
-        response.read() if not path.endswith("/follow") else None
+    streamed = path.endswith("/follow")  # an ended job's stream: its status is enough
+    content = body if isinstance(body, str) else None
+    json = None if isinstance(body, str) else body
+    with httpx.stream(
+        method, url, headers=headers, timeout=30, content=content, json=json
+    ) as response:
+        text = "" if streamed else response.read().decode()[:300]
         assert response.status_code == expected, (
-            f"{method} {path} as {caller}: {response.status_code} (expected {expected}): "
-            f"{response.read().decode()[:300] if not path.endswith('/follow') else ''}"
+            f"{method} {path} as {caller}: {response.status_code} (expected {expected}): {text}"
         )
         if expected == 403:
             assert case.action is not None
@@ -292,7 +300,7 @@ def _query_team(path: str) -> str:
     return path.split("?team=")[1]
 
 
-SDK: dict[str, Callable[[Client, str, object], object]] = {
+SDK: dict[str, Callable[[Client, str, Any], object]] = {
     "submit": lambda c, p, b: c.submit(str(b)),
     "describe": lambda c, p, b: c.describe(_job_of(p)),
     "events": lambda c, p, b: c.events(_job_of(p)),
@@ -306,20 +314,20 @@ SDK: dict[str, Callable[[Client, str, object], object]] = {
     "audit": lambda c, p, b: list(c.audit(team=_query_team(p))),
     "add member": lambda c, p, b: c.set_member(_team_of(p), "extra", "viewer"),
     "remove member": lambda c, p, b: c.remove_member(_team_of(p), "extra"),
-    "create team": lambda c, p, b: c.create_team(b["name"]),  # type: ignore[index]
+    "create team": lambda c, p, b: c.create_team(b["name"]),
     "users": lambda c, p, b: c.users(),
-    "create user": lambda c, p, b: c.create_user(UserBody(name=b["name"])),  # type: ignore[index]
+    "create user": lambda c, p, b: c.create_user(UserBody(name=b["name"])),
     "disable user": lambda c, p, b: c.disable_user(p.split("/")[2]),
     "whoami": lambda c, p, b: c.whoami(),
     "tokens": lambda c, p, b: c.tokens(),
-    "create token": lambda c, p, b: c.create_token(b["name"]),  # type: ignore[index]
+    "create token": lambda c, p, b: c.create_token(b["name"]),
     "secrets": lambda c, p, b: c.secrets(),
-    "create secret": lambda c, p, b: c.create_secret(b["name"], b["data"], b["team"]),  # type: ignore[index]
+    "create secret": lambda c, p, b: c.create_secret(b["name"], b["data"], b["team"]),
     "delete secret": lambda c, p, b: c.delete_secret(p.split("/")[2], p.split("/")[3]),
 }
 """Each case as the Python SDK calls it."""
 
-CLI: dict[str, Callable[[str, object, Path], list[str]]] = {
+CLI: dict[str, Callable[[str, Any, Path], list[str]]] = {
     "submit": lambda p, b, folder: ["submit", str(_written(folder, str(b)))],
     "describe": lambda p, b, folder: ["describe", _job_of(p)],
     "events": lambda p, b, folder: ["events", _job_of(p)],
@@ -331,9 +339,9 @@ CLI: dict[str, Callable[[str, object, Path], list[str]]] = {
     "add member": lambda p, b, folder: ["team", "add", _team_of(p), "extra", "--role", "viewer"],
     "audit": lambda p, b, folder: ["audit", "--team", _query_team(p)],
     "remove member": lambda p, b, folder: ["team", "remove", _team_of(p), "extra"],
-    "create team": lambda p, b, folder: ["team", "create", b["name"]],  # type: ignore[index]
+    "create team": lambda p, b, folder: ["team", "create", b["name"]],
     "users": lambda p, b, folder: ["user", "list"],
-    "create user": lambda p, b, folder: ["user", "create", b["name"]],  # type: ignore[index]
+    "create user": lambda p, b, folder: ["user", "create", b["name"]],
     "disable user": lambda p, b, folder: ["user", "disable", p.split("/")[2]],
     "whoami": lambda p, b, folder: ["whoami"],
     "secrets": lambda p, b, folder: ["secret", "list"],
@@ -344,7 +352,7 @@ CLI: dict[str, Callable[[str, object, Path], list[str]]] = {
         "--team",
         b["team"],
         "--from-literal",
-        "key=value-long",  # type: ignore[index]
+        "key=value-long",
     ],
     "delete secret": lambda p, b, folder: [
         "secret",
