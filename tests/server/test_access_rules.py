@@ -1,7 +1,8 @@
 """Every endpoint x every role x an object of the caller's own, of its team and of another
-team, against a real server on SQLite and on PostgreSQL; what each answer should be comes
-from ``access.RULES``, the table the server checks with. A test of the table itself says
-what the policy is, so that the table cannot drift unnoticed either.
+team, against a real server on SQLite and on PostgreSQL, through the API and the SDK (and
+the CLI, on SQLite: the same API underneath); what each answer should be comes from
+``access.RULES``, the table the server checks with. A test of the table itself says what
+the policy is, so that the table cannot drift unnoticed either.
 """
 
 from __future__ import annotations
@@ -393,6 +394,7 @@ def test_the_sdk_answers_as_the_rules_say(
                 SDK[case.name](client, path, body)
 
 
+@pytest.mark.parametrize("world", ["sqlite"], indirect=True)  # the same API on either store
 @pytest.mark.parametrize(
     ("case", "caller", "relation"), CLI_WALK, ids=[f"{c.name}-{u}-{r}" for c, u, r in CLI_WALK]
 )

@@ -461,7 +461,7 @@ def test_a_secret_key_ref_names_a_secret_of_the_team_and_nothing_else_is_read(
     message = error_of(tmp_path, TFJOB, ("- name: EMPTY", config))
     assert (
         "job.yaml:49: spec.tfReplicaSpecs.Worker.template.spec.containers[1].env[1].valueFrom: "
-        "only secretKeyRef is read"
+        "only a secretKeyRef with a name and a key is read"
     ) in message
 
 

@@ -105,7 +105,10 @@ def _secret_ref(value_from: Any) -> dict[str, Any] | None:
     ref = value_from.get("secretKeyRef") if isinstance(value_from, dict) else None
     if not isinstance(ref, dict) or set(value_from) != {"secretKeyRef"}:
         return None
-    return {"secret": ref.get("name"), "key": ref.get("key")}
+    name, key = ref.get("name"), ref.get("key")
+    if not isinstance(name, str) or not isinstance(key, str):
+        return None
+    return {"secret": name, "key": key}
 
 
 PULL_POLICIES = {"Always": "always", "IfNotPresent": "if-missing", "Never": "never"}
@@ -365,7 +368,8 @@ class PodFields:
                 secret = _secret_ref(var.valueFrom)
                 if secret is None:
                     message = (
-                        "only secretKeyRef is read (a secret of the job's team on the server); "
+                        "only a secretKeyRef with a name and a key is read (a secret of the "
+                        "job's team on the server); "
                         f"config maps and pod fields exist only in Kubernetes: give {var.name} "
                         "a value"
                     )
