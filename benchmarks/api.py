@@ -37,10 +37,25 @@ figures are the server's rather than an HTTP client library's.
 (followers) with --followers N, only this: GET /healthz and a 4 KiB log-range read of a
          running job's log, paced, beside the same with N open SSE followers of that log.
 
+(authz)  with --authz, only (submit) and (get) as above, each against three servers:
+         (a) a server of this tree with the token of a user who is a member of team
+             `bench` (made through the API), submitting to the team's queue `bench` and
+             getting its team's jobs: every authorisation check on the path;
+         (b) the same server with the admin token (the checks short-circuit), same jobs;
+         (c) a server of the source tree before authorisation (--baseline-src DIR: run
+             with PYTHONPATH=DIR/src and this interpreter) with its admin token, queue
+             `default`; skipped, and said so, without --baseline-src.
+         The servers start once; each round runs (submit) on a, b, c in turn, then (get)
+         on each (with that server's submitted jobs), the next round in reverse order
+         (c, b, a), for --authz-rounds rounds. Reports the median over the rounds (of two:
+         their mean) of the submit throughput and the get p50/p99 (back to back and
+         paced), with the ratios a/c and b/c; each probe's own figures are in the JSON.
+
 usage: python benchmarks/api.py [--submit-count 2000] [--followers 400] [--out FILE]
        python benchmarks/api.py --outage [--submit-count 2000] [--outage-seconds 20]
+       python benchmarks/api.py --authz [--baseline-src DIR] [--authz-rounds 2]
 Prints a table and writes the figures as JSON (default benchmarks/results/api.json, or
-benchmarks/results/api-outage.json with --outage).
+benchmarks/results/api-outage.json with --outage, api-authz.json with --authz).
 """
 
 from __future__ import annotations
@@ -54,6 +69,7 @@ import os
 import re
 import secrets
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -76,12 +92,20 @@ from trainfleet.store.layout import DataDir
 HERE = Path(__file__).resolve().parent
 HOST = "127.0.0.1"
 API = "/api/v1"
-SUBMIT_BODY = json.dumps(
-    {
+
+
+def _submit_body(queue: str | None = None) -> bytes:
+    """The (submit) job: one task running `true` that asks for every CPU of the machine."""
+    job: dict[str, Any] = {
         "name": "bench-submit",
         "roles": {"worker": {"command": ["true"], "resources": {"cpu": os.cpu_count() or 1}}},
     }
-).encode()
+    if queue is not None:
+        job["queue"] = queue
+    return json.dumps(job).encode()
+
+
+SUBMIT_BODY = _submit_body()
 ACTIVE_STATES = (State.QUEUED, State.STARTING, State.RUNNING, State.RESTARTING)
 WAITING_STATES = (State.QUEUED, State.STARTING)
 REQUEST_TIMEOUT = 30.0
@@ -114,7 +138,10 @@ def _latency(samples: list[float]) -> dict[str, float]:
 class Server:
     """`trainfleet server` in a subprocess on a free loopback port; its output is drained."""
 
-    def __init__(self, data_dir: Path, token: str, database_url: str | None) -> None:
+    def __init__(
+        self, data_dir: Path, token: str, database_url: str | None, src: Path | None = None
+    ) -> None:
+        """``src``: run the server from that source tree (``PYTHONPATH``) instead of ours."""
         argv = [sys.executable, "-m", "trainfleet", "--data-dir", str(data_dir), "server"]
         argv += ["--host", HOST, "--port", "0"]
         if database_url:
@@ -127,6 +154,7 @@ class Server:
             env={
                 **{k: v for k, v in os.environ.items() if k != "TRAINFLEET_DATABASE_URL"},
                 "TRAINFLEET_ADMIN_TOKEN": token,
+                **({"PYTHONPATH": str(src)} if src else {}),
             },
             start_new_session=True,
         )
@@ -429,13 +457,15 @@ async def _count_states(load: Load) -> dict[str, int]:
     return counts
 
 
-async def bench_submit(load: Load, args: argparse.Namespace) -> dict[str, Any]:
+async def bench_submit(
+    load: Load, args: argparse.Namespace, body: bytes = SUBMIT_BODY
+) -> dict[str, Any]:
     """(submit) job submissions/s (the server queues and runs each job), beside /healthz."""
     target = f"{API}/jobs"
     submitted = await load.run(
         args.submit_clients,
         args.submit_count,
-        lambda n: ("POST", target, SUBMIT_BODY),
+        lambda n: ("POST", target, body),
         expect=201,
         warmup=0,
     )
@@ -958,6 +988,171 @@ def followers_table(results: dict[str, Any]) -> str:
     return "\n".join(rows)
 
 
+# -- authorisation (--authz) --------------------------------------------------
+
+AUTHZ_TEAM = "bench"
+
+
+async def _member_token(admin: Load) -> str:
+    """Make team ``bench`` (with its queue ``bench``) and a member of it; its token."""
+    made = b""
+    for target, body in (
+        ("teams", {"name": AUTHZ_TEAM}),
+        ("users", {"name": "bench", "team": AUTHZ_TEAM, "role": "member"}),
+    ):
+        status, made = await admin.one("POST", f"{API}/{target}", json.dumps(body).encode())
+        if status != 201:
+            raise RuntimeError(f"creating {target} {body}: {status} {made[:200]!r}")
+    return str(json.loads(made)["token"])
+
+
+def _authz_figures(run: dict[str, Any]) -> dict[str, float]:
+    """The compared figures of one (submit) and one (get) probe, by name."""
+    got = run["get"]
+    figures = {"submit_req_per_s": run["submit"]["submit"]["req_per_s"]}
+    for probe in (got["closed_loop"], *got["open_loop"]):
+        offered = probe["offered_req_per_s"]
+        key = f"get_paced_{offered:.0f}_per_s" if offered else "get_at_capacity"
+        figures[f"{key}_p50_ms"] = probe["get"]["latency"]["p50_ms"]
+        figures[f"{key}_p99_ms"] = probe["get"]["latency"]["p99_ms"]
+    figures["get_highest_rate_within_target_req_per_s"] = got[
+        "highest_rate_within_target_req_per_s"
+    ]
+    return figures
+
+
+def _authz_errors(run: dict[str, Any]) -> int:
+    got = run["get"]
+    probes = (run["submit"]["submit"], *(r["get"] for r in (got["closed_loop"], *got["open_loop"])))
+    return sum(probe["errors"] for probe in probes)
+
+
+async def bench_authz(
+    current: int, before: int | None, admin: str, args: argparse.Namespace
+) -> dict[str, Any]:
+    """(submit) then (get) against (a) the current server with a member's token, (b) the
+    same server with the admin token, (c) the before server with its admin token; each
+    probe in turn on a, b, c, then c, b, a, and so on for ``args.authz_rounds`` rounds."""
+    member = await _member_token(Load(current, admin))
+    targets = {
+        "a": (Load(current, member), _submit_body(AUTHZ_TEAM)),
+        "b": (Load(current, admin), _submit_body(AUTHZ_TEAM)),
+    }
+    if before is not None:
+        targets["c"] = (Load(before, admin), SUBMIT_BODY)
+    runs: dict[str, list[dict[str, Any]]] = {label: [] for label in targets}
+    for number in range(args.authz_rounds):
+        order = list(targets) if number % 2 == 0 else list(reversed(targets))
+        submitted = {}
+        for label in order:
+            print(f"(submit) {label}, round {number + 1} ...", flush=True)
+            load, body = targets[label]
+            submitted[label] = await bench_submit(load, args, body)
+        for label in order:
+            print(f"(get) {label}, round {number + 1} ...", flush=True)
+            got = await bench_get(targets[label][0], args, submitted[label].pop("ids"))
+            runs[label].append({"submit": submitted[label], "get": got})
+    medians = {
+        label: {
+            name: statistics.median(_authz_figures(run)[name] for run in probes)
+            for name in _authz_figures(probes[0])
+        }
+        for label, probes in runs.items()
+    }
+    ratios = {
+        f"{label}/c": {
+            name: figure / medians["c"][name] if medians["c"][name] else None
+            for name, figure in medians[label].items()
+        }
+        for label in ("a", "b")
+        if "c" in medians
+    }
+    errors = {label: sum(_authz_errors(run) for run in probes) for label, probes in runs.items()}
+    return {"medians": medians, "ratios": ratios, "errors": errors, "runs": runs}
+
+
+def _source(src: Path) -> str:
+    """The commit a source tree is at (plus `+changes` if it has any), or why unknown."""
+
+    def git(*argv: str) -> str:
+        done = subprocess.run(["git", "-C", str(src), *argv], capture_output=True, text=True)
+        return done.stdout.strip() if done.returncode == 0 else ""
+
+    commit = git("rev-parse", "--short", "HEAD") or "not a git tree"
+    return commit + ("+changes" if git("status", "--porcelain", "--untracked-files=no") else "")
+
+
+def run_authz(args: argparse.Namespace) -> dict[str, Any]:
+    """The --authz run: one current-tree server, and one before server if --baseline-src."""
+    admin = secrets.token_hex(16)
+    ours = HERE.parent
+    baseline = args.baseline_src
+    results: dict[str, Any] = {
+        "cpus": os.cpu_count(),
+        "database": "sqlite",
+        "client": "asyncio (uvloop) + httptools, keep-alive HTTP/1.1, one connection a client",
+        "rounds": args.authz_rounds,
+        "figures": "median over the rounds of each (submit) and (get) probe's figures",
+        "servers": {
+            "a": f"current tree ({_source(ours)}), member token of team bench, queue bench",
+            "b": f"current tree ({_source(ours)}), admin token, queue bench",
+            "c": (
+                f"before tree {baseline} ({_source(baseline)}), admin token, queue default"
+                if baseline
+                else "skipped: no --baseline-src given"
+            ),
+        },
+        "note": "final_states counts every bench-submit job its token sees on that server",
+    }
+    with tempfile.TemporaryDirectory(prefix="trainfleet-bench-authz-") as tmp:
+        servers = [Server(Path(tmp) / "current", admin, None)]
+        try:
+            if baseline:
+                servers.append(
+                    Server(Path(tmp) / "before", admin, None, src=baseline.resolve() / "src")
+                )
+            before = servers[1].port if baseline else None
+            with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+                authz = bench_authz(servers[0].port, before, admin, args)
+                results.update(runner.run(asyncio.wait_for(authz, args.timeout)))
+        except BaseException:
+            for server in servers:
+                print("\n".join(server.tail), file=sys.stderr)
+            raise
+        finally:
+            results["server_exit_codes"] = [server.stop() for server in servers]
+    return results
+
+
+def authz_table(results: dict[str, Any]) -> str:
+    medians, ratios, errors = results["medians"], results["ratios"], results["errors"]
+
+    def shown(label: str, name: str) -> str:
+        if label not in medians:
+            return "skipped"
+        value = medians[label][name]
+        return f"{value:.0f} req/s" if name.endswith("req_per_s") else f"{value:.2f} ms"
+
+    def ratio(key: str, name: str) -> str:
+        value = ratios.get(key, {}).get(name)
+        return "" if value is None else f"{value:.2f}x"
+
+    header = ("median of the rounds", "(a) member", "(b) admin", "(c) before", "a/c", "b/c")
+    rows = [header] + [
+        (
+            name.removesuffix("_req_per_s").removesuffix("_ms").replace("_", " "),
+            *(shown(label, name) for label in "abc"),
+            ratio("a/c", name),
+            ratio("b/c", name),
+        )
+        for name in medians["a"]
+    ]
+    rows.append(("errors, all rounds", *(str(errors.get(label, "-")) for label in "abc"), "", ""))
+    lines = [_rows_table(rows)]
+    lines += [f"({label}) {text}" for label, text in results["servers"].items()]
+    return "\n".join(lines)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -1000,7 +1195,21 @@ def main() -> None:
         help="run only the followers probe, with this many SSE followers (e.g. 400)",
     )
     parser.add_argument("--follower-requests", type=int, default=300)
+    parser.add_argument(
+        "--authz", action="store_true", help="only (submit) and (get): authorisation on/before"
+    )
+    parser.add_argument(
+        "--baseline-src", type=Path, help="--authz: a source tree of before, holding src/"
+    )
+    parser.add_argument("--authz-rounds", type=int, default=2, help="--authz: rounds (median)")
     args = parser.parse_args()
+    if args.authz:
+        if args.baseline_src and not (args.baseline_src / "src" / "trainfleet").is_dir():
+            parser.error(f"--baseline-src: no src/trainfleet in {args.baseline_src}")
+        authz = run_authz(args)
+        print(authz_table(authz))
+        _write(args.out or HERE / "results" / "api-authz.json", authz)
+        return
     if args.outage:
         outage = run_outage(args)
         print(outage_table(outage))

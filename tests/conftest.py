@@ -5,16 +5,14 @@ under CI, so CI never skips it)."""
 from __future__ import annotations
 
 import os
-import secrets
 import signal
 import sys
 import textwrap
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
 
 import pytest
-from helpers import kill_processes_under, missing
+from helpers import fresh_postgres_database, kill_processes_under
 
 from trainfleet.control.engine import Engine
 from trainfleet.store.layout import DataDir
@@ -68,31 +66,8 @@ def job_file(tmp_path: Path) -> Callable[[str], Path]:
     return write
 
 
-POSTGRES_URL = "TRAINFLEET_TEST_POSTGRES_URL"
-
-
-def postgres_admin_url() -> str:
-    """The server to test against; skips (fails under CI) when none is configured."""
-    url = os.environ.get(POSTGRES_URL)
-    if url:
-        return url
-    message = (
-        f"{POSTGRES_URL} is not set (run: export {POSTGRES_URL}=$(bash scripts/postgres.sh start))"
-    )
-    missing(f"the store on PostgreSQL: {message}")
-
-
 @pytest.fixture
 def postgres_url() -> Iterator[str]:
     """The URL of a new, empty PostgreSQL database of this test only."""
-    import psycopg
-
-    admin = postgres_admin_url()
-    name = f"trainfleet_test_{secrets.token_hex(6)}"
-    with psycopg.connect(admin, autocommit=True) as connection:
-        connection.execute(f"CREATE DATABASE {name}")
-    try:
-        yield urlunsplit(urlsplit(admin)._replace(path=f"/{name}"))
-    finally:
-        with psycopg.connect(admin, autocommit=True) as connection:
-            connection.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+    with fresh_postgres_database() as url:
+        yield url

@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import contextlib
 import os
+import secrets
 import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import NoReturn
+from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 
@@ -81,3 +84,33 @@ def kill_processes_under(folder: Path) -> None:
                 os.killpg(process.pid, signal.SIGKILL)
             else:
                 process.kill()
+
+
+POSTGRES_URL = "TRAINFLEET_TEST_POSTGRES_URL"
+
+
+def postgres_admin_url() -> str:
+    """The server to test against; skips (fails under CI) when none is configured."""
+    url = os.environ.get(POSTGRES_URL)
+    if url:
+        return url
+    message = (
+        f"{POSTGRES_URL} is not set (run: export {POSTGRES_URL}=$(bash scripts/postgres.sh start))"
+    )
+    missing(f"the store on PostgreSQL: {message}")
+
+
+@contextmanager
+def fresh_postgres_database() -> Iterator[str]:
+    """A new, empty PostgreSQL database, dropped afterwards."""
+    import psycopg
+
+    admin = postgres_admin_url()
+    name = f"trainfleet_test_{secrets.token_hex(6)}"
+    with psycopg.connect(admin, autocommit=True) as connection:
+        connection.execute(f"CREATE DATABASE {name}")
+    try:
+        yield urlunsplit(urlsplit(admin)._replace(path=f"/{name}"))
+    finally:
+        with psycopg.connect(admin, autocommit=True) as connection:
+            connection.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")

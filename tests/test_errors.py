@@ -16,7 +16,7 @@ import trainfleet
 from trainfleet.backends.api import BackendError
 from trainfleet.backends.local.gpus import GpuConfigError
 from trainfleet.cli.commands import user_errors
-from trainfleet.client import ClientError, NotFound, ServerError, Unreachable
+from trainfleet.client import ClientError, NotFound, ServerError, Unreachable, Untrusted
 from trainfleet.domain import errors
 from trainfleet.domain.records import JobActive, JobNotFound
 from trainfleet.scheduling.placement import Unschedulable
@@ -28,6 +28,7 @@ from trainfleet.store.space import DiskFull
 KINDS = {
     errors.BadInput: (422, 2),
     errors.Unauthorized: (401, 2),
+    errors.Forbidden: (403, 2),
     errors.NotFound: (404, 2),
     errors.Conflict: (409, 2),
     errors.Unavailable: (503, 1),
@@ -54,6 +55,8 @@ def _instance(kind: type[errors.TrainfleetError]) -> errors.TrainfleetError:
         return SpecError.one("boom", field="roles")
     if kind is ServerError:
         return ServerError("boom", 500)
+    if kind is Untrusted:
+        return Untrusted("https://host", "boom")
     return kind("boom")
 
 

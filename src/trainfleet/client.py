@@ -9,12 +9,19 @@
 
 Failures raise ClientError subclasses whose message is what the CLI prints after
 ``error:``: BadRequest (with the spec's ``problems``), Unauthorized, NotFound, Conflict.
+
+Over HTTPS the server's certificate is verified, against ``ca_cert`` when given (a server
+whose certificate a private CA signed), else against the usual trusted CAs; a certificate
+that fails raises Untrusted. There is no way to turn verification off.
 """
 
 from __future__ import annotations
 
+import datetime
 import logging
 import os
+import re
+import ssl
 import tempfile
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -29,17 +36,29 @@ from pydantic import TypeAdapter, ValidationError
 
 from trainfleet.domain import errors
 from trainfleet.domain.errors import TrainfleetError
-from trainfleet.domain.records import EventRecord, JobPage, JobRecord, State
+from trainfleet.domain.records import AuditRecord, EventRecord, JobPage, JobRecord, State
 from trainfleet.spec.models import JobSpec
 from trainfleet.wire import (
     API_PREFIX,
+    AuditPage,
     ErrorBody,
     JobDetails,
     LogChunk,
+    MemberBody,
+    NewToken,
+    NewUser,
     Problem,
     QueueBody,
     QueueState,
+    SecretView,
     Submitted,
+    TeamBody,
+    TeamView,
+    TokenBody,
+    TokenView,
+    UserBody,
+    UserView,
+    WhoAmI,
 )
 
 __all__ = [
@@ -47,11 +66,13 @@ __all__ = [
     "Client",
     "ClientError",
     "Conflict",
+    "Forbidden",
     "InsufficientStorage",
     "NotFound",
     "ServerError",
     "Unauthorized",
     "Unreachable",
+    "Untrusted",
 ]
 
 log = logging.getLogger("trainfleet.client")
@@ -84,7 +105,11 @@ class BadRequest(ClientError, errors.BadInput):
 
 
 class Unauthorized(ClientError, errors.Unauthorized):
-    """No token, or one the server does not know or has revoked (401, 403)."""
+    """No token, or one the server does not know or has revoked (401)."""
+
+
+class Forbidden(ClientError, errors.Forbidden):
+    """The caller's role does not allow it; the message names the role needed (403)."""
 
 
 class NotFound(ClientError, errors.NotFound):
@@ -109,10 +134,19 @@ class Unreachable(ClientError, errors.Unavailable):
     exit_code = errors.USAGE_ERROR
 
 
+class Untrusted(Unreachable):
+    """The server's certificate failed verification (``reason`` says how): an unknown CA,
+    a name it is not for, expired; pass ``ca_cert`` when a private CA signed it."""
+
+    def __init__(self, url: str, reason: str) -> None:
+        super().__init__(f"cannot verify the server's certificate ({url}): {reason}")
+        self.url, self.reason = url, reason
+
+
 _BY_STATUS: dict[int, type[ClientError]] = {
     400: BadRequest,
     401: Unauthorized,
-    403: Unauthorized,
+    403: Forbidden,
     404: NotFound,
     409: Conflict,
     413: BadRequest,
@@ -134,13 +168,17 @@ class Client:
         timeout: float = 30.0,
         on_warning: Callable[[str], None] | None = None,
         transport: httpx.BaseTransport | None = None,
+        ca_cert: str | os.PathLike[str] | None = None,
     ) -> None:
+        """``ca_cert``: a PEM file of the CA(s) that signed an HTTPS server's certificate,
+        trusted instead of the usual ones; BadInput when it cannot be loaded."""
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         self.url = url.rstrip("/")
         self.timeout = timeout
         self.on_warning = on_warning or log.warning
+        verify = trusting(ca_cert) if ca_cert is not None else True
         self._http = httpx.Client(
-            base_url=self.url, headers=headers, timeout=timeout, transport=transport
+            base_url=self.url, headers=headers, timeout=timeout, transport=transport, verify=verify
         )
 
     def close(self) -> None:
@@ -221,7 +259,7 @@ class Client:
             try:
                 known = self._http.head(path).status_code == 200
             except httpx.TransportError as error:
-                raise Unreachable(f"cannot reach the server at {self.url}: {error}") from None
+                raise self._unreachable(error) from None
             if not known:
                 with open(packed.archive, "rb") as archive:
                     headers = {"Content-Type": "application/octet-stream"}
@@ -298,9 +336,128 @@ class Client:
         return _parse(QueueState, self._request("GET", self._queue(name)))
 
     def put_queue(self, name: str, config: QueueBody) -> QueueState:
-        """Create a queue or replace its configuration (needs an admin token)."""
+        """Create a queue or replace its configuration (a team-admin of its team)."""
         body = config.model_dump(mode="json", exclude_none=True)
         return _parse(QueueState, self._request("PUT", self._queue(name), json=body))
+
+    # -- users, teams and tokens ----------------------------------------------
+
+    def whoami(self) -> WhoAmI:
+        """The caller's user, token and teams."""
+        return _parse(WhoAmI, self._request("GET", f"{API_PREFIX}/whoami"))
+
+    def users(self) -> list[UserView]:
+        """Every user (administrators only)."""
+        return _parse(list[UserView], self._request("GET", f"{API_PREFIX}/users"))
+
+    def create_user(self, user: UserBody) -> NewUser:
+        """Make a user and its first token (shown this once; administrators only)."""
+        body = user.model_dump(mode="json", exclude_none=True)
+        return _parse(NewUser, self._request("POST", f"{API_PREFIX}/users", json=body))
+
+    def disable_user(self, name: str) -> UserView:
+        """Disable a user: its tokens stop working (administrators only)."""
+        path = f"{API_PREFIX}/users/{_segment(name)}/disable"
+        return _parse(UserView, self._request("POST", path))
+
+    def teams(self) -> list[TeamView]:
+        """The caller's teams (every team, for an administrator)."""
+        return _parse(list[TeamView], self._request("GET", f"{API_PREFIX}/teams"))
+
+    def team(self, name: str) -> TeamView:
+        return _parse(TeamView, self._request("GET", self._team(name)))
+
+    def create_team(self, name: str) -> TeamView:
+        """Make a team, with a default queue of its name (administrators only)."""
+        body = TeamBody(name=name).model_dump(mode="json")
+        return _parse(TeamView, self._request("POST", f"{API_PREFIX}/teams", json=body))
+
+    def set_member(self, team: str, user: str, role: str = "member") -> TeamView:
+        """Add ``user`` to ``team`` with ``role``, or change its role (a team-admin)."""
+        body = MemberBody.model_validate({"role": role}).model_dump(mode="json")
+        path = f"{self._team(team)}/members/{_segment(user)}"
+        return _parse(TeamView, self._request("PUT", path, json=body))
+
+    def remove_member(self, team: str, user: str) -> None:
+        """Take ``user`` out of ``team`` (a team-admin)."""
+        self._request("DELETE", f"{self._team(team)}/members/{_segment(user)}")
+
+    def tokens(self) -> list[TokenView]:
+        """The caller's tokens, revoked ones included."""
+        return _parse(list[TokenView], self._request("GET", f"{API_PREFIX}/tokens"))
+
+    def create_token(self, name: str) -> NewToken:
+        """Make a token of the caller's user; its secret is shown this once."""
+        body = TokenBody(name=name).model_dump(mode="json")
+        return _parse(NewToken, self._request("POST", f"{API_PREFIX}/tokens", json=body))
+
+    def revoke_token(self, token_id: str) -> None:
+        self._request("DELETE", f"{API_PREFIX}/tokens/{_segment(token_id)}")
+
+    # -- secrets --------------------------------------------------------------
+
+    def secrets(self) -> list[SecretView]:
+        """The secrets of the caller's teams: names and keys, never values."""
+        return _parse(list[SecretView], self._request("GET", f"{API_PREFIX}/secrets"))
+
+    def create_secret(
+        self, name: str, data: Mapping[str, str], team: str | None = None
+    ) -> SecretView:
+        """Store a secret of ``team`` (default: the caller's only team), encrypted."""
+        body = {"name": name, "data": dict(data), **({"team": team} if team else {})}
+        return _parse(SecretView, self._request("POST", f"{API_PREFIX}/secrets", json=body))
+
+    def delete_secret(self, team: str, name: str) -> None:
+        self._request("DELETE", f"{API_PREFIX}/secrets/{_segment(team)}/{_segment(name)}")
+
+    # -- the audit trail --------------------------------------------------------
+
+    def audit_page(
+        self,
+        *,
+        user: str | None = None,
+        action: str | None = None,
+        since: float | datetime.datetime | None = None,
+        team: str | None = None,
+        limit: int = 100,
+        before: int | None = None,
+    ) -> AuditPage:
+        """One page of audit records, newest first; pass its ``next_before`` as ``before``
+        for the next. ``since``: a Unix time, or a datetime (naive: local time)."""
+        if isinstance(since, datetime.datetime):
+            since = since.timestamp()
+        params: dict[str, Any] = {"limit": limit}
+        given = {"user": user, "action": action, "since": since, "team": team, "before": before}
+        params.update({key: value for key, value in given.items() if value is not None})
+        return _parse(AuditPage, self._request("GET", f"{API_PREFIX}/audit", params=params))
+
+    def audit(
+        self,
+        *,
+        user: str | None = None,
+        action: str | None = None,
+        since: float | datetime.datetime | None = None,
+        team: str | None = None,
+        limit: int | None = 100,
+        page_size: int = 100,
+    ) -> Iterator[AuditRecord]:
+        """The newest ``limit`` audit records that match (None: all), newest first, fetched
+        a page at a time: of every team for an administrator, of its teams for a
+        team-admin (others get Forbidden). ``action``: that action or those under it
+        (``job``: ``job.submit``, ``job.stop``, ...)."""
+        before: int | None = None
+        left = limit
+        while left is None or left > 0:
+            size = page_size if left is None else min(page_size, left)
+            page = self.audit_page(
+                user=user, action=action, since=since, team=team, limit=size, before=before
+            )
+            yield from page.records
+            if left is not None:
+                left -= len(page.records)
+            if page.next_before is None:
+                return
+            before = page.next_before
 
     # -- logs and following ---------------------------------------------------
 
@@ -365,6 +522,8 @@ class Client:
                         yield event
                 problem = "the stream ended before the job did"
             except httpx.TransportError as error:
+                if _verification_failure(error) is not None:
+                    raise self._unreachable(error) from None  # the same again: no retry
                 problem = str(error) or type(error).__name__
             tries += 1
             if tries > RECONNECTS:
@@ -372,6 +531,9 @@ class Client:
             time.sleep(0.2 * tries)
 
     # -- plumbing -------------------------------------------------------------
+
+    def _team(self, name: str) -> str:
+        return f"{API_PREFIX}/teams/{_segment(name)}"
 
     def _queue(self, name: str) -> str:
         return f"{API_PREFIX}/queues/{_segment(name)}"
@@ -386,9 +548,45 @@ class Client:
         try:
             response = self._http.request(method, path, **kwargs)
         except httpx.TransportError as error:
-            raise Unreachable(f"cannot reach the server at {self.url}: {error}") from None
+            raise self._unreachable(error) from None
         _raise_for_status(response)
         return response
+
+    def _unreachable(self, error: httpx.TransportError) -> Unreachable:
+        """What a failed connection says: Untrusted for a certificate that failed."""
+        failure = _verification_failure(error)
+        if failure is not None:
+            reason = failure.verify_message or _ssl_words(failure)
+            return Untrusted(self.url, reason.rstrip("."))
+        return Unreachable(f"cannot reach the server at {self.url}: {error}")
+
+
+def trusting(ca_cert: str | os.PathLike[str]) -> ssl.SSLContext:
+    """A client context that trusts the CA certificate(s) in ``ca_cert`` (PEM) only;
+    BadInput when the file cannot be read or holds no certificate."""
+    path = os.fspath(ca_cert)
+    try:
+        return ssl.create_default_context(cafile=path)
+    except ssl.SSLError as error:
+        reason = _ssl_words(error)
+    except OSError as error:
+        reason = error.strerror or str(error)
+    raise errors.BadInput(f"cannot load the CA certificate {path}: {reason}")
+
+
+def _verification_failure(error: BaseException) -> ssl.SSLCertVerificationError | None:
+    """The certificate check that failed under a transport error, if that is what it is."""
+    seen: BaseException | None = error
+    for _ in range(8):  # httpx's error, httpcore's, then ssl's
+        if seen is None or isinstance(seen, ssl.SSLCertVerificationError):
+            return seen
+        seen = seen.__cause__ or seen.__context__
+    return None
+
+
+def _ssl_words(error: ssl.SSLError) -> str:
+    """OpenSSL's words, without the ``(_ssl.c:1234)`` of where CPython met them."""
+    return re.sub(r"\s*\(_ssl\.c:\d+\)$", "", str(error))
 
 
 def _segment(value: str) -> str:

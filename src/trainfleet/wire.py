@@ -7,11 +7,19 @@ module imports nothing of the server, the engine, the backends or the store, so 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Annotated
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from trainfleet.domain.records import EventRecord, JobRecord, State, TaskRecord
+from trainfleet.domain.records import (
+    AuditRecord,
+    EventRecord,
+    JobRecord,
+    State,
+    TaskRecord,
+    TeamRole,
+)
+from trainfleet.spec.models import NO_NUL_PATTERN, SECRET_KEY, SECRET_NAME
 from trainfleet.spec.queues import QueueConfig, QueueName, Quota
 
 if TYPE_CHECKING:
@@ -81,12 +89,18 @@ class QueueBody(_Model):
     cohort: QueueName | None = None
     nominal: Quota = Field(default_factory=Quota)
     borrowing_limit: Quota | None = None
+    team: QueueName | None = Field(
+        default=None,
+        description="The team of a new queue (default: the caller's only team); a queue "
+        "keeps its team.",
+    )
 
 
 class QueueState(_Model):
     """A queue: its configuration, what its admitted jobs use, and its jobs."""
 
     queue: QueueConfig
+    team: str = "default"
     used: dict[str, int] = Field(
         description="cpu in millicores, memory in bytes, gpu in thousandths, custom counts."
     )
@@ -94,10 +108,134 @@ class QueueState(_Model):
     waiting: list[str] = Field(description="Ids of its waiting jobs, in the order they go.")
 
     @classmethod
-    def of(cls, status: QueueStatus) -> QueueState:
+    def of(cls, status: QueueStatus, team: str = "default") -> QueueState:
         return cls(
-            queue=status.config, used=status.used, running=status.admitted, waiting=status.waiting
+            queue=status.config,
+            team=team,
+            used=status.used,
+            running=status.admitted,
+            waiting=status.waiting,
         )
+
+
+NAME_PATTERN = r"^[a-z0-9]([a-z0-9.-]{0,61}[a-z0-9])?$"
+"""Users, teams and tokens: lower-case letters, digits, ``.`` and ``-``, at most 63."""
+Name = Annotated[str, Field(pattern=NAME_PATTERN)]
+
+
+class _Body(_Model):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class WhoAmI(_Model):
+    """The caller: its user, whether it is an administrator, its teams and roles."""
+
+    user: str
+    admin: bool
+    token: str = Field(description="The name of the token used.")
+    teams: dict[str, TeamRole]
+
+
+class UserBody(_Body):
+    """A new user, as ``POST /api/v1/users`` takes it."""
+
+    name: Name
+    admin: bool = False
+    team: QueueName | None = Field(default=None, description="A team to add the user to.")
+    role: TeamRole = TeamRole.MEMBER
+
+
+class UserView(_Model):
+    """A user: whether it is an administrator or disabled, its teams and roles."""
+
+    name: str
+    admin: bool
+    created_at: float
+    disabled_at: float | None = None
+    teams: dict[str, TeamRole] = Field(default_factory=dict)
+
+
+class NewUser(_Model):
+    """A user just made, and its first token: shown once, never stored."""
+
+    user: UserView
+    token: str
+
+
+class TeamBody(_Body):
+    """A new team, as ``POST /api/v1/teams`` takes it; its default queue has its name."""
+
+    name: QueueName
+
+
+class TeamView(_Model):
+    """A team: its members by role, and its default queue."""
+
+    name: str
+    default_queue: str
+    created_at: float
+    members: dict[str, TeamRole]
+
+
+class MemberBody(_Body):
+    """A member's role, as ``PUT /api/v1/teams/{team}/members/{user}`` takes it."""
+
+    role: TeamRole = TeamRole.MEMBER
+
+
+class TokenBody(_Body):
+    """A new token of the caller, as ``POST /api/v1/tokens`` takes it."""
+
+    name: Name
+
+
+class TokenView(_Model):
+    """A token, never its secret: its user, name and when it was made and revoked."""
+
+    id: str
+    name: str
+    user: str
+    created_at: float
+    revoked_at: float | None = None
+
+
+class NewToken(_Model):
+    """A token just made: its secret is shown once, never stored."""
+
+    token: TokenView
+    secret: str
+
+
+class SecretBody(_Body):
+    """A new secret, as ``POST /api/v1/secrets`` takes it; its values are never answered."""
+
+    name: Annotated[str, Field(pattern=SECRET_NAME.pattern)]
+    team: QueueName | None = Field(
+        default=None, description="The team it belongs to (default: the caller's only team)."
+    )
+    data: dict[
+        Annotated[str, Field(pattern=SECRET_KEY.pattern)],
+        Annotated[str, Field(pattern=NO_NUL_PATTERN)],
+    ] = Field(min_length=1, description="Its values by key, e.g. {password: ...}.")
+
+
+class SecretView(_Model):
+    """A secret without its values: its team, name, keys, who made it and when."""
+
+    team: str
+    name: str
+    keys: list[str]
+    user: str
+    created_at: float
+
+
+class AuditPage(_Model):
+    """One page of the audit trail, newest first."""
+
+    records: list[AuditRecord]
+    next_before: int | None = Field(
+        default=None, description="Pass as `before` for the next, older page; none on the last."
+    )
 
 
 class Health(_Model):

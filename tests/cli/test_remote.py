@@ -266,7 +266,7 @@ def test_config_precedence_flag_then_environment_then_file(
         (
             "sever: http://x\n",
             r"config\.yaml: unknown key 'sever' "
-            r"\(allowed: server, token, backend, slurm, container_runtime\)",
+            r"\(allowed: server, token, ca_cert, backend, slurm, container_runtime\)",
         ),
         ("server: 8080\n", r"config\.yaml: server: expected a non-empty string"),
         ("backend: kubernetes\n", r"config\.yaml: backend: Input should be 'local' or 'slurm'"),
@@ -287,19 +287,19 @@ def test_a_malformed_config_file_is_named(
     assert re.search(message, result.stderr) and "Traceback" not in result.stderr
 
 
-def test_token_create_list_revoke(server: ServerProcess, tmp_path: Path) -> None:
+def test_token_create_list_revoke(server: ServerProcess, client: Client, tmp_path: Path) -> None:
     data = server.process.args[4]  # the server's --data-dir
     made = cli("--data-dir", data, "token", "create", "alice")
     assert made.returncode == 0, made.stderr
     secret = made.stdout.strip()
-    token_id = re.sub(r"token (\S+) for alice .*\n", r"\1", made.stderr)
+    token_id = re.sub(r"token (\S+) alice of user alice .*\n", r"\1", made.stderr)
     assert len(secret) >= 40
     assert cli("list", server=server.url, token=secret).returncode == 0
 
     listed = cli("--data-dir", data, "token", "list").stdout
-    assert re.search(rf"^{token_id} +alice +no +\S+ \S+ +-$", listed, re.MULTILINE)
+    assert re.search(rf"^{token_id} +alice +alice +\S+ \S+ +-$", listed, re.MULTILINE)
     rows = json.loads(cli("--data-dir", data, "token", "list", "-o", "json").stdout)
-    assert {"admin", "alice"} <= {row["name"] for row in rows}
+    assert {("first", "admin"), ("alice", "alice")} <= {(row["name"], row["user"]) for row in rows}
     assert all("digest" not in row for row in rows) and secret not in listed
 
     assert cli("--data-dir", data, "token", "revoke", token_id).returncode == 0
@@ -316,6 +316,16 @@ def test_token_create_list_revoke(server: ServerProcess, tmp_path: Path) -> None
     assert unknown.returncode == 2 and "no token 'nope'" in unknown.stderr
     nowhere = cli("--data-dir", tmp_path / "empty", "token", "list")
     assert nowhere.returncode == 2 and "no trainfleet data in" in nowhere.stderr
+
+    # Made on the server's machine, not through the API: in the audit trail all the same.
+    local = {(r.action, r.target): r for r in client.audit(limit=None) if r.source == "local"}
+    assert {("user.create", "alice"), ("token.create", token_id), ("token.revoke", token_id)} < set(
+        local
+    )
+    assert local["token.create", token_id].detail.startswith("named alice of user alice; by ")
+    assert local["token.revoke", token_id].user == "" and secret not in str(local)
+    first = [r for r in local.values() if r.detail.startswith("named first of user admin")]
+    assert len(first) == 1 and first[0].detail.endswith("(TRAINFLEET_ADMIN_TOKEN)")
 
 
 def test_a_trainjob_runs_on_the_server_with_its_runtime_file(

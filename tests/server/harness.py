@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+import secrets
 import signal
 import subprocess
 import sys
@@ -14,10 +15,12 @@ from pathlib import Path
 import uvicorn
 
 from trainfleet.control.engine import Engine
+from trainfleet.domain.records import TeamRole, TokenRecord, UserRecord
 from trainfleet.server.app import create_app
-from trainfleet.server.auth import bootstrap
+from trainfleet.server.auth import bootstrap, new_record, new_token
 from trainfleet.server.serve import GRACEFUL_SHUTDOWN
 from trainfleet.server.settings import Settings
+from trainfleet.store.database import Store
 from trainfleet.store.layout import DataDir
 
 
@@ -79,7 +82,7 @@ class ServerProcess:
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
         line = self.wait_for_line("Uvicorn running on ")
-        self.url = re.sub(r".*Uvicorn running on (http://\S+).*", r"\1", line)
+        self.url = re.sub(r".*Uvicorn running on (https?://\S+).*", r"\1", line)
 
     def _read(self) -> None:
         assert self.process.stdout is not None
@@ -108,3 +111,21 @@ class ServerProcess:
         code = self.process.wait(timeout=60)
         self._reader.join(timeout=10)
         return code
+
+
+def add_user(
+    store: Store,
+    name: str,
+    team: str | None = "default",
+    role: TeamRole = TeamRole.MEMBER,
+    admin: bool = False,
+) -> tuple[str, TokenRecord]:
+    """A user (made if missing) in ``team`` with ``role``, and a new token of it."""
+    if store.accounts.get_user(name) is None:
+        store.accounts.add_user(UserRecord(name=name, admin=admin, created_at=time.time()))
+    if team is not None:
+        store.accounts.set_member(team, name, role)
+    secret = new_token()
+    record = new_record(f"t{secrets.token_hex(3)}", secret, name)
+    store.add_token(record)
+    return secret, record

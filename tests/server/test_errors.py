@@ -15,7 +15,7 @@ from trainfleet.server.auth import digest
 from trainfleet.spec.errors import SpecError
 from trainfleet.spec.loading import load_job_text
 
-from .harness import LiveServer
+from .harness import LiveServer, add_user
 
 API = "/api/v1"
 JOB = "name: ok\nroles:\n  worker: {command: 'true'}\n"
@@ -41,7 +41,16 @@ def operations(live: LiveServer, job_id: str) -> list[tuple[str, str]]:
     found = []
     for path, methods in document["paths"].items():
         for method in methods:
-            url = path.format(job_id=job_id, role="worker", index=0, name="default", tree="a" * 64)
+            url = path.format(
+                job_id=job_id,
+                role="worker",
+                index=0,
+                name="default",
+                tree="a" * 64,
+                user="admin",
+                token_id="0" * 8,
+                team="default",
+            )
             found.append((method.upper(), url))
     return found
 
@@ -69,11 +78,9 @@ def test_unknown_and_revoked_tokens(live: LiveServer) -> None:
     with pytest.raises(Unauthorized, match="needs a token"):
         Client(live.url).find()
     store = live.engine.store
-    from trainfleet.server.auth import TOKEN_CACHE_SECONDS, new_record, new_token
+    from trainfleet.server.auth import TOKEN_CACHE_SECONDS
 
-    token = new_token()
-    record = new_record("alice", token)
-    store.add_token(record)
+    token, record = add_user(store, "alice")
     assert store.token_by_digest(digest(token)) is not None
     with Client(live.url, token) as alice:
         job = alice.submit(JOB)
@@ -214,7 +221,7 @@ def test_an_unexpected_error_is_a_500_without_a_traceback(
     def broken(job_id: str) -> None:
         raise RuntimeError("secret internals")
 
-    monkeypatch.setattr(live.engine, "describe", broken)
+    monkeypatch.setattr(live.engine, "get", broken)
     response = client._http.get(f"{API}/jobs/anything")
     assert response.status_code == 500
     assert response.json() == {

@@ -12,19 +12,16 @@ import pytest
 from helpers import wait_for
 
 from trainfleet.client import Client, Unauthorized
-from trainfleet.server.auth import new_record, new_token
 from trainfleet.wire import API_PREFIX
 
-from .harness import LiveServer
+from .harness import LiveServer, add_user
 
 SLEEPER = "name: sleeper\ngrace_period: 1\nroles:\n  worker: {command: 'echo up; sleep 600'}\n"
 
 
 def test_revoking_a_token_ends_its_open_streams(live: LiveServer, client: Client) -> None:
     """Streams opened before the revocation close within a few seconds, the job running on."""
-    token = new_token()
-    record = new_record("carol", token)
-    live.engine.store.add_token(record)
+    token, record = add_user(live.engine.store, "carol")
     job = client.submit(SLEEPER)
     assert next(client.follow_log(job.id, "worker", 0)) == "up\n"
     paths = [f"/jobs/{job.id}/tasks/worker/0/log/follow", f"/jobs/{job.id}/events/follow"]

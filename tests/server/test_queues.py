@@ -8,14 +8,13 @@ from pathlib import Path
 import pytest
 from helpers import wait_for
 
-from trainfleet.client import BadRequest, Client, NotFound, Unauthorized
+from trainfleet.client import BadRequest, Client, Forbidden, NotFound
 from trainfleet.control.queueing import quota_amounts
 from trainfleet.domain.records import State
-from trainfleet.server.auth import new_record, new_token
 from trainfleet.spec.queues import Quota
 from trainfleet.wire import QueueBody
 
-from .harness import LiveServer, ServerProcess
+from .harness import LiveServer, ServerProcess, add_user
 
 
 def test_an_admin_creates_and_changes_a_queue_others_only_read(
@@ -35,11 +34,12 @@ def test_an_admin_creates_and_changes_a_queue_others_only_read(
     assert changed.queue.cohort is None and quota_amounts(changed.queue.nominal) == {"gpu": 4000}
     assert client.queue("team-a") == changed
 
-    secret = new_token()
-    live.engine.store.add_token(new_record("alice", secret))
+    secret, _ = add_user(live.engine.store, "alice")
     with Client(live.url, secret) as alice:
         assert alice.queue("team-a") == changed
-        with pytest.raises(Unauthorized, match="may not change queues"):
+        with pytest.raises(
+            Forbidden, match="changing queues in team 'default' needs the role team-admin"
+        ):
             alice.put_queue("team-a", QueueBody())
     with pytest.raises(NotFound, match="no queue 'nope'"):
         client.queue("nope")

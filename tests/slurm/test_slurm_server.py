@@ -13,8 +13,9 @@ from server.harness import ServerProcess
 from slurm_cluster import SlurmUser
 from slurm_nodes import NODES
 
-from trainfleet.client import Client
+from trainfleet.client import BadRequest, Client
 from trainfleet.domain.records import State
+from trainfleet.wire import UserBody
 
 TOKEN = "slurm-test-admin-token-0123456789abcdef"
 
@@ -81,3 +82,31 @@ def test_server_secrets_never_reach_a_slurm_task(slurm_user: SlurmUser, tmp_path
     assert b"SLURM_JOB_ID" in log and b"TRAINFLEET_JOB" in log, log
     for leaked in (secret.encode(), TOKEN.encode(), b"AWS_SECRET_ACCESS_KEY"):
         assert leaked not in log, leaked
+
+
+def test_a_teams_job_carries_its_account_and_secrets_stay_off_slurm(
+    slurm_user: SlurmUser, tmp_path: Path
+) -> None:
+    """A job of team vision is submitted with --account=vision (the cluster accepts and
+    runs it); a job naming a secret is refused: its values would sit in the launch file."""
+    env = {**slurm_user.env, "TRAINFLEET_ADMIN_TOKEN": TOKEN}
+    server = ServerProcess(slurm_user.data_dir, env)
+    try:
+        with Client(server.url, TOKEN) as admin:
+            admin.create_team("vision")
+            token = admin.create_user(UserBody(name="ana", team="vision")).token
+        with Client(server.url, token) as ana:
+            job = "name: charged\nroles:\n  worker: {command: 'echo on $SLURM_JOB_ACCOUNT'}\n"
+            job_id = ana.submit(job, server_workdir=tmp_path).id
+            assert ana.get(job_id).team == "vision"
+            wait_for(lambda: ana.get(job_id).state.is_final, timeout=180, what="the end")
+            assert ana.get(job_id).state == State.SUCCEEDED, ana.describe(job_id)
+            assert ana.read_log(job_id, "worker", 0) == b"on vision\n"
+            ana.create_secret("db", {"password": "never-on-slurm"})
+            secret = job + "env: {PASSWORD: {secret: db, key: password}}\n"
+            with pytest.raises(BadRequest, match=r"env\.PASSWORD: secrets reach tasks on the"):
+                ana.submit(secret, server_workdir=tmp_path)
+        (script,) = (slurm_user.data_dir / "jobs" / job_id / "run").glob("*.sh")
+        assert "#SBATCH --account=vision\n" in script.read_text()
+    finally:
+        server.stop()

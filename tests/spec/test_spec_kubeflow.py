@@ -12,7 +12,7 @@ import yaml
 from trainfleet.spec.errors import SpecError
 from trainfleet.spec.frameworks import Framework
 from trainfleet.spec.loading import LoadedJob, load_job_file
-from trainfleet.spec.models import RestartPolicy
+from trainfleet.spec.models import RestartPolicy, SecretRef
 
 # Shaped like kubeflow/training-operator's examples, with an explicit command (the image's
 # entrypoint cannot be known here) and the usual Kubernetes-only fields left in.
@@ -449,12 +449,19 @@ def test_no_command_and_no_image(tmp_path: Path) -> None:
     ) in message
 
 
-def test_value_from(tmp_path: Path) -> None:
+def test_a_secret_key_ref_names_a_secret_of_the_team_and_nothing_else_is_read(
+    tmp_path: Path,
+) -> None:
+    """secretKeyRef is trainfleet's {secret, key} (the server's secrets of the job's team);
+    config maps and pod fields exist only inside Kubernetes: refused, the field named."""
     secret = "- name: EMPTY\n                  valueFrom: {secretKeyRef: {name: s3, key: token}}"
-    message = error_of(tmp_path, TFJOB, ("- name: EMPTY", secret))
+    spec = load(tmp_path, TFJOB.replace("- name: EMPTY", secret)).spec
+    assert spec.roles["worker"].env["EMPTY"] == SecretRef(secret="s3", key="token")
+    config = "- name: EMPTY\n                  valueFrom: {configMapKeyRef: {name: c, key: k}}"
+    message = error_of(tmp_path, TFJOB, ("- name: EMPTY", config))
     assert (
         "job.yaml:49: spec.tfReplicaSpecs.Worker.template.spec.containers[1].env[1].valueFrom: "
-        "cannot be resolved outside Kubernetes"
+        "only a secretKeyRef with a name and a key is read"
     ) in message
 
 

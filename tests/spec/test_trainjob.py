@@ -275,7 +275,8 @@ def test_errors_in_a_runtime_file_name_that_file_and_line(tmp_path: Path) -> Non
     problems = problems_of(on_runtime("my-torch"), catalog_of(tmp_path, bad_env))
     assert problems[0].startswith(
         f"{tmp_path / 'runtime.yaml'}:32: spec.template.spec.replicatedJobs[0].template.spec."
-        "template.spec.containers[0].env[0].valueFrom: cannot be resolved outside Kubernetes"
+        "template.spec.containers[0].env[0].valueFrom: only a secretKeyRef with a name and a "
+        "key is read"
     ), problems
     # A value the runtime gives that the job model refuses points into the runtime too.
     bad_image = RUNTIME.replace("image: localhost/trainfleet/python:3.11", "image: 'a b'")

@@ -15,7 +15,7 @@ from alembic import command
 from alembic.config import Config
 from alembic.script import ScriptDirectory
 
-from trainfleet.domain.records import JobRecord, TaskRecord
+from trainfleet.domain.records import JobRecord, TaskRecord, TeamRole
 from trainfleet.store.connection import Connection
 from trainfleet.store.database import Store
 from trainfleet.store.errors import StoreError
@@ -112,6 +112,38 @@ def test_a_database_at_revision_0001_is_upgraded_and_keeps_its_jobs(target: str)
         assert store.delete_job("old-1") is True
 
 
+def test_tokens_and_jobs_from_before_users_are_adopted(target: str) -> None:
+    """Revision 0004: admin tokens become the built-in admin's, others users of their own
+    name in team default; a non-admin token named 'admin' is revoked; jobs keep users."""
+    upgrade(parse_target(target), "0003")
+    _execute(
+        target,
+        "INSERT INTO tokens (id, name, digest, admin, created_at) VALUES "
+        "('t1', 'admin', 'd1', TRUE, 1.0), ('t2', 'ops', 'd2', TRUE, 2.0), "
+        "('t3', 'alice', 'd3', FALSE, 3.0), ('t4', 'admin', 'd4', FALSE, 4.0)",
+        'INSERT INTO jobs (id, name, framework, state, spec, source, workdir, "user", '
+        "created_at) VALUES ('a-1', 'a', 'generic', 'queued', '{}', 'trainfleet', '/tmp', "
+        "'alice', 10.0), ('o-1', 'o', 'generic', 'queued', '{}', 'trainfleet', '/tmp', "
+        "'ops', 11.0)",
+        "INSERT INTO queues (name, config, updated_at) VALUES ('gpu', '{\"name\": \"gpu\"}', 1.0)",
+    )
+    with Store.open(target) as store:
+        tokens = {token.id: token for token in store.list_tokens()}
+        assert {i: t.user for i, t in tokens.items()} == {
+            "t1": "admin", "t2": "admin", "t3": "alice", "t4": "admin"
+        }  # fmt: skip
+        assert tokens["t4"].revoked and not tokens["t1"].revoked and not tokens["t3"].revoked
+        users = {user.name: user for user in store.accounts.list_users()}
+        assert users.keys() == {"admin", "alice"} and users["admin"].admin
+        assert not users["alice"].admin
+        assert store.accounts.memberships("alice") == {"default": TeamRole.MEMBER}
+        assert [team.name for team in store.accounts.list_teams()] == ["default"]
+        jobs = {job.id: job for job in store.list_jobs()}
+        assert (jobs["a-1"].user, jobs["o-1"].user) == ("alice", "admin")
+        assert {job.team for job in jobs.values()} == {"default"}
+        assert store.accounts.queue_teams() == {"gpu": "default"}
+
+
 def test_downgrade_to_0001_and_back_up(target: str, make_job: MakeJob) -> None:
     with Store.open(target) as store:
         store.add_job(make_job(), [TaskRecord(job_id="demo-1", role="w", index=0)])
@@ -161,7 +193,7 @@ store.update_task("fast-1", "w", 0, state="running")
 store.update_job("fast-1", state="running")
 store.find_jobs(labels={"a": "b"})
 token = str(time.time_ns())
-store.add_token(TokenRecord(id=token, name="t", digest=token, created_at=1.0))
+store.add_token(TokenRecord(id=token, name=token, digest=token, created_at=1.0))
 store.delete_job("fast-1")
 heavy = sorted({m.split(".")[0] for m in sys.modules if m.split(".")[0] in HEAVY})
 print(json.dumps({"heavy": heavy, "open_s": opened}))

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple, NewType, Protocol
 
+from trainfleet.backends.accounts import Account
 from trainfleet.backends.supervision.shim import ATTEMPT_VARIABLE
 from trainfleet.backends.task_environment import SERVERS, TaskBase
 from trainfleet.domain.errors import USAGE_ERROR, Unavailable
@@ -25,7 +26,7 @@ from trainfleet.frameworks.base import TaskContext
 from trainfleet.programs import tf_server
 from trainfleet.scheduling.cluster import Node
 from trainfleet.scheduling.placement import Placement, TaskKey
-from trainfleet.spec.models import JobSpec, Resources
+from trainfleet.spec.models import JobSpec, Resources, SecretRef
 from trainfleet.store.layout import DataDir
 
 TaskHandle = NewType("TaskHandle", str)
@@ -105,6 +106,10 @@ class TaskLaunch:
     entrypoint: bool = False
     """True: the role gives no command, and ``argv`` are arguments to the image's own
     ENTRYPOINT (as Kubernetes runs a container with ``args`` alone)."""
+    mask: tuple[bytes, ...] = field(default=(), repr=False)
+    """Secret values its log shows as ``***`` (see ``vault.masking``), never in a repr."""
+    account: Account | None = None
+    """The Unix account it runs as (its team's, see ``backends.accounts``); None: ours."""
 
 
 @dataclass(frozen=True)
@@ -126,6 +131,16 @@ class JobLaunch:
     """Where each task's environment starts (see ``task_environment``)."""
     python_dirs: Mapping[str, Path] = field(default_factory=dict)
     """Per role with a Python environment of its own: its ``bin`` folder (``python``)."""
+    mask: tuple[bytes, ...] = field(default=(), repr=False)
+    """Secret values every task's log shows as ``***`` (``TaskLaunch.mask``)."""
+    secrets: Mapping[tuple[str, str], str] = field(default_factory=dict, repr=False)
+    """The values of the secrets the job names, by (secret, key)."""
+    secret_dir: Path | None = None
+    """Where the files of secrets given as files are (``write_secret_files`` writes them)."""
+    account: Account | None = None
+    """The Unix account its tasks run as (its team's); None: this process's own."""
+    team: str = "default"
+    """The team the job belongs to (a cluster engine charges its account)."""
 
     def task(self, key: TaskKey, placement: Placement | None = None) -> TaskLaunch:
         """The argv, environment, directory, log file and records of one task's attempt."""
@@ -148,6 +163,12 @@ class JobLaunch:
             env["VIRTUAL_ENV"] = str(python_dir.parent)
             mounts.append(Mount(python_dir.parent, python_dir.parent, read_only=True))
         env.update(task_environment(context))
+        env.update(self._secret_variables(key[0]))
+        if self.account is not None:  # the account's name, and a home it may write to
+            env |= {"USER": self.account.name, "LOGNAME": self.account.name}
+            env["HOME"] = str(self.workdir)
+        if self.secret_dir is not None:
+            mounts.append(Mount(self.secret_dir, self.secret_dir, read_only=True))
         record = self.data_dir.record(self.job_id, *key, self.attempts.get(key, 0))
         # Every process of the attempt inherits it, even one that leaves the task's group.
         env[ATTEMPT_VARIABLE] = str(record)
@@ -164,7 +185,32 @@ class JobLaunch:
             image=self.spec.image_of(key[0]),
             pull=role.pull,
             entrypoint=role.command is None,
+            mask=self.mask or tuple(value.encode() for value in self.secrets.values()),
+            account=self.account,
         )
+
+    def _secret_variables(self, role: str) -> dict[str, str]:
+        """The role's variables that name secrets: their values, or their files' paths."""
+        variables = {}
+        for name, ref in self.spec.env_of(role).items():
+            if isinstance(ref, SecretRef):
+                value = self.secrets[(ref.secret, ref.key)]
+                variables[name] = str(self.secret_file(ref)) if ref.file else value
+        return variables
+
+    def secret_file(self, ref: SecretRef) -> Path:
+        assert self.secret_dir is not None, "a job with secret files has a secret_dir"
+        return self.secret_dir / ref.secret / ref.key
+
+    def write_secret_files(self) -> None:
+        """Write the values the job wants as files, readable by the owner only."""
+        for _, ref in self.spec.secret_refs():
+            if ref.file:
+                path = self.secret_file(ref)
+                path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+                descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+                with os.fdopen(descriptor, "w") as file:
+                    file.write(self.secrets[(ref.secret, ref.key)])
 
 
 @dataclass(frozen=True)

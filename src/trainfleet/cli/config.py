@@ -1,11 +1,12 @@
 """Where the CLI sends its commands: a server (URL and token), or the embedded engine.
 
-Each setting comes from the first of: the ``--server`` flag, the environment
-(``TRAINFLEET_SERVER``, ``TRAINFLEET_TOKEN``), the config file
-``$XDG_CONFIG_HOME/trainfleet/config.yaml`` (``~/.config/...``)::
+Each setting comes from the first of: the ``--server`` and ``--ca-cert`` flags, the
+environment (``TRAINFLEET_SERVER``, ``TRAINFLEET_TOKEN``, ``TRAINFLEET_CA_CERT``), the config
+file ``$XDG_CONFIG_HOME/trainfleet/config.yaml`` (``~/.config/...``)::
 
     server: https://trainfleet.example.org
     token: 6Vd0...
+    ca_cert: ca.pem        # the CA that signed the server's certificate (relative: to here)
 
 The same file says where the embedded engine and the server run jobs (``backend``,
 ``slurm`` and ``container_runtime``, see ``trainfleet.spec.backends``); without it they run
@@ -25,7 +26,7 @@ from trainfleet.cli.errors import UserError
 if TYPE_CHECKING:
     from trainfleet.spec.backends import BackendConfig
 
-KEYS = ("server", "token")
+KEYS = ("server", "token", "ca_cert")
 BACKEND_KEYS = ("backend", "slurm", "container_runtime")
 
 
@@ -35,6 +36,10 @@ class Target:
 
     server: str | None = None
     token: str | None = None
+    ca_cert: str | None = None
+    """The CA certificate file to verify an HTTPS server with (None: the usual CAs)."""
+    ca_source: str = "--ca-cert"
+    """Where ``ca_cert`` was given, to name in errors."""
 
 
 def config_path(environ: Mapping[str, str] = os.environ) -> Path:
@@ -43,8 +48,10 @@ def config_path(environ: Mapping[str, str] = os.environ) -> Path:
     return Path(base) / "trainfleet" / "config.yaml"
 
 
-def resolve(flag: str | None, environ: Mapping[str, str] = os.environ) -> Target:
-    """The target from the flag, then the environment, then the config file (if any)."""
+def resolve(
+    flag: str | None, environ: Mapping[str, str] = os.environ, *, ca_flag: str | None = None
+) -> Target:
+    """The target from the flags, then the environment, then the config file (if any)."""
     env_server = environ.get("TRAINFLEET_SERVER") or None
     env_token = environ.get("TRAINFLEET_TOKEN") or None
     if env_token is not None:
@@ -53,10 +60,26 @@ def resolve(flag: str | None, environ: Mapping[str, str] = os.environ) -> Target
     file = _strings(read_config(path), path) if path.exists() else {}
     if env_token is None and "token" in file:
         _check_token(file["token"], f"{path}: token")
+    ca_cert, ca_source = _ca_cert(ca_flag, environ, file, path)
     return Target(
         server=flag or env_server or file.get("server"),
         token=env_token or file.get("token"),
+        ca_cert=ca_cert,
+        ca_source=ca_source,
     )
+
+
+def _ca_cert(
+    flag: str | None, environ: Mapping[str, str], file: dict[str, str], path: Path
+) -> tuple[str | None, str]:
+    """The CA certificate file and where it was given; the config file's is relative to it."""
+    if flag:
+        return flag, "--ca-cert"
+    if environ.get("TRAINFLEET_CA_CERT"):
+        return environ["TRAINFLEET_CA_CERT"], "TRAINFLEET_CA_CERT"
+    if "ca_cert" in file:
+        return str(path.parent / Path(file["ca_cert"]).expanduser()), f"{path}: ca_cert"
+    return None, "--ca-cert"
 
 
 def backend_config(environ: Mapping[str, str] = os.environ) -> BackendConfig:

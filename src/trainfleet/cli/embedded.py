@@ -111,12 +111,17 @@ class EngineService(StoreReader):
     def queues(self) -> list[QueueState]:
         from trainfleet.wire import QueueState
 
-        return [QueueState.of(status) for status in self.engine.queues()]
+        teams = self.engine.store.accounts.queue_teams()
+        return [
+            QueueState.of(status, teams.get(status.config.name, "default"))
+            for status in self.engine.queues()
+        ]
 
     def put_queue(self, name: str, body: QueueBody) -> QueueState:
         from trainfleet.spec.queues import queue_config
 
-        self.engine.set_queue(queue_config(name, body.model_dump()))
+        config = queue_config(name, body.model_dump(exclude={"team"}))
+        self.engine.set_queue(config, body.team or "default")
         return next(queue for queue in self.queues() if queue.queue.name == name)
 
     def cancel(self, job_id: str, reason: str = "cancelled by user") -> JobRecord:

@@ -31,16 +31,22 @@ STATES = ("queued", "starting", "running", "restarting", "succeeded", "failed", 
     help="A trainfleet server to send commands to [default: TRAINFLEET_SERVER, then "
     "'server' in ~/.config/trainfleet/config.yaml; none: run jobs here].",
 )
+@click.option(
+    "--ca-cert",
+    metavar="FILE",
+    help="The CA certificate (PEM) that signed an HTTPS server's certificate [default: "
+    "TRAINFLEET_CA_CERT, then 'ca_cert' in the config file; none: the usual trusted CAs].",
+)
 @click.version_option(package_name="trainfleet")
 @click.pass_context
-def cli(ctx: click.Context, data_dir: str | None, server: str | None) -> None:
+def cli(ctx: click.Context, data_dir: str | None, server: str | None, ca_cert: str | None) -> None:
     """Run distributed deep-learning training jobs with one command.
 
     Without a server, jobs run on this machine (the engine is embedded); with one, every
     job command goes to the server, authenticated by TRAINFLEET_TOKEN (or 'token' in the
     config file).
     """
-    ctx.obj = Options(data_dir, server)
+    ctx.obj = Options(data_dir, server, ca_cert)
 
 
 def _job_input(job_file: str | None, flags: dict[str, Any]) -> JobInput:
@@ -280,6 +286,33 @@ def delete(options: Options, job_id: str, force: bool) -> None:
     help="The `python` of tasks whose job builds no environment of its own: its directory "
     "goes first on their PATH [default: TRAINFLEET_TASK_PYTHON, else the server's own].",
 )
+@click.option(
+    "--tls-cert",
+    envvar="TRAINFLEET_TLS_CERT",
+    metavar="FILE",
+    help="Serve HTTPS with this certificate (PEM, its chain after it) "
+    "[default: TRAINFLEET_TLS_CERT, else plain HTTP].",
+)
+@click.option(
+    "--tls-key",
+    envvar="TRAINFLEET_TLS_KEY",
+    metavar="FILE",
+    help="The private key of --tls-cert (PEM, no passphrase) [default: TRAINFLEET_TLS_KEY].",
+)
+@click.option(
+    "--isolate-teams",
+    is_flag=True,
+    envvar="TRAINFLEET_ISOLATE_TEAMS",
+    help="Run each team's tasks as its own Unix account (tf-TEAM, made on demand; the "
+    "server runs as root): no task reads the server's data or another team's.",
+)
+@click.option(
+    "--team-account",
+    "team_account",
+    multiple=True,
+    metavar="TEAM=USER",
+    help="With --isolate-teams: an existing account for TEAM instead of tf-TEAM.",
+)
 @click.pass_obj
 def server(
     options: Options,
@@ -295,11 +328,18 @@ def server(
     max_workdir: str | None,
     environment_cache: str | None,
     task_python: str | None,
+    tls_cert: str | None,
+    tls_key: str | None,
+    isolate_teams: bool,
+    team_account: tuple[str, ...],
 ) -> None:
     """Serve the REST API and run submitted jobs (stop with Ctrl-C).
 
     On the first start it prints an admin token once, or takes TRAINFLEET_ADMIN_TOKEN.
     Jobs keep running while the server is stopped or restarted; it adopts them again.
+    Tokens travel in every request: beyond this machine (--host other than 127.0.0.1),
+    serve HTTPS with --tls-cert and --tls-key; clients trust the certificate through
+    --ca-cert or TRAINFLEET_CA_CERT unless a CA they already trust signed it.
     """
     from pathlib import Path
 
@@ -309,11 +349,12 @@ def server(
     from trainfleet.cli.config import backend_config
     from trainfleet.domain.errors import TrainfleetError
     from trainfleet.environments.cache import cache_size
-    from trainfleet.server.serve import database_url_of, serve
+    from trainfleet.server.serve import database_url_of, serve, team_accounts_of, tls_of
     from trainfleet.server.settings import Settings
     from trainfleet.spec.loading import load_queues_file
 
     try:
+        tls = tls_of(tls_cert, tls_key)
         database_url = database_url_of(database_url, database_url_file)
         queues = load_queues_file(queues_file) if queues_file else None
         cap = log_cap_setting(log_cap, "--log-cap") if log_cap else None
@@ -325,7 +366,20 @@ def server(
         settings = Settings(workdir=Path.cwd(), **limits)
         base = server_task_base(task_python)
         cache = cache_size(environment_cache) if environment_cache else None
-        serve(options.data_dir, host, port, database_url, queues, backend, settings, base, cache)
+        accounts = team_accounts_of(team_account) if isolate_teams or team_account else None
+        serve(
+            options.data_dir,
+            host,
+            port,
+            database_url,
+            queues,
+            backend,
+            settings,
+            base,
+            cache,
+            tls,
+            accounts,
+        )
     except (TrainfleetError, ValueError, OSError) as error:
         click.echo(f"error: {error}", err=True)
         sys.exit(2)
@@ -358,16 +412,23 @@ def token(ctx: click.Context, database_url: str | None, database_url_file: str |
 
 @token.command(name="create")
 @click.argument("name")
-@click.option("--admin", is_flag=True, help="An administrator's token.")
+@click.option(
+    "--user",
+    "owner",
+    help="The token's user (default: the user NAME, made if missing, in team 'default').",
+)
+@click.option("--admin", is_flag=True, help="The user NAME, if made now, is an administrator.")
 @click.pass_obj
-def token_create(where: tuple[Options, str | None], name: str, admin: bool) -> None:
-    """Make a token for NAME and print it, this once only."""
+def token_create(
+    where: tuple[Options, str | None], name: str, owner: str | None, admin: bool
+) -> None:
+    """Make a token named NAME and print it, this once only."""
     from trainfleet.cli import tokens
     from trainfleet.cli.commands import user_errors
 
     with user_errors(), tokens.store_of(where[0].data_dir, where[1]) as store:
-        record, secret = tokens.create(store, name, admin)
-    click.echo(f"token {record.id} for {name} (shown only this once):", err=True)
+        record, secret = tokens.create(store, name, owner, admin)
+    click.echo(f"token {record.id} {name} of user {record.user} (shown only this once):", err=True)
     click.echo(secret)
 
 
@@ -394,6 +455,199 @@ def token_revoke(where: tuple[Options, str | None], token_id: str) -> None:
     with user_errors(), tokens.store_of(where[0].data_dir, where[1]) as store:
         tokens.revoke(store, token_id)
     click.echo(f"token {token_id} revoked")
+
+
+ROLE = click.option(
+    "--role",
+    type=click.Choice(["viewer", "member", "team-admin"]),
+    default="member",
+    show_default=True,
+    help="viewer: reads the team's jobs; member: also submits, stops its own; "
+    "team-admin: also the team's members, queues and everyone's jobs.",
+)
+
+
+@cli.command()
+@OUTPUT
+@click.pass_obj
+def whoami(options: Options, output: str) -> None:
+    """Show the server's user of your token, and its teams and roles."""
+    from trainfleet.cli import accounts
+
+    sys.exit(accounts.whoami(options, output))
+
+
+@cli.command()
+@click.option("--user", help="Only this user's records.")
+@click.option("--since", metavar="WHEN", help="Only records since: 30m, 1h, 2d, or an ISO time.")
+@click.option("--action", help="Only this action, or those under it: job, job.stop, token, ...")
+@click.option("--team", help="Only this team's records.")
+@click.option("--limit", default=100, show_default=True, type=click.IntRange(1, 100_000))
+@OUTPUT
+@click.pass_obj
+def audit(
+    options: Options,
+    user: str | None,
+    since: str | None,
+    action: str | None,
+    team: str | None,
+    limit: int,
+    output: str,
+) -> None:
+    """Show the server's audit trail, newest first: who changed what, when, from where, and
+    how it ended (administrators: every record; team-admins: their teams')."""
+    from trainfleet.cli import audit as trail
+
+    sys.exit(trail.audit(options, user, since, action, team, limit, output))
+
+
+@cli.group()
+def user() -> None:
+    """Make, list and disable the server's users (administrators)."""
+
+
+@user.command(name="create")
+@click.argument("name")
+@click.option("--admin", is_flag=True, help="An administrator: may do everything.")
+@click.option("--team", help="A team to put the user in.")
+@ROLE
+@click.pass_obj
+def user_create(options: Options, name: str, admin: bool, team: str | None, role: str) -> None:
+    """Make user NAME and print its first token, this once only."""
+    from trainfleet.cli import accounts
+
+    sys.exit(accounts.user_create(options, name, admin, team, role))
+
+
+@user.command(name="list")
+@OUTPUT
+@click.pass_obj
+def user_list(options: Options, output: str) -> None:
+    """List every user with its teams."""
+    from trainfleet.cli import accounts
+
+    sys.exit(accounts.user_list(options, output))
+
+
+@user.command(name="disable")
+@click.argument("name")
+@click.pass_obj
+def user_disable(options: Options, name: str) -> None:
+    """Disable user NAME: its tokens stop working at once; its jobs go on."""
+    from trainfleet.cli import accounts
+
+    sys.exit(accounts.user_disable(options, name))
+
+
+@cli.group()
+def team() -> None:
+    """Make teams and choose their members (a team owns its queues and jobs)."""
+
+
+@team.command(name="create")
+@click.argument("name")
+@OUTPUT
+@click.pass_obj
+def team_create(options: Options, name: str, output: str) -> None:
+    """Make team NAME, with a queue of the same name as its default (administrators)."""
+    from trainfleet.cli import accounts
+
+    sys.exit(accounts.team_create(options, name, output))
+
+
+@team.command(name="list")
+@OUTPUT
+@click.pass_obj
+def team_list(options: Options, output: str) -> None:
+    """List your teams (every team, for an administrator) with their members."""
+    from trainfleet.cli import accounts
+
+    sys.exit(accounts.team_list(options, output))
+
+
+@team.command(name="add")
+@click.argument("team_name", metavar="TEAM")
+@click.argument("user_name", metavar="USER")
+@ROLE
+@OUTPUT
+@click.pass_obj
+def team_add(options: Options, team_name: str, user_name: str, role: str, output: str) -> None:
+    """Put USER in TEAM with a role, or change its role there (team-admins)."""
+    from trainfleet.cli import accounts
+
+    sys.exit(accounts.team_add(options, team_name, user_name, role, output))
+
+
+@team.command(name="remove")
+@click.argument("team_name", metavar="TEAM")
+@click.argument("user_name", metavar="USER")
+@click.pass_obj
+def team_remove(options: Options, team_name: str, user_name: str) -> None:
+    """Take USER out of TEAM (team-admins): it no longer sees the team's jobs."""
+    from trainfleet.cli import accounts
+
+    sys.exit(accounts.team_remove(options, team_name, user_name))
+
+
+@cli.group()
+def secret() -> None:
+    """Keep a team's secrets on the server; jobs name them in env: {secret: S, key: K}."""
+
+
+@secret.command(name="create")
+@click.argument("name")
+@click.option("--from-literal", "literals", multiple=True, metavar="KEY=VALUE", help="A value.")
+@click.option(
+    "--from-file", "files", multiple=True, metavar="KEY=PATH", help="A value from a text file."
+)
+@click.option("--team", help="The secret's team (default: your only team).")
+@click.pass_obj
+def secret_create(
+    options: Options,
+    name: str,
+    literals: tuple[str, ...],
+    files: tuple[str, ...],
+    team: str | None,
+) -> None:
+    """Store secret NAME, encrypted; its values never come back from the server."""
+    from trainfleet.cli import accounts
+
+    sys.exit(accounts.secret_create(options, name, literals, files, team))
+
+
+@secret.command(name="list")
+@OUTPUT
+@click.pass_obj
+def secret_list(options: Options, output: str) -> None:
+    """List your teams' secrets and their keys (never their values)."""
+    from trainfleet.cli import accounts
+
+    sys.exit(accounts.secret_list(options, output))
+
+
+@secret.command(name="delete")
+@click.argument("name")
+@click.option("--team", help="The secret's team (needed where several have one so named).")
+@click.pass_obj
+def secret_delete(options: Options, name: str, team: str | None) -> None:
+    """Delete secret NAME: jobs naming it cannot start again."""
+    from trainfleet.cli import accounts
+
+    sys.exit(accounts.secret_delete(options, name, team))
+
+
+@secret.command(name="rotate-key")
+@click.option("--database-url", help="The server's database (default: its --data-dir's).")
+@click.pass_obj
+def secret_rotate_key(options: Options, database_url: str | None) -> None:
+    """Put a new key first in the server's key file and encrypt every secret with it (run
+    where the server's data is; the running server takes the new key up by itself)."""
+    from trainfleet.cli import tokens
+    from trainfleet.cli.commands import user_errors
+
+    with user_errors(), tokens.store_of(options.data_dir, database_url) as store:
+        rotated = tokens.rotate_secret_key(store, options.data_dir)
+    click.echo(f"a new key encrypts the secrets now ({rotated} encrypted again); back it up")
 
 
 @cli.group()

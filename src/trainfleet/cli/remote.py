@@ -17,13 +17,16 @@ from typing import TypeVar
 
 import click
 
+from trainfleet.cli.config import Target
 from trainfleet.cli.errors import UserError
 from trainfleet.cli.service import JobInput
 from trainfleet.client import (
     Client,
     ServerError,
     Unauthorized,
+    Untrusted,
 )
+from trainfleet.domain.errors import BadInput
 from trainfleet.domain.records import EventRecord, JobDetails, JobRecord, State, TaskRecord
 from trainfleet.spec.loading import load_job_file, read_job_text
 from trainfleet.spec.models import JobSpec
@@ -48,9 +51,18 @@ class RemoteService:
 
     poll_interval = 0.25
 
-    def __init__(self, url: str, token: str | None) -> None:
+    def __init__(self, url: str, token: str | None, ca_cert: str | None = None) -> None:
         self.token = token
-        self.client = Client(url, token, on_warning=_warn)
+        self.client = Client(url, token, on_warning=_warn, ca_cert=ca_cert)
+
+    @classmethod
+    def of(cls, target: Target) -> RemoteService:
+        """The service of a configured server; UserError naming where a bad CA file came from."""
+        assert target.server is not None
+        try:
+            return cls(target.server, target.token, target.ca_cert)
+        except BadInput as error:
+            raise UserError(f"{target.ca_source}: {error}") from None
 
     @contextmanager
     def _errors(self) -> Iterator[None]:
@@ -60,10 +72,13 @@ class RemoteService:
         except Unauthorized:
             problem = "refused the token" if self.token else "needs a token"
             raise UserError(f"the server {problem} (set TRAINFLEET_TOKEN)") from None
+        except Untrusted as error:
+            hint = "pass --ca-cert or set TRAINFLEET_CA_CERT"
+            raise UserError(f"{error}; {hint}", exit_code=error.exit_code) from None
         except ServerError as error:
             raise UserError(f"the server failed: {error}", exit_code=1) from None
 
-    def _call(self, action: Callable[[], T]) -> T:
+    def call(self, action: Callable[[], T]) -> T:
         with self._errors():
             return action()
 
@@ -98,7 +113,7 @@ class RemoteService:
             if job.server_workdir is not None
             else {"workdir": job.workdir or str(folder)}
         )
-        return self._call(lambda: self.client.submit(content, filename=name, **where))
+        return self.call(lambda: self.client.submit(content, filename=name, **where))
 
     def attach(self, job_id: str) -> str:
         return f"runs on {self.client.url}"
@@ -108,10 +123,10 @@ class RemoteService:
         return State(self.get(job_id).state).is_final
 
     def get(self, job_id: str) -> JobRecord:
-        return self._call(lambda: self.client.get(job_id))
+        return self.call(lambda: self.client.get(job_id))
 
     def describe(self, job_id: str) -> JobDetails:
-        details = self._call(lambda: self.client.describe(job_id))
+        details = self.call(lambda: self.client.describe(job_id))
         return JobDetails(details.job, details.tasks, details.events)
 
     def tasks(self, job_id: str) -> list[TaskRecord]:
@@ -129,11 +144,11 @@ class RemoteService:
         jobs = self.client.list_jobs(
             state=state, name=name, user=user, labels=labels, page_size=min(limit, MAX_PAGE)
         )
-        return self._call(lambda: list(itertools.islice(jobs, limit)))
+        return self.call(lambda: list(itertools.islice(jobs, limit)))
 
     def cancel(self, job_id: str, reason: str = "cancelled by user") -> JobRecord:
         """Ask the server to stop the job (it records who did), then wait for its end."""
-        job = self._call(lambda: self.client.cancel(job_id))
+        job = self.call(lambda: self.client.cancel(job_id))
         deadline = time.monotonic() + STOP_TIMEOUT
         while not State(job.state).is_final:
             if time.monotonic() > deadline:
@@ -143,25 +158,25 @@ class RemoteService:
         return job
 
     def interrupt(self, job_id: str) -> None:
-        self._call(lambda: self.client.cancel(job_id))
+        self.call(lambda: self.client.cancel(job_id))
 
     def delete(self, job_id: str, force: bool) -> None:
-        self._call(lambda: self.client.delete(job_id, force=force))
+        self.call(lambda: self.client.delete(job_id, force=force))
 
     def events(self, job_id: str, after: int) -> list[EventRecord]:
-        return self._call(lambda: self.client.events(job_id, after))
+        return self.call(lambda: self.client.events(job_id, after))
 
     def log_tail(self, job_id: str, role: str, index: int) -> LogTail:
         return RemoteTail(self, job_id, role, index)
 
     def setup_log(self, job_id: str) -> bytes:
-        return self._call(lambda: self.client.read_setup_log(job_id))
+        return self.call(lambda: self.client.read_setup_log(job_id))
 
     def queues(self) -> list[QueueState]:
-        return self._call(self.client.queues)
+        return self.call(self.client.queues)
 
     def put_queue(self, name: str, body: QueueBody) -> QueueState:
-        return self._call(lambda: self.client.put_queue(name, body))
+        return self.call(lambda: self.client.put_queue(name, body))
 
     def close(self) -> None:
         self.client.close()
@@ -180,7 +195,7 @@ class RemoteTail(LogTail):
 
     def _read(self, limit: int = CHUNK) -> bytes:
         client, start = self.service.client, self.offset
-        return self.service._call(
+        return self.service.call(
             lambda: client.read_log(self.job_id, self.role, self.index, start, start + limit)
         )
 

@@ -21,10 +21,11 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class Options:
-    """The global options: ``--data-dir`` (embedded engine) and ``--server``."""
+    """The global options: ``--data-dir`` (embedded engine), ``--server`` and ``--ca-cert``."""
 
     data_dir: str | None = None
     server: str | None = None
+    ca_cert: str | None = None
 
 
 @dataclass(frozen=True)
@@ -120,19 +121,19 @@ def open_service(options: Options) -> JobService:
     """The service the configuration names (see ``trainfleet.cli.config``)."""
     from trainfleet.cli.config import resolve
 
-    target = resolve(options.server)
+    target = resolve(options.server, ca_flag=options.ca_cert)
     if target.server is None:
         return embedded(options)
     from trainfleet.cli.remote import RemoteService
 
-    return RemoteService(target.server, target.token)
+    return RemoteService.of(target)
 
 
 def open_reader(options: Options) -> JobReader:
     """Like ``open_service``, for the read commands: embedded, only the store is opened."""
     from trainfleet.cli.config import resolve
 
-    target = resolve(options.server)
+    target = resolve(options.server, ca_flag=options.ca_cert)
     if target.server is None:
         from trainfleet.cli.config import backend_config, config_path
         from trainfleet.cli.reading import StoreReader
@@ -142,7 +143,7 @@ def open_reader(options: Options) -> JobReader:
         return StoreReader.open(options.data_dir)
     from trainfleet.cli.remote import RemoteService
 
-    return RemoteService(target.server, target.token)
+    return RemoteService.of(target)
 
 
 def embedded(options: Options) -> JobService:

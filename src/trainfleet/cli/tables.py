@@ -8,6 +8,7 @@ import shlex
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+import click
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
@@ -129,3 +130,12 @@ def print_dry_run(spec: JobSpec, preview: Preview) -> None:
     if preview.submission:
         console.print("[bold]submitted as[/]")
         console.print(preview.submission, markup=False, highlight=False, soft_wrap=True, end="")
+
+
+def print_rows(rows: Sequence[tuple[str, ...]]) -> None:
+    """Plain columns, the first row a header, for tables that need no colours."""
+    widths = [max(len(row[column]) for row in rows) for column in range(len(rows[0]))]
+    for row in rows:
+        click.echo(
+            "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
+        )

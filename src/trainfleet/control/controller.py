@@ -10,12 +10,15 @@ from __future__ import annotations
 import functools
 import heapq
 import itertools
+import os
 import queue
+import shutil
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from trainfleet.backends.accounts import Account, open_to_tasks
 from trainfleet.backends.api import Backend, JobLaunch, NotStarted, Outside, TaskHandle
 from trainfleet.backends.task_environment import SERVERS, TaskBase
 from trainfleet.control import policies
@@ -81,9 +84,15 @@ class JobController:
         data_dir: DataDir,
         base: TaskBase = SERVERS,
         environments: EnvironmentCache | None = None,
+        secrets: Mapping[tuple[str, str], str] | None = None,
+        account: Account | None = None,
+        team: str = "default",
     ) -> None:
         """``base``: where its tasks' environments start (see ``task_environment``);
-        ``environments``: where the Python environments its roles ask for are built."""
+        ``environments``: where the Python environments its roles ask for are built;
+        ``secrets``: the values of the secrets the job names; ``account``: the Unix
+        account its tasks run as (its team's), None for this process's own; ``team``:
+        the team the job belongs to."""
         self.job_id = job_id
         self.spec = spec
         self.placement = placement
@@ -94,6 +103,12 @@ class JobController:
         self.base = base
         self.environments = environments or EnvironmentCache(data_dir.root / "environments")
         self._leases: list[Lease] = []
+        self._secrets = dict(secrets or {})
+        files = any(ref.file for _, ref in spec.secret_refs())
+        self._secret_dir = data_dir.job_dir(job_id) / "secrets" if files else None
+        self._account = account
+        self._team = team
+        self._handed_over = False
         self._python_dirs: dict[str, Path] = {}
         self._tasks = {slot.key: _Task(slot.key) for slot in placement}
         self._inbox: queue.Queue[_Exited | _Placed | _Cancel | _Preempt] = queue.Queue()
@@ -123,6 +138,8 @@ class JobController:
         finally:
             for lease in self._leases:
                 lease.release()
+            if self._secret_dir is not None:
+                shutil.rmtree(self._secret_dir, ignore_errors=True)
 
     def _run(self, resume: bool) -> State:
         job = self.store.get_job(self.job_id)
@@ -267,6 +284,23 @@ class JobController:
         while self._timers and self._timers[0][0] <= time.monotonic():
             heapq.heappop(self._timers)[2]()
 
+    def _hand_over(self) -> None:
+        """Give the job's own folder and secret files to its tasks' account; keep its logs
+        and records from it."""
+        if self._account is None:
+            return
+        folders = [self._secret_dir] if self._secret_dir is not None else []
+        job_dir = self.data_dir.job_dir(self.job_id)
+        if not self._handed_over:
+            if self.workdir.is_relative_to(job_dir):  # its own copy, not a shared folder
+                folders.append(self.workdir)
+            open_to_tasks([job_dir])
+            for private in (job_dir / "logs", self.data_dir.run_dir(self.job_id)):
+                private.mkdir(mode=0o700, parents=True, exist_ok=True)
+                os.chmod(private, 0o700)
+            self._handed_over = True
+        self._account.hand_over(folders)
+
     def _after(self, seconds: float, action: Callable[[], None]) -> None:
         heapq.heappush(self._timers, (time.monotonic() + seconds, next(self._sequence), action))
 
@@ -286,7 +320,13 @@ class JobController:
             attempts,
             self.base,
             self._python_dirs,
+            secrets=self._secrets,
+            secret_dir=self._secret_dir,
+            account=self._account,
+            team=self._team,
         )
+        job.write_secret_files()
+        self._hand_over()
         queued = self.backend.queues_tasks
         for key, started in self.backend.start(job, self).items():
             task = self._tasks[key]

@@ -10,7 +10,7 @@ import secrets
 import shutil
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -21,10 +21,10 @@ from trainfleet.control import queueing
 from trainfleet.control.admitter import Admitter
 from trainfleet.control.controller import JobController
 from trainfleet.control.runner import Runner
+from trainfleet.domain.records import EventRecord, JobPage, JobRecord, Reason, State, TaskRecord
 from trainfleet.domain.records import JobActive as JobActive  # kept importable from here
 from trainfleet.domain.records import JobDetails as JobDetails
 from trainfleet.domain.records import JobNotFound as JobNotFound
-from trainfleet.domain.records import JobPage, JobRecord, Reason, State, TaskRecord
 from trainfleet.environments.cache import EnvironmentCache, cache_size
 from trainfleet.scheduling.admission import Admission, GangJob, Scheduler
 from trainfleet.scheduling.cluster import TaskAllocation
@@ -34,6 +34,7 @@ from trainfleet.scheduling.placement import (
     assign_gpus,
     task_keys,
 )
+from trainfleet.spec.errors import SpecError
 from trainfleet.spec.models import JobSpec
 from trainfleet.store.database import Store
 from trainfleet.store.errors import StoreConflict
@@ -41,7 +42,9 @@ from trainfleet.store.layout import DataDir
 from trainfleet.store.space import require_free
 
 if TYPE_CHECKING:
+    from trainfleet.backends.accounts import TeamAccounts
     from trainfleet.spec.queues import QueueConfig
+    from trainfleet.vault.secrets import Secrets
 
 ID_TRIES = 5
 PASS_SECONDS = 2.0
@@ -77,6 +80,10 @@ class Engine:
         self.task_base = task_base
         size = environment_cache if environment_cache is not None else cache_size()
         self.environments = EnvironmentCache(data_dir.root / "environments", size)
+        self.secrets: Secrets | None = None
+        """Teams' secrets, where a server keeps them (an embedded engine has none)."""
+        self.team_accounts: TeamAccounts | None = None
+        """Where each team's tasks run as its own Unix account (``--isolate-teams``)."""
         self.store = Store.open(database or data_dir.database)
         self.backend: Backend = backend or LocalBackend(supervised=supervised)
         self.runner = Runner(self.controller, on_end=self._ended)
@@ -137,6 +144,7 @@ class Engine:
         user: str | None = None,
         start: bool = False,
         fill_workdir: Callable[[Path], None] | None = None,
+        team: str = "default",
     ) -> JobRecord:
         """Store the job, queued, and with ``start`` queue it for admission here at once.
 
@@ -146,6 +154,7 @@ class Engine:
         directory's disk has no room for it.
         """
         require_free(self.data_dir.root)
+        self._check_secrets(spec, team)
         self.backend.check(spec)
         self.scheduler.check(queueing.gang_job(spec.name, spec, time.time()))
         for _ in range(ID_TRIES):
@@ -156,7 +165,9 @@ class Engine:
             try:
                 if fill_workdir is not None:
                     fill_workdir(own)
-                job = self._store_new(job_id, spec, own if fill_workdir else workdir, source, user)
+                job = self._store_new(
+                    job_id, spec, own if fill_workdir else workdir, source, user, team
+                )
             except BaseException as error:
                 if fill_workdir is not None:  # nothing half-stored
                     shutil.rmtree(own, ignore_errors=True)
@@ -168,8 +179,26 @@ class Engine:
             return job
         raise StoreConflict(f"no free job id for {spec.name!r} after {ID_TRIES} tries")
 
+    def _check_secrets(self, spec: JobSpec, team: str) -> None:
+        """SpecError naming each secret the job names that its team does not have."""
+        refs = spec.secret_refs()
+        if refs and self.secrets is None:
+            field = refs[0][0]
+            raise SpecError.one(
+                "secrets are kept by a server: submit the job to one (trainfleet secret create)",
+                field=field,
+            )
+        if self.secrets is not None:
+            self.secrets.check(team, spec)
+
     def _store_new(
-        self, job_id: str, spec: JobSpec, workdir: Path, source: str, user: str | None
+        self,
+        job_id: str,
+        spec: JobSpec,
+        workdir: Path,
+        source: str,
+        user: str | None,
+        team: str,
     ) -> JobRecord:
         job = JobRecord(
             id=job_id,
@@ -179,6 +208,7 @@ class Engine:
             source=source,
             workdir=str(workdir),
             user=_user() if user is None else user,
+            team=team,
             labels=dict(spec.labels),
             created_at=time.time(),
             reason=WAITING,
@@ -204,6 +234,9 @@ class Engine:
             self.data_dir,
             self.task_base,
             self.environments,
+            self.secrets.values(job.team, spec) if self.secrets is not None else {},
+            self.team_accounts.of(job.team) if self.team_accounts is not None else None,
+            job.team,
         )
 
     def dry_run(self, spec: JobSpec, workdir: Path) -> Preview:
@@ -436,9 +469,10 @@ class Engine:
         if not self.supervised:
             self.runner.shutdown()
 
-    def set_queue(self, config: QueueConfig) -> None:
-        """Create or change a queue; waiting jobs are looked at again under its new quota."""
-        self.store.put_queue(config.name, config.model_dump_json())
+    def set_queue(self, config: QueueConfig, team: str = "default") -> None:
+        """Create or change a queue (``team``: the owner of a new one); waiting jobs are
+        looked at again under its new quota."""
+        self.store.put_queue(config.name, config.model_dump_json(), team)
         with self.admitter.lock:
             self._queues[config.name] = config
             self.scheduler.set_queue(queueing.queue_spec(config))
@@ -455,7 +489,11 @@ class Engine:
         return job
 
     def describe(self, job_id: str) -> JobDetails:
-        return JobDetails(self.get(job_id), self.tasks(job_id), self.store.list_events(job_id))
+        return JobDetails(self.get(job_id), self.tasks(job_id), self.events(job_id))
+
+    def events(self, job_id: str, after: int = 0) -> list[EventRecord]:
+        """The job's events with an id above ``after``, oldest first."""
+        return self.store.list_events(job_id, after=after)
 
     def tasks(self, job_id: str) -> list[TaskRecord]:
         """The job's tasks in the spec's order, the order they were stored in."""
@@ -474,12 +512,20 @@ class Engine:
         name: str | None = None,
         user: str | None = None,
         labels: Mapping[str, str] | None = None,
+        teams: Collection[str] | None = None,
         limit: int = 50,
         cursor: str | None = None,
     ) -> JobPage:
-        """One page of matching jobs, newest first (raises ValueError on a bad cursor)."""
+        """One page of matching jobs (of ``teams`` only, if given), newest first (raises
+        ValueError on a bad cursor)."""
         return self.store.find_jobs(
-            state=state, name=name, user=user, labels=labels, limit=limit, cursor=cursor
+            state=state,
+            name=name,
+            user=user,
+            labels=labels,
+            teams=teams,
+            limit=limit,
+            cursor=cursor,
         )
 
     def log_path(self, job_id: str, role: str, index: int) -> Path:

@@ -74,3 +74,11 @@ class StorageFull(TrainfleetError):
 
     status = 507
     exit_code = USAGE_ERROR
+
+
+class Forbidden(TrainfleetError):
+    """The caller sees what the request names but may not do this to it; the message
+    names the role needed."""
+
+    status = 403
+    exit_code = USAGE_ERROR

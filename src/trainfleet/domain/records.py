@@ -122,6 +122,7 @@ class JobRecord(_Record):
     source: str = "trainfleet"
     workdir: str
     user: str = ""
+    team: str = "default"
     created_at: float
     started_at: float | None = None
     finished_at: float | None = None
@@ -159,8 +160,10 @@ class TokenRecord(_Record):
     name: str
     digest: str
     admin: bool = False
+    """Kept for tokens made before users existed; what a token may do is its user's."""
     created_at: float
     revoked_at: float | None = None
+    user: str = "admin"
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "admin", bool(self.admin))  # SQLite keeps 0 or 1
@@ -168,6 +171,107 @@ class TokenRecord(_Record):
     @property
     def revoked(self) -> bool:
         return self.revoked_at is not None
+
+
+class TeamRole(StrEnum):
+    """What a member may do in its team, each role all that the ones before it may."""
+
+    VIEWER = "viewer"
+    """Reads the team's jobs, queues and logs."""
+    MEMBER = "member"
+    """Also submits into the team's queues, and stops and deletes its own jobs."""
+    TEAM_ADMIN = "team-admin"
+    """Also stops and deletes the team's jobs, and changes its members, queues and secrets."""
+
+    @property
+    def rank(self) -> int:
+        return list(TeamRole).index(self)
+
+    def allows(self, needed: TeamRole) -> bool:
+        """Whether this role may do what ``needed`` may."""
+        return self.rank >= needed.rank
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class UserRecord(_Record):
+    """A person (or a robot) who holds tokens; an ``admin`` may do everything."""
+
+    name: str
+    admin: bool = False
+    created_at: float
+    disabled_at: float | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "admin", bool(self.admin))  # SQLite keeps 0 or 1
+
+    @property
+    def disabled(self) -> bool:
+        return self.disabled_at is not None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TeamRecord(_Record):
+    """A team: its members by role, and the queue its jobs go to when they name none."""
+
+    name: str
+    default_queue: str
+    created_at: float
+    members: dict[str, TeamRole] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SecretRecord(_Record):
+    """A team's secret as stored: the names of its keys, and its values encrypted together
+    (``data``: a Fernet token of their JSON; see ``trainfleet.vault``)."""
+
+    team: str
+    name: str
+    keys: list[str]
+    data: str = field(repr=False)
+    user: str
+    created_at: float
+
+
+class Audited(StrEnum):
+    """The kinds of change the audit trail records (stored as plain text: a newer
+    server's kinds still read)."""
+
+    JOB_SUBMIT = "job.submit"
+    JOB_STOP = "job.stop"
+    JOB_DELETE = "job.delete"
+    TOKEN_CREATE = "token.create"
+    TOKEN_REVOKE = "token.revoke"
+    USER_CREATE = "user.create"
+    USER_DISABLE = "user.disable"
+    TEAM_CREATE = "team.create"
+    MEMBER_SET = "team.member.set"
+    MEMBER_REMOVE = "team.member.remove"
+    QUEUE_PUT = "queue.put"
+    AUTH_FAILED = "auth.failed"
+    SECRET_CREATE = "secret.create"
+    SECRET_DELETE = "secret.delete"
+    SECRET_ROTATE = "secret.rotate"
+    """The secrets' kinds: for their endpoints, which never put a value in a record."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AuditRecord(_Record):
+    """One change, or one refused attempt at one: who (``user`` and ``token`` id, ``""``
+    when unknown), when, what (``action`` on ``target``, of ``team``), from where
+    (``source``: the client's address) and how it ended (``outcome``: ``ok``, or the
+    status and why, as ``403 ...``). Never holds a secret or a token's value."""
+
+    id: int = 0
+    """The order of records; given by the store (0 before it is stored)."""
+    time: float
+    user: str = ""
+    token: str = ""
+    action: str
+    target: str = ""
+    team: str = ""
+    source: str = ""
+    outcome: str = "ok"
+    detail: str = ""
 
 
 class JobNotFound(NotFound):

@@ -42,10 +42,12 @@ def task_environment(ctx: TaskContext) -> dict[str, str]:
     """Every variable trainfleet sets for one task (not ``os.environ``).
 
     In order, later ones winning: the framework's cluster-spec variables, the common
-    ``TRAINFLEET_*``/GPU ones, the job's ``env``, the role's ``env``.
+    ``TRAINFLEET_*``/GPU ones, the job's ``env``, the role's ``env`` (their secrets are
+    ``JobLaunch``'s).
     """
     env = FRAMEWORKS[ctx.spec.framework].environment(ctx)
     env.update(common_environment(ctx))
-    env.update(ctx.spec.env)
-    env.update(ctx.spec.roles[ctx.role].env)
+    env.update(
+        (name, value) for name, value in ctx.spec.env_of(ctx.role).items() if isinstance(value, str)
+    )
     return env

@@ -1,29 +1,35 @@
 """The ASGI application: the API's routers, its error handlers, its OpenAPI document."""
 
-from __future__ import annotations
-
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from importlib.metadata import version
+from typing import Annotated
 
 from fastapi import Depends, FastAPI, Response
 from fastapi.concurrency import run_in_threadpool
 
+from trainfleet.control.access import Action
 from trainfleet.control.engine import Engine
 from trainfleet.server import (
     errors,
     openapi,
+    routes_accounts,
+    routes_audit,
     routes_jobs,
     routes_logs,
     routes_queues,
+    routes_secrets,
     routes_workdirs,
 )
-from trainfleet.server.auth import Tokens, authenticator
+from trainfleet.server.audit import Auditor
+from trainfleet.server.auth import Principal, Tokens, authenticator
 from trainfleet.server.guard import RequestGuard
 from trainfleet.server.metrics import CONTENT_TYPE, LatencyMiddleware, Metrics
+from trainfleet.server.ownership import QueueTeams
 from trainfleet.server.params import known_query_only
 from trainfleet.server.readiness import Readiness
 from trainfleet.server.settings import Settings
+from trainfleet.vault.secrets import KeySource, Secrets
 from trainfleet.wire import API_PREFIX, Health
 from trainfleet.workdirs.store import WorkdirStore
 
@@ -32,6 +38,9 @@ def create_app(engine: Engine, settings: Settings) -> FastAPI:
     """The API over ``engine``; when the server stops, the jobs it runs are stopped."""
 
     readiness = Readiness(engine.store)
+    secrets = engine.secrets = engine.secrets or Secrets(
+        engine.store, KeySource(engine.data_dir.root)
+    )
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
@@ -50,10 +59,13 @@ def create_app(engine: Engine, settings: Settings) -> FastAPI:
     )
     errors.install(app)
     tokens = Tokens(engine.store)
-    auth = authenticator(engine.store, tokens)
+    auditor = Auditor(engine.store.audit)
+    auth = authenticator(engine.store, tokens, refused=auditor.refused)
+    audit = auditor.dependency(auth)
     app.add_middleware(
         RequestGuard,
         tokens=tokens,
+        refused=auditor.refused,
         max_body=settings.max_body,
         guarded=(f"{API_PREFIX}/", "/metrics"),
         public=(f"{API_PREFIX}/openapi.json", f"{API_PREFIX}/docs"),
@@ -62,12 +74,17 @@ def create_app(engine: Engine, settings: Settings) -> FastAPI:
     metrics = Metrics(engine.store)
     app.add_middleware(LatencyMiddleware, metrics=metrics)  # outermost: it sees every answer
     workdirs = WorkdirStore(engine.data_dir.root / "workdirs", settings.max_workdir)
+    queue_teams = QueueTeams(engine.store)
     app.include_router(
-        routes_jobs.router(engine, settings, auth, metrics, workdirs), prefix=API_PREFIX
+        routes_jobs.router(engine, settings, auth, audit, metrics, workdirs, queue_teams),
+        prefix=API_PREFIX,
     )
     app.include_router(routes_workdirs.router(workdirs, auth), prefix=API_PREFIX)
     app.include_router(routes_logs.router(engine, settings, auth), prefix=API_PREFIX)
-    app.include_router(routes_queues.router(engine, auth), prefix=API_PREFIX)
+    app.include_router(routes_queues.router(engine, auth, audit, queue_teams), prefix=API_PREFIX)
+    app.include_router(routes_accounts.router(engine, auth, audit, queue_teams), prefix=API_PREFIX)
+    app.include_router(routes_secrets.router(secrets, auth, audit), prefix=API_PREFIX)
+    app.include_router(routes_audit.router(engine.store.audit, auth), prefix=API_PREFIX)
 
     @app.get(
         "/healthz",
@@ -100,16 +117,18 @@ def create_app(engine: Engine, settings: Settings) -> FastAPI:
     @app.get(
         "/metrics",
         tags=["health"],
-        dependencies=[Depends(auth), Depends(known_query_only)],
+        dependencies=[Depends(known_query_only)],
         response_class=Response,
         responses={
             200: {"content": {CONTENT_TYPE: {"schema": {"type": "string"}}}},
-            **errors.responses(),
+            **errors.responses(_403="Administrators only."),
         },
     )
-    def metrics_text() -> Response:
-        """Prometheus metrics (scrape with the token as a bearer credential)."""
+    def metrics_text(who: Annotated[Principal, Depends(auth)]) -> Response:
+        """Prometheus metrics of every team (scrape with an administrator's token)."""
+        who.caller.require(Action.READ_METRICS)
         return Response(metrics.render(), media_type=CONTENT_TYPE)
 
+    app.state.auditor = auditor  # what writes the audit trail (tests tune its throttle)
     app.openapi = lambda: openapi.document(app)  # type: ignore[method-assign]
     return app

@@ -14,8 +14,8 @@ from starlette.datastructures import Headers
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from trainfleet.server.auth import Tokens
-from trainfleet.server.errors import ApiError, error_response
+from trainfleet.server.auth import OnRefusal, TokenRefused, Tokens
+from trainfleet.server.errors import error_response
 
 
 class RequestGuard:
@@ -30,14 +30,17 @@ class RequestGuard:
         guarded: tuple[str, ...],
         public: Collection[str] = (),
         larger: Mapping[str, int] | None = None,
+        refused: OnRefusal | None = None,
     ) -> None:
-        """``larger``: paths (prefixes) whose bodies may be larger, with their limits."""
+        """``larger``: paths (prefixes) whose bodies may be larger, with their limits;
+        ``refused``: called with each request refused for its token (to record it)."""
         self.app = app
         self.tokens = tokens
         self.max_body = max_body
         self.larger = dict(larger or {})
         self.guarded = guarded
         self.public = frozenset(public)
+        self.refused = refused
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -48,7 +51,9 @@ class RequestGuard:
         if path.startswith(self.guarded) and path not in self.public:
             try:
                 self.tokens.check_header(headers.get("authorization"))
-            except ApiError as error:
+            except TokenRefused as error:
+                if self.refused is not None:
+                    await self.refused(scope, error)
                 await self._answer(scope, receive, send, error.status, error.detail, error.headers)
                 return
             except Exception:

@@ -1,7 +1,7 @@
 """``/api/v1/jobs``: submit, find, describe, cancel, delete a job; read and follow its events."""
 
 import re
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from functools import partial
 from pathlib import Path
 from typing import Annotated, Any
@@ -11,9 +11,12 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.sse import EventSourceResponse, ServerSentEvent
 from pydantic import Field
 
+from trainfleet.control.access import Action
 from trainfleet.control.engine import Engine
-from trainfleet.domain.records import EventRecord, JobPage, JobRecord, State, TokenRecord
+from trainfleet.domain.records import Audited, EventRecord, JobPage, JobRecord, State
 from trainfleet.server import body, sse
+from trainfleet.server.audit import Audit, Change
+from trainfleet.server.auth import Authenticate, Principal
 from trainfleet.server.errors import (
     ERROR_RESPONSES,
     ApiError,
@@ -21,6 +24,7 @@ from trainfleet.server.errors import (
 )
 from trainfleet.server.feeds import EventFeed
 from trainfleet.server.metrics import Metrics
+from trainfleet.server.ownership import QueueTeams, allowed_job, job_for
 from trainfleet.server.params import JobId, known_query_only
 from trainfleet.server.settings import Settings
 from trainfleet.spec.loading import load_job_text
@@ -52,11 +56,14 @@ SUBMIT_BODY: dict[str, Any] = {
 def router(
     engine: Engine,
     settings: Settings,
-    auth: Callable[..., Awaitable[TokenRecord]],
+    auth: Authenticate,
+    audit: Audit,
     metrics: Metrics,
     workdirs: WorkdirStore,
+    queue_teams: QueueTeams,
 ) -> APIRouter:
-    """The job endpoints, each behind ``auth``."""
+    """The job endpoints, each behind ``auth`` and checked by ``access.RULES``; each change
+    recorded by ``audit``."""
     api = APIRouter(
         prefix="/jobs",
         tags=["jobs"],
@@ -64,9 +71,9 @@ def router(
         responses=ERROR_RESPONSES,
     )
 
-    async def existing_job(job_id: JobId) -> JobRecord:
-        """The job; 404 before a stream starts, not inside it."""
-        return engine.get(job_id)
+    async def readable_job(job_id: JobId, who: Annotated[Principal, Depends(auth)]) -> JobRecord:
+        """The job, if the caller sees it; 404 before a stream starts, not inside it."""
+        return job_for(engine, who.caller, job_id, Action.READ_JOB)
 
     @api.post(
         "",
@@ -81,7 +88,8 @@ def router(
     async def submit_job(
         request: Request,
         response: Response,
-        token: Annotated[TokenRecord, Depends(auth)],
+        who: Annotated[Principal, Depends(auth)],
+        change: Annotated[Change, audit(Audited.JOB_SUBMIT)],
         workdir: Annotated[
             str | None,
             Query(
@@ -121,18 +129,24 @@ def router(
         # submissions/s). Large ones in a worker thread, so that other requests go on.
         large = len(text) > INLINE_TEXT
         loaded = await run_in_threadpool(read) if large else read()
+        change.team = queue_teams.team_of(loaded.spec.queue)
+        change.detail = f"{loaded.spec.name} in queue {loaded.spec.queue}"
+        spec, team = queue_teams.for_submission(who.caller, loaded.spec)
+        change.team, change.detail = team, f"{spec.name} in queue {spec.queue}"
         submit = partial(
             engine.submit,
-            loaded.spec,
+            spec,
             directory,
             loaded.source,
-            user=token.name,
+            user=who.caller.user,
             start=True,
             fill_workdir=fill,
+            team=team,
         )
         tasks = sum(role.replicas for role in loaded.spec.roles.values())
         slow = large or tasks > INLINE_TASKS or fill is not None
         job = await run_in_threadpool(submit) if slow else submit()
+        change.target = job.id
         metrics.submissions.labels(job.source).inc()
         response.headers["Location"] = f"{API_PREFIX}/jobs/{job.id}"
         return Submitted(job=job, warnings=loaded.warnings)
@@ -140,6 +154,7 @@ def router(
     # Quick reads run on the event loop: a trip to a worker thread costs more than they do.
     @api.get("")
     async def find_jobs(
+        who: Annotated[Principal, Depends(auth)],
         state: State | None = None,
         name: Annotated[str | None, Query(max_length=100)] = None,
         user: Annotated[str | None, Query(max_length=200)] = None,
@@ -150,13 +165,15 @@ def router(
         limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 50,
         cursor: Annotated[str | None, Query(max_length=500)] = None,
     ) -> JobPage:
-        """Jobs, newest first, one page at a time."""
+        """Jobs of the caller's teams (every job, for an administrator), newest first, one
+        page at a time."""
         try:
             return engine.find(
                 state=state,
                 name=name,
                 user=user,
                 labels=_labels(label),
+                teams=who.caller.teams_seen(),
                 limit=limit,
                 cursor=cursor,
             )
@@ -164,52 +181,76 @@ def router(
             raise ApiError(400, str(error)) from None
 
     @api.get("/{job_id}")
-    async def describe_job(job_id: JobId) -> JobDetails:
+    async def describe_job(job_id: JobId, who: Annotated[Principal, Depends(auth)]) -> JobDetails:
         """A job with its tasks and events."""
-        details = engine.describe(job_id)
-        return JobDetails(job=details.job, tasks=details.tasks, events=details.events)
+        job = job_for(engine, who.caller, job_id, Action.READ_JOB)
+        return JobDetails(job=job, tasks=engine.tasks(job_id), events=engine.events(job_id))
 
-    @api.post("/{job_id}/cancel", responses=responses(_409="Another process runs the job."))
-    def cancel_job(job_id: JobId, token: Annotated[TokenRecord, Depends(auth)]) -> JobRecord:
+    @api.post(
+        "/{job_id}/cancel",
+        responses=responses(
+            _403="The caller's role does not allow it.", _409="Another process runs the job."
+        ),
+    )
+    def cancel_job(
+        job_id: JobId,
+        who: Annotated[Principal, Depends(auth)],
+        change: Annotated[Change, audit(Audited.JOB_STOP, "job_id")],
+    ) -> JobRecord:
         """Stop a job (its tasks get SIGTERM, then SIGKILL); an ended job stays as it is."""
-        engine.cancel(job_id, f"cancelled by {token.name}")
+        job = engine.get(job_id)
+        change.team, change.detail = job.team, f"was {job.state}"
+        allowed_job(who.caller, job, Action.STOP_JOB)
+        engine.cancel(job_id, f"cancelled by {who.caller.user}")
         return engine.get(job_id)
 
     @api.delete(
         "/{job_id}",
         status_code=204,
         response_class=Response,
-        responses=responses(_409="The job has not ended and `force` was not given."),
+        responses=responses(
+            _403="The caller's role does not allow it.",
+            _409="The job has not ended and `force` was not given.",
+        ),
     )
-    def delete_job(job_id: JobId, force: bool = False) -> None:
+    def delete_job(
+        job_id: JobId,
+        who: Annotated[Principal, Depends(auth)],
+        change: Annotated[Change, audit(Audited.JOB_DELETE, "job_id")],
+        force: bool = False,
+    ) -> None:
         """Forget an ended job and its logs; ``force`` stops a running job first."""
+        job = engine.get(job_id)
+        change.team, change.detail = job.team, f"was {job.state}" + (", forced" if force else "")
+        allowed_job(who.caller, job, Action.DELETE_JOB)
         engine.delete(job_id, force=force)
         jobs = engine.data_dir.root / "jobs"
         workdirs.sweep(marker.read_text() for marker in jobs.glob(f"*/{TREE_MARKER}"))
 
     @api.get("/{job_id}/events")
     async def list_events(
-        job_id: JobId, after: Annotated[int, Query(ge=0, le=2**62)] = 0
+        job: Annotated[JobRecord, Depends(readable_job)],
+        after: Annotated[int, Query(ge=0, le=2**62)] = 0,
     ) -> list[EventRecord]:
         """A job's events with an id above ``after``, oldest first."""
-        engine.get(job_id)
+        job_id = job.id
         return engine.store.list_events(job_id, after=after)
 
     @api.get(
         "/{job_id}/events/follow",
         response_class=EventSourceResponse,
-        dependencies=[Depends(existing_job)],
     )
     async def follow_events(
-        job_id: JobId,
-        token: Annotated[TokenRecord, Depends(auth)],
+        job: Annotated[JobRecord, Depends(readable_job)],
+        who: Annotated[Principal, Depends(auth)],
         after: Annotated[int, Query(ge=0, le=2**62)] = 0,
         last_event_id: Annotated[int | None, Header(ge=0, le=2**62)] = None,
     ) -> AsyncIterator[ServerSentEvent]:
         """Server-Sent Events: `event` for each event (id: its id), then `end`; cut off
-        within about a second of the token's revocation."""
-        feed = EventFeed(engine, job_id, after if last_event_id is None else last_event_id)
-        holds = sse.token_holds(engine.store, token)
+        within about a second of the caller losing access (token revoked, user disabled,
+        taken out of the job's team)."""
+        feed = EventFeed(engine, job.id, after if last_event_id is None else last_event_id)
+        holds = sse.still_allowed(engine.store, who, job.team)
         async for item in sse.follow(feed, settings.poll_interval, holds):
             yield item
 

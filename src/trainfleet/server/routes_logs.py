@@ -1,15 +1,17 @@
 """``/api/v1/jobs/{id}/tasks/{role}/{index}/log``: a task's log by byte range, or followed live."""
 
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Header, Query, Response
 from fastapi.sse import EventSourceResponse, ServerSentEvent
 
+from trainfleet.control.access import Action
 from trainfleet.control.engine import Engine
-from trainfleet.domain.records import TokenRecord
+from trainfleet.domain.records import JobRecord
 from trainfleet.server import sse
+from trainfleet.server.auth import Authenticate, Principal
 from trainfleet.server.errors import (
     ERROR_RESPONSES,
     ApiError,
@@ -17,6 +19,7 @@ from trainfleet.server.errors import (
 )
 from trainfleet.server.feeds import LogFeed
 from trainfleet.server.hub import LogHub
+from trainfleet.server.ownership import job_for
 from trainfleet.server.params import Index, JobId, Role, known_query_only
 from trainfleet.server.settings import Settings
 from trainfleet.store.logs import read_range
@@ -36,10 +39,8 @@ RANGE_RESPONSES = {
 }
 
 
-def router(
-    engine: Engine, settings: Settings, auth: Callable[..., Awaitable[TokenRecord]]
-) -> APIRouter:
-    """The log endpoints, each behind ``auth``."""
+def router(engine: Engine, settings: Settings, auth: Authenticate) -> APIRouter:
+    """The log endpoints, each behind ``auth``: logs are read as their job is."""
     api = APIRouter(
         prefix="/jobs/{job_id}",
         tags=["logs"],
@@ -47,8 +48,14 @@ def router(
         responses=ERROR_RESPONSES,
     )
 
-    async def log_path(job_id: JobId, role: Role, index: Index) -> Path:
+    async def readable_job(job_id: JobId, who: Annotated[Principal, Depends(auth)]) -> JobRecord:
+        return job_for(engine, who.caller, job_id, Action.READ_JOB)
+
+    Readable = Annotated[JobRecord, Depends(readable_job)]
+
+    async def log_path(job: Readable, role: Role, index: Index) -> Path:
         """The task's log file; 404 for an unknown job or task, before any stream starts."""
+        job_id = job.id
         tasks = engine.tasks(job_id)
         if not any(task.role == role and task.index == index for task in tasks):
             names = ", ".join(task.name for task in tasks)
@@ -64,25 +71,24 @@ def router(
         return _range(path, start, end)
 
     @api.get("/setup/log", response_class=Response, responses=RANGE_RESPONSES)
-    def read_setup_log(job_id: JobId, start: Offset = 0, end: Offset | None = None) -> Response:
+    def read_setup_log(job: Readable, start: Offset = 0, end: Offset | None = None) -> Response:
         """The job's ``setup`` phase, as ``read_log``: the builds of its Python environments."""
-        engine.get(job_id)
-        return _range(engine.data_dir.setup_log(job_id), start, end)
+        return _range(engine.data_dir.setup_log(job.id), start, end)
 
     @api.get("/tasks/{role}/{index}/log/follow", response_class=EventSourceResponse)
     async def follow_log(
-        job_id: JobId,
+        job: Readable,
         path: LogPath,
-        token: Annotated[TokenRecord, Depends(auth)],
+        who: Annotated[Principal, Depends(auth)],
         start: Offset = 0,
         last_event_id: Annotated[int | None, Header(ge=0, le=2**62)] = None,
     ) -> AsyncIterator[ServerSentEvent]:
         """Server-Sent Events: `log` with new complete lines (id: the byte offset after
         them), then `end` once the job has ended and its log is read to the end; cut off
-        within about a second of the token's revocation."""
+        within about a second of the caller losing access to the job."""
         offset = start if last_event_id is None else last_event_id
-        feed = LogFeed(engine, job_id, hub, path, offset)
-        holds = sse.token_holds(engine.store, token)
+        feed = LogFeed(engine, job.id, hub, path, offset)
+        holds = sse.still_allowed(engine.store, who, job.team)
         async for item in sse.follow(feed, settings.poll_interval, holds):
             yield item
 

@@ -8,13 +8,12 @@ too); a submission naming the tree (``?tree=``) runs in a copy of it of its own.
 from __future__ import annotations
 
 import tempfile
-from collections.abc import Awaitable, Callable
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Path, Request, Response
 from fastapi.concurrency import run_in_threadpool
 
-from trainfleet.domain.records import TokenRecord
+from trainfleet.server.auth import Authenticate
 from trainfleet.server.errors import ApiError, responses
 from trainfleet.server.params import known_query_only
 from trainfleet.store.space import require_free
@@ -27,7 +26,7 @@ SPOOL = 8 << 20
 """Bytes of an upload kept in memory before it goes to a temporary file."""
 
 
-def router(store: WorkdirStore, auth: Callable[..., Awaitable[TokenRecord]]) -> APIRouter:
+def router(store: WorkdirStore, auth: Authenticate) -> APIRouter:
     """Any token may ask for and send trees; a tree holds nothing until a job runs in it."""
     api = APIRouter(
         prefix="/workdirs",

@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import ipaddress
 import logging
 import os
+import re
+import ssl
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import uvicorn
 
+from trainfleet.backends.accounts import TeamAccounts, open_to_tasks
 from trainfleet.backends.api import Backend
 from trainfleet.backends.task_environment import SERVERS, TaskBase
 from trainfleet.control.engine import Engine
@@ -16,9 +22,24 @@ from trainfleet.server.auth import bootstrap
 from trainfleet.server.settings import Settings
 from trainfleet.spec.queues import QueuesFile
 from trainfleet.store.layout import DataDir
+from trainfleet.vault.secrets import KeySource, Secrets
 
 GRACEFUL_SHUTDOWN = 3
 """Seconds a stopping server waits for open requests before it cuts them."""
+
+log = logging.getLogger("trainfleet.server")
+
+
+@dataclass(frozen=True)
+class Tls:
+    """The server's certificate (PEM, its chain after it) and private key: it serves HTTPS."""
+
+    cert: str
+    key: str
+
+
+class _Encrypted(Exception):
+    """The private key asks for a passphrase."""
 
 
 def database_url_of(given: str | None, file: str | None) -> str | None:
@@ -44,6 +65,90 @@ def database_url_of(given: str | None, file: str | None) -> str | None:
     return url
 
 
+def tls_of(cert: str | None, key: str | None) -> Tls | None:
+    """HTTPS from ``--tls-cert`` and ``--tls-key`` (or TRAINFLEET_TLS_CERT and
+    TRAINFLEET_TLS_KEY), None without either; ValueError naming the flag when the files
+    cannot serve: one without the other, unreadable, not PEM, or a key not the cert's own.
+    """
+    cert, key = cert or None, key or None  # an empty variable is no file
+    if cert is None and key is None:
+        return None
+    if cert is None or key is None:
+        given, lacking = ("--tls-cert", "--tls-key") if key is None else ("--tls-key", "--tls-cert")
+        raise ValueError(f"{given}: give {lacking} too (HTTPS needs the certificate and its key)")
+    _readable(cert, "--tls-cert")
+    _readable(key, "--tls-key")
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    try:
+        context.load_verify_locations(cafile=cert)
+    except ssl.SSLError as error:
+        raise ValueError(f"--tls-cert: {cert} holds no PEM certificate: {_reason(error)}") from None
+    try:
+        context.load_cert_chain(cert, key, password=_no_passphrase)
+    except _Encrypted:
+        raise ValueError(
+            f"--tls-key: {key} is encrypted; give a key without a passphrase"
+        ) from None
+    except ssl.SSLError as error:
+        if error.reason == "KEY_VALUES_MISMATCH":
+            raise ValueError(f"--tls-key: {key} is not the key of the certificate {cert}") from None
+        raise ValueError(f"--tls-key: {key} holds no PEM private key: {_reason(error)}") from None
+    return Tls(cert, key)
+
+
+def _readable(path: str, flag: str) -> None:
+    """ValueError naming ``flag`` unless ``path`` is a file this process can read."""
+    try:
+        with open(path, "rb"):
+            pass
+    except OSError as error:
+        raise ValueError(f"{flag}: cannot read {path}: {error.strerror or error}") from None
+
+
+def _no_passphrase() -> bytes:
+    raise _Encrypted
+
+
+def _reason(error: ssl.SSLError) -> str:
+    """OpenSSL's words, without the ``(_ssl.c:1234)`` of where CPython met them."""
+    return re.sub(r"\s*\(_ssl\.c:\d+\)$", "", str(error))
+
+
+def team_accounts_of(pairs: Sequence[str]) -> TeamAccounts:
+    """``--team-account TEAM=USER`` as the teams' accounts; ValueError naming a bad one."""
+    configured = {}
+    for pair in pairs:
+        team, sep, user = pair.partition("=")
+        if not sep or not team or not user:
+            raise ValueError(f"--team-account {pair!r}: expected TEAM=USER")
+        configured[team] = user
+    return TeamAccounts(configured)
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` is this machine only: localhost, 127.0.0.0/8 or ::1."""
+    if host == "localhost":
+        return True
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        return address.ipv4_mapped.is_loopback
+    return address.is_loopback
+
+
+def warn_if_clear(host: str, port: int, tls: Tls | None) -> None:
+    """Warn, once, that tokens cross the network readable by anyone on the way."""
+    if tls is None and not is_loopback(host):
+        where = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+        log.warning(
+            "listening on %s without TLS: API tokens travel in clear over the network; "
+            "serve HTTPS with --tls-cert and --tls-key",
+            where,
+        )
+
+
 def serve(
     data_dir: str | None,
     host: str,
@@ -54,6 +159,8 @@ def serve(
     settings: Settings | None = None,
     task_base: TaskBase = SERVERS,
     environment_cache: int | None = None,
+    tls: Tls | None = None,
+    team_accounts: TeamAccounts | None = None,
 ) -> None:
     """Run the server in this process until SIGINT or SIGTERM.
 
@@ -62,6 +169,8 @@ def serve(
     ``backend``: where jobs run (the local backend, supervised, by default).
     ``settings``: limits and defaults (``Settings``' own, in this directory, by default).
     ``task_base``: where tasks' environments start (never this process's own environment).
+    ``tls``: serve HTTPS with this certificate (see ``tls_of``); plain HTTP without.
+    ``team_accounts``: each team's tasks run as its account (``backends.accounts``).
     """
     engine = Engine(
         DataDir.resolve(data_dir),
@@ -73,6 +182,15 @@ def serve(
     )
     for queue in queues.queues if queues else []:
         engine.set_queue(queue)
+    if team_accounts is not None:
+        TeamAccounts.check()
+        engine.team_accounts = team_accounts
+        root = engine.data_dir.root
+        open_to_tasks([root, root / "jobs", engine.environments.root])
+    engine.secrets = Secrets(engine.store, KeySource(engine.data_dir.root))
+    rotated = engine.secrets.rotate()  # the keys are checked now: a bad one stops the start
+    if rotated:
+        print(f"trainfleet | {rotated} secret(s) encrypted again with the first key", flush=True)
     token = bootstrap(engine.store, os.environ.get("TRAINFLEET_ADMIN_TOKEN") or None)
     if token is not None:
         print(f"trainfleet | admin token (shown only this once): {token}", flush=True)
@@ -81,6 +199,7 @@ def serve(
         print(f"trainfleet | resumed {len(resumed)} unfinished job(s)", flush=True)
     app = create_app(engine, settings or Settings(workdir=Path.cwd()))
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    warn_if_clear(host, port, tls)
     uvicorn.run(
         app,
         host=host,
@@ -90,4 +209,6 @@ def serve(
         # Followed streams last as long as their jobs: on stop, give them this long, then
         # cut them, so that the jobs can be stopped (clients resume elsewhere or give up).
         timeout_graceful_shutdown=GRACEFUL_SHUTDOWN,
+        ssl_certfile=tls.cert if tls else None,
+        ssl_keyfile=tls.key if tls else None,
     )

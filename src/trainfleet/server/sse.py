@@ -12,7 +12,8 @@ from typing import Protocol
 import anyio
 from fastapi.sse import ServerSentEvent
 
-from trainfleet.domain.records import TokenRecord
+from trainfleet.control.access import Action
+from trainfleet.server.auth import Principal, principal_of
 from trainfleet.store.database import Store
 
 
@@ -25,20 +26,21 @@ class Feed(Protocol):
 
 
 RECHECK_SECONDS = 1.0
-"""How often an open stream asks the store whether its token still holds: a stream ends
-this soon after its token is revoked (the request's 2 s token cache is not trusted here)."""
+"""How often an open stream asks the store whether its caller may still read it: a stream
+ends this soon after that changes (the requests' 2 s token cache is not trusted here)."""
 
 
 def _always() -> bool:
     return True
 
 
-def token_holds(store: Store, token: TokenRecord) -> Callable[[], bool]:
-    """Whether ``token`` is still stored and unrevoked, asked of the store itself."""
+def still_allowed(store: Store, who: Principal, team: str) -> Callable[[], bool]:
+    """Whether ``who``'s token still holds, its user is enabled and still sees ``team``'s
+    jobs, asked of the store itself."""
 
     def holds() -> bool:
-        current = store.token_by_digest(token.digest)
-        return current is not None and current.revoked_at is None
+        now = principal_of(store, who.token.digest)
+        return now is not None and now.caller.sees(Action.READ_JOB, team)
 
     return holds
 

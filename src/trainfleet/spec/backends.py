@@ -5,7 +5,8 @@
     backend: slurm
     slurm:
       partition: gpu
-      account: ml-team
+      account: ml-team         # team default's jobs; other teams' carry their name
+      team_accounts: {vision: cv-lab}   # or the account a team's jobs carry
       time_limit: "2-00:00:00"
       memory_per_task: 4Gi     # for roles that do not say
       spread: true             # over as many nodes as the cluster gives
@@ -31,7 +32,13 @@ class SlurmConfig(_Model):
     """How jobs become Slurm submissions."""
 
     partition: Annotated[str, Field(pattern=SLURM_NAME)] | None = None
-    account: Annotated[str, Field(pattern=SLURM_NAME)] | None = None
+    account: Annotated[str, Field(pattern=SLURM_NAME)] | None = Field(
+        default=None, description="The --account of team default's jobs (embedded runs')."
+    )
+    team_accounts: dict[str, Annotated[str, Field(pattern=SLURM_NAME)]] = Field(
+        default_factory=dict,
+        description="The --account of each team's jobs; a team not named here: its name.",
+    )
     time_limit: Annotated[str, Field(pattern=SLURM_TIME.pattern)] | None = Field(
         default=None, description="Slurm's --time: minutes, MM:SS, HH:MM:SS or D-HH:MM:SS."
     )
@@ -57,6 +64,12 @@ class SlurmConfig(_Model):
         "node's container_runtime (podman or docker); 'pyxis', through srun's "
         "--container-image (the cluster has NVIDIA's pyxis and enroot).",
     )
+
+    def account_of(self, team: str) -> str | None:
+        """The Slurm account a job of ``team`` is charged to."""
+        if team in self.team_accounts:
+            return self.team_accounts[team]
+        return self.account if team == "default" else team
 
 
 class BackendConfig(_Model):

@@ -100,6 +100,17 @@ class EnvVar(_K8s):
     valueFrom: Any = None
 
 
+def _secret_ref(value_from: Any) -> dict[str, Any] | None:
+    """``valueFrom: {secretKeyRef: {name, key}}`` as trainfleet's ``{secret, key}``."""
+    ref = value_from.get("secretKeyRef") if isinstance(value_from, dict) else None
+    if not isinstance(ref, dict) or set(value_from) != {"secretKeyRef"}:
+        return None
+    name, key = ref.get("name"), ref.get("key")
+    if not isinstance(name, str) or not isinstance(key, str):
+        return None
+    return {"secret": name, "key": key}
+
+
 PULL_POLICIES = {"Always": "always", "IfNotPresent": "if-missing", "Never": "never"}
 
 
@@ -354,11 +365,18 @@ class PodFields:
         self.origin[(*target, "env")] = (*cpath, "env")
         for i, var in enumerate(container.env):
             if var.valueFrom is not None:
-                message = (
-                    "cannot be resolved outside Kubernetes (secrets, config maps, pod fields): "
-                    f"give {var.name} a value"
-                )
-                self._problem((*cpath, "env", i, "valueFrom"), message)
+                secret = _secret_ref(var.valueFrom)
+                if secret is None:
+                    message = (
+                        "only a secretKeyRef with a name and a key is read (a secret of the "
+                        "job's team on the server); "
+                        f"config maps and pod fields exist only in Kubernetes: give {var.name} "
+                        "a value"
+                    )
+                    self._problem((*cpath, "env", i, "valueFrom"), message)
+                    continue
+                env[var.name] = secret
+                self.origin[(*target, "env", var.name)] = (*cpath, "env", i, "valueFrom")
                 continue
             env[var.name] = "" if var.value is None else var.value
             self.origin[(*target, "env", var.name)] = (*cpath, "env", i, "value")

@@ -20,7 +20,7 @@ from typing import Any
 from trainfleet.spec.errors import Problem, SpecError
 from trainfleet.spec.frameworks import Framework
 from trainfleet.spec.kubeflow import KINDS, PULL_POLICIES, RESTART_POLICIES
-from trainfleet.spec.models import JobSpec, RestartSpec, RoleSpec
+from trainfleet.spec.models import JobSpec, RestartSpec, RoleSpec, SecretRef
 from trainfleet.spec.quantity import format_cpu, format_memory
 
 Refuse = Callable[[str, str], None]
@@ -127,9 +127,9 @@ def replica_of(
         container["args"] = list(role.args)
     if role.pull != "if-missing":
         container["imagePullPolicy"] = PULL_NAMES[role.pull]
-    env = {**spec.env, **role.env}
+    env = spec.env_of(name)
     if env:
-        container["env"] = [{"name": key, "value": value} for key, value in env.items()]
+        container["env"] = [_variable(key, value, where, refuse) for key, value in env.items()]
     if role.working_dir is not None:
         container["workingDir"] = role.working_dir
     limits = _limits(role)
@@ -151,6 +151,16 @@ def replica_of(
         "restartPolicy": POLICY_NAMES[spec.restart_policy_of(name)],
         "template": {"spec": pod},
     }
+
+
+def _variable(name: str, value: str | SecretRef, where: str, refuse: Refuse) -> dict[str, Any]:
+    """One ``env`` item of a container: a value, or a reference to a Kubernetes Secret of
+    the same name and key (create it there with ``kubectl create secret generic``)."""
+    if isinstance(value, str):
+        return {"name": name, "value": value}
+    if value.file:
+        refuse(f"{where}.env.{name}", "a secret given as a file needs a volume: give it as a value")
+    return {"name": name, "valueFrom": {"secretKeyRef": {"name": value.secret, "key": value.key}}}
 
 
 def _limits(role: RoleSpec) -> dict[str, Any]:

@@ -114,17 +114,6 @@ EnvValue = Annotated[
     AfterValidator(_no_nul),
     Field(json_schema_extra={"pattern": NO_NUL_PATTERN}),
 ]
-Environment = Annotated[
-    dict[EnvName, EnvValue],
-    WithJsonSchema(
-        {
-            "type": "object",
-            "propertyNames": {"pattern": ENV_NAME_PATTERN},
-            "additionalProperties": {"type": "string", "pattern": NO_NUL_PATTERN},
-        }
-    ),
-]
-
 Millicores = Annotated[
     int,
     BeforeValidator(parse_cpu),
@@ -169,6 +158,53 @@ class RestartPolicy(StrEnum):
 
 class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+SECRET_NAME = re.compile(r"^[a-z0-9]([a-z0-9.-]{0,61}[a-z0-9])?$")
+SECRET_KEY = re.compile(r"^[-._a-zA-Z0-9]{1,253}$")
+
+
+class SecretRef(_Model):
+    """A value kept by the server as one of its team's secrets, given to the task at start:
+    in the variable itself, or with ``file`` in a private file whose path the variable holds."""
+
+    secret: Annotated[str, Field(pattern=SECRET_NAME.pattern)] = Field(
+        description="The secret's name (`trainfleet secret list`)."
+    )
+    key: Annotated[str, Field(pattern=SECRET_KEY.pattern)] = Field(
+        description="Which of the secret's values."
+    )
+    file: Annotated[bool, Field(strict=True)] = Field(
+        default=False,
+        description="Write the value to a file only the task reads; the variable holds its path.",
+    )
+
+
+Environment = Annotated[
+    dict[EnvName, EnvValue | SecretRef],
+    WithJsonSchema(
+        {
+            "type": "object",
+            "propertyNames": {"pattern": ENV_NAME_PATTERN},
+            "additionalProperties": {
+                "anyOf": [
+                    {"type": "string", "pattern": NO_NUL_PATTERN},
+                    {
+                        "type": "object",
+                        "properties": {
+                            "secret": {"type": "string", "pattern": SECRET_NAME.pattern},
+                            "key": {"type": "string", "pattern": SECRET_KEY.pattern},
+                            "file": {"type": "boolean"},
+                        },
+                        "required": ["secret", "key"],
+                        "additionalProperties": False,
+                    },
+                ]
+            },
+        }
+    ),
+]
+"""A task's variables: text, or a reference to a secret (``{secret: NAME, key: KEY}``)."""
 
 
 CUSTOM_RESOURCE = re.compile(r"^[a-z][a-z0-9_-]{0,62}$")
@@ -630,6 +666,20 @@ class JobSpec(_Model):
     def restart_policy_of(self, role: str) -> RestartPolicy:
         """When the role's tasks restart: its own policy, else the job's."""
         return self.roles[role].restart_policy or self.restart.policy
+
+    def env_of(self, role: str) -> dict[str, str | SecretRef]:
+        """The role's variables: the job's, then its own over them."""
+        return {**self.env, **self.roles[role].env}
+
+    def secret_refs(self) -> list[tuple[str, SecretRef]]:
+        """Every secret the job names, with the field that names it (``roles.w.env.KEY``)."""
+        fields = [(f"env.{name}", value) for name, value in self.env.items()]
+        fields += [
+            (f"roles.{role}.env.{name}", value)
+            for role, spec in self.roles.items()
+            for name, value in spec.env.items()
+        ]
+        return [(field, value) for field, value in fields if isinstance(value, SecretRef)]
 
     def image_of(self, role: str) -> str | None:
         """The image the role's tasks run in (its own, else the job's); None: no container."""

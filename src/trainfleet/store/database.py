@@ -1,4 +1,5 @@
-"""The store: jobs, tasks, events, labels and API tokens in SQLite (WAL) or PostgreSQL.
+"""The store: jobs, tasks, events, labels, API tokens, accounts and the audit trail, in
+SQLite (WAL) or PostgreSQL.
 
 Every change is one transaction, written so that it can run again whole where the database
 was lost midway (see ``Connection.write``). The store speaks plain DB-API SQL (sqlite3 or psycopg):
@@ -10,7 +11,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from types import TracebackType
 from typing import Any
 
@@ -23,10 +24,13 @@ from trainfleet.domain.records import (
     TokenRecord,
 )
 from trainfleet.store import queries, schema
+from trainfleet.store.accounts import Accounts
+from trainfleet.store.audit import AuditTrail
 from trainfleet.store.connection import Connection, Row, Transaction, patiently
 from trainfleet.store.errors import StoreConflict, StoreError, StoreUnavailable
 from trainfleet.store.migrate import ensure_current
 from trainfleet.store.paging import decode_cursor, encode_cursor
+from trainfleet.store.secrets import SecretStore
 from trainfleet.store.targets import Target, parse_target
 
 __all__ = ["Store", "StoreConflict", "StoreError", "StoreUnavailable", "patiently"]
@@ -45,6 +49,12 @@ class Store:
 
     def __init__(self, connection: Connection) -> None:
         self._db = connection
+        self.accounts = Accounts(connection)
+        """Users, teams and their members."""
+        self.secrets = SecretStore(connection)
+        """Teams' secrets, encrypted."""
+        self.audit = AuditTrail(connection)
+        """Who changed what, when, from where; records are only added."""
 
     @classmethod
     def open(cls, target: str | os.PathLike[str]) -> Store:
@@ -180,22 +190,27 @@ class Store:
         name: str | None = None,
         user: str | None = None,
         labels: Mapping[str, str] | None = None,
+        teams: Collection[str] | None = None,
         limit: int = 50,
         cursor: str | None = None,
     ) -> JobPage:
         """One page of the jobs that match every filter given, newest first.
 
-        ``name`` matches exactly; every ``labels`` pair must match. Pass the page's
+        ``name`` matches exactly; every ``labels`` pair must match; ``teams``: only jobs of
+        these teams (None: of every team). Pass the page's
         ``next_cursor`` as ``cursor`` for the next page: pages neither repeat nor skip a job,
         whatever is submitted meanwhile. ValueError for a bad cursor or a limit below 1.
         """
         if limit < 1:
             raise ValueError("limit must be at least 1")
+        if teams is not None and not teams:
+            return JobPage(jobs=[])
         where, params = queries.job_filter(
             state=state,
             name=name,
             user=user,
             labels=labels or {},
+            teams=teams,
             after=decode_cursor(cursor) if cursor is not None else None,
         )
         rows = self._db.rows(
@@ -253,14 +268,15 @@ class Store:
 
     # -- queues ---------------------------------------------------------------
 
-    def put_queue(self, name: str, config: str) -> None:
-        """Create or replace a queue's configuration (JSON)."""
+    def put_queue(self, name: str, config: str, team: str = "default") -> None:
+        """Create or replace a queue's configuration (JSON); ``team`` owns a new queue (an
+        existing one keeps its team)."""
         self._db.write(
             lambda db: db.execute(
-                "INSERT INTO queues (name, config, updated_at) VALUES (:name, :config, "
-                ":updated_at) ON CONFLICT (name) DO UPDATE SET config = excluded.config, "
+                "INSERT INTO queues (name, config, updated_at, team) VALUES (:name, :config, "
+                ":updated_at, :team) ON CONFLICT (name) DO UPDATE SET config = excluded.config, "
                 "updated_at = excluded.updated_at",
-                {"name": name, "config": config, "updated_at": time.time()},
+                {"name": name, "config": config, "updated_at": time.time(), "team": team},
             )
         )
 
@@ -272,11 +288,19 @@ class Store:
     # -- API tokens -----------------------------------------------------------
 
     def add_token(self, token: TokenRecord) -> None:
-        """Store a token (its digest only); StoreConflict if its id or digest is taken."""
+        """Store a token (its digest only); StoreConflict if its id or digest is taken, or
+        its user has an unrevoked token of that name."""
 
         def add(db: Transaction) -> None:
             if db.retried and db.rows("SELECT id FROM tokens WHERE id = :id", {"id": token.id}):
                 return  # the try that lost its link had committed
+            taken = db.rows(
+                'SELECT id FROM tokens WHERE "user" = :user AND name = :name '
+                "AND revoked_at IS NULL",
+                {"user": token.user, "name": token.name},
+            )
+            if taken:
+                raise StoreConflict(f"user {token.user!r} has a token named {token.name!r} already")
             db.execute(queries.insert("tokens", schema.TOKEN_COLUMNS), token.to_dict())
 
         self._db.write(add)
@@ -286,9 +310,10 @@ class Store:
         rows = self._db.rows(f"{SELECT_TOKENS} WHERE digest = :digest", {"digest": digest})
         return TokenRecord.from_row(rows[0]) if rows else None
 
-    def list_tokens(self) -> list[TokenRecord]:
-        """Every token, revoked ones included, oldest first."""
-        rows = self._db.rows(f"{SELECT_TOKENS} ORDER BY created_at, id")
+    def list_tokens(self, user: str | None = None) -> list[TokenRecord]:
+        """Every token (of ``user``, if given), revoked ones included, oldest first."""
+        where = 'WHERE "user" = :user' if user is not None else ""
+        rows = self._db.rows(f"{SELECT_TOKENS} {where} ORDER BY created_at, id", {"user": user})
         return [TokenRecord.from_row(row) for row in rows]
 
     def revoke_token(self, token_id: str) -> bool:

@@ -96,8 +96,13 @@ class SQLite(Dialect):
         return isinstance(error, sqlite3.Error)
 
     def is_transient(self, error: BaseException) -> bool:
+        # A full disk too, as PostgreSQL's DiskFull is an OperationalError: a write waits
+        # for room (submissions are refused before, with 507), so that a job's controller
+        # records a task's end once space is back instead of failing the job.
+        if not isinstance(error, sqlite3.OperationalError):
+            return False
         text = str(error)
-        return isinstance(error, sqlite3.OperationalError) and ("locked" in text or "busy" in text)
+        return "locked" in text or "busy" in text or error.sqlite_errorcode == sqlite3.SQLITE_FULL
 
 
 class PostgreSQL(Dialect):

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 
 JOB_ID = re.compile(r"^[a-z0-9][a-z0-9-]{0,79}$")
 PRIVATE_DIR = 0o700
+PASSABLE_DIR = 0o711
+"""Others may pass through, not list (see ``backends.accounts``)."""
 PRIVATE_FILE = 0o600
 
 
@@ -38,9 +41,11 @@ class DataDir:
         return cls(Path(explicit).expanduser() if explicit else default_root())
 
     def ensure(self) -> None:
-        """Create the root owner-only (0700), and tighten an existing one to that."""
+        """Create the root owner-only (0700), and tighten an existing one to that, but
+        for an isolating server's 0711 (its teams' accounts pass through to their jobs)."""
         self.root.mkdir(mode=PRIVATE_DIR, parents=True, exist_ok=True)
-        os.chmod(self.root, PRIVATE_DIR)
+        if stat.S_IMODE(self.root.stat().st_mode) not in (PRIVATE_DIR, PASSABLE_DIR):
+            os.chmod(self.root, PRIVATE_DIR)
 
     @property
     def database(self) -> Path:

@@ -37,6 +37,7 @@ def job_filter(
     user: str | None,
     labels: Mapping[str, str],
     after: tuple[float, str] | None,
+    teams: Collection[str] | None = None,
 ) -> tuple[str, dict[str, Any]]:
     """The WHERE clause (``""`` for none) and parameters of a listing of jobs."""
     conditions: list[str] = []
@@ -51,6 +52,10 @@ def job_filter(
             f' AND l."key" = :label_key{n} AND l."value" = :label_value{n})'
         )
         params[f"label_key{n}"], params[f"label_value{n}"] = key, value
+    if teams is not None:
+        listed, names = in_list("team", sorted(teams))
+        conditions.append(f"team IN {listed}")
+        params.update(names)
     if after is not None:
         # Keyset: rows strictly after the cursor in (created_at DESC, id DESC) order.
         conditions.append(

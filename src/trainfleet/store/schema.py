@@ -7,10 +7,17 @@ from __future__ import annotations
 
 JOB_COLUMNS = (
     "id", "name", "framework", "state", "reason", "spec", "source", "workdir", "user",
-    "created_at", "started_at", "finished_at",
+    "team", "created_at", "started_at", "finished_at",
 )  # fmt: skip
 TASK_COLUMNS = (
     "job_id", "role", "index", "state", "address", "gpus", "pid", "restarts", "exit_code",
     "reason", "started_at", "finished_at",
 )  # fmt: skip
-TOKEN_COLUMNS = ("id", "name", "digest", "admin", "created_at", "revoked_at")
+TOKEN_COLUMNS = ("id", "name", "digest", "admin", "created_at", "revoked_at", "user")
+USER_COLUMNS = ("name", "admin", "created_at", "disabled_at")
+TEAM_COLUMNS = ("name", "default_queue", "created_at")
+SECRET_COLUMNS = ("team", "name", "keys", "data", "user", "created_at")
+AUDIT_COLUMNS = (
+    "time", "user", "token", "action", "target", "team", "source", "outcome", "detail",
+)  # fmt: skip
+"""Without ``id``, which the store gives."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import os
 import select
 import signal
@@ -130,23 +131,32 @@ class LocalBackend(PooledAddresses):
         self._make_room(launch)
         tether = [] if self.supervised else ["--tether", f"{os.getpid()}:{grace}"]
         argv = [sys.executable, "-I", "-S", str(SHIM), str(launch.record), *tether]
-        argv += ["--log", str(launch.log_path), "--log-cap", str(self.log_cap), "--"]
+        argv += ["--log", str(launch.log_path), "--log-cap", str(self.log_cap)]
         if launch.image is None:
-            argv += launch.argv
+            account = launch.account
+            command = account.command(launch.argv) if account else list(launch.argv)
         else:  # the container is the task, in the foreground under the shim
             self.containers.make_ready(launch)
-            argv += self.containers.argv(launch, _container_name(launch.record))
-        # The shim's own output (a traceback, if ever) goes to the log too.
-        with open(create_private(launch.log_path), "ab") as log:
-            process = subprocess.Popen(
-                argv,
-                env=dict(launch.env),
-                cwd=launch.cwd,
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,  # its own group, out of reach of our Ctrl-C and death
-            )
+            command = self.containers.argv(launch, _container_name(launch.record))
+        mask_file = _write_mask_file(launch) if launch.mask else None
+        if mask_file:
+            argv += ["--mask-file", str(mask_file)]
+        try:
+            # The shim's own output (a traceback, if ever) goes to the log too.
+            with open(create_private(launch.log_path), "ab") as log:
+                process = subprocess.Popen(
+                    [*argv, "--", *command],
+                    env=dict(launch.env),
+                    cwd=launch.cwd,
+                    stdin=subprocess.DEVNULL,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,  # its own group, out of reach of our Ctrl-C and death
+                )
+        except BaseException:
+            if mask_file:  # no shim to delete it
+                mask_file.unlink(missing_ok=True)
+            raise
         where = f"pid {process.pid}"
         if launch.image is not None:
             where = f"container {_container_name(launch.record)} ({where})"
@@ -228,6 +238,18 @@ class LocalBackend(PooledAddresses):
         with self._lock:
             del self._running[running.pid]
         on_exit(key, code)
+
+
+def _write_mask_file(launch: TaskLaunch) -> Path:
+    """The launch's secret values for its shim (``--mask-file``), one a line in base64,
+    beside the attempt's records: owner-only from its creation, and deleted by the shim as
+    soon as it has read it."""
+    path = Path(f"{launch.record}.mask")
+    path.unlink(missing_ok=True)  # left by a start that failed before its shim read it
+    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+    with open(descriptor, "wb") as handle:
+        handle.writelines(base64.b64encode(value) + b"\n" for value in launch.mask)
+    return path
 
 
 def _container_name(record: Path) -> str:

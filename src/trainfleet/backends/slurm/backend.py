@@ -149,6 +149,12 @@ class SlurmBackend(PooledAddresses):
                 "every rank on the launcher's machine); on Slurm, run the program as a "
                 "generic job with `srun --mpi=pmix`"
             )
+        if spec.secret_refs():
+            field, _ = spec.secret_refs()[0]
+            raise Unschedulable(
+                f"{field}: secrets reach tasks on the local backend only for now (a Slurm "
+                "job's launch file would hold their values on the shared file system)"
+            )
         try:
             for role in spec.roles:
                 task_shape(spec, role, self.config)
@@ -199,6 +205,7 @@ class SlurmBackend(PooledAddresses):
             self.config,
             launch_file.parent / "slurm-%j.out",
             [sys.executable, "-I", "-S", str(BOOTSTRAP), str(launch_file)],
+            job.team,
         )
 
     def _submit(self, job: JobLaunch) -> str:

@@ -88,16 +88,18 @@ def batch_script(
     config: SlurmConfig,
     output: Path,
     step_argv: Sequence[str],
+    team: str = "default",
 ) -> str:
     """The script for ``sbatch``: the allocation, then one background step per component.
 
-    ``step_argv`` is the command each task runs, followed there by its component's number.
+    ``step_argv`` is the command each task runs, followed there by its component's number;
+    the job is charged to its ``team``'s account (``SlurmConfig.account_of``).
     """
     lines = ["#!/bin/bash", f"#SBATCH --job-name={name}", f"#SBATCH --output={output}"]
     lines += ["#SBATCH --open-mode=append", "#SBATCH --no-requeue"]
     for option, value in (
         ("partition", config.partition),
-        ("account", config.account),
+        ("account", config.account_of(team)),
         ("time", config.time_limit),
     ):
         if value:

@@ -107,6 +107,8 @@ class Containers:
         argv += ["--init"]
         pull = "never" if self.pulls_here else RUNTIME_PULL[launch.pull]
         argv += ["--pull", pull, "--workdir", str(launch.cwd)]
+        if launch.account is not None:  # the team's account, not the image's user
+            argv += ["--user", f"{launch.account.uid}:{launch.account.gid}"]
         for mount in launch.mounts:
             options = ":ro" if mount.read_only else ""
             argv += ["--volume", f"{mount.source}:{mount.target}{options}"]

@@ -1,6 +1,6 @@
 """A task's supervisor: runs the task, and records how it ended, whatever happens to trainfleet.
 
-Started as ``python -I -S shim.py RECORD_PREFIX [--log PATH [--log-cap BYTES]]
+Started as ``python -I -S shim.py RECORD_PREFIX [--log PATH [--log-cap BYTES] [--mask-file PATH]]
 [--tether PID[:GRACE]] -- ARGV...`` in the task's own session and process group. It writes
 ``RECORD_PREFIX.pid`` (its own pid) at once, runs ARGV as its child, writes the child's exit
 status to ``RECORD_PREFIX.exit`` (atomically) and then ends the way the child did. SIGTERM
@@ -17,6 +17,12 @@ rolling tail added when the task ends, with a line that says how much was droppe
 A full disk never loses the exit status: records are written again, with backoff, until
 they fit; output that cannot be written meanwhile is dropped, and the log says how much.
 
+``--mask-file``: secret values (one a line, each in base64) to mask in the log: the shim
+reads the file and deletes it at once, then writes every occurrence of a value as ``***``.
+Only a task with values has its output read, masked and written by the shim instead of
+spliced, and only then is ``masking.py`` loaded (beside this file: the masker trainfleet
+uses too, kept to the standard library for the shim's sake). Others run no masking code.
+
 Standard library only, and no trainfleet import: it starts in a few milliseconds.
 """
 
@@ -31,6 +37,10 @@ import sys
 import threading
 import time
 from collections.abc import Mapping
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (mypy reads it so)
+if TYPE_CHECKING:
+    from trainfleet.backends.supervision.masking import Masker
 
 ATTEMPT_VARIABLE = "TRAINFLEET_ATTEMPT"
 """Set in every task's environment to its attempt's record prefix: the kernel shows it in
@@ -343,6 +353,95 @@ class Capture:
                     pass
 
 
+class MaskingCapture(Capture):
+    """A Capture that writes every secret value of the output as ``***`` (in the head and
+    in the ring alike): the output is read, masked and written, where Capture splices it.
+
+    The cap counts the bytes written, masked. Output dropped on a full disk is masked all
+    the same, so that the masker sees the whole stream: no part of a value cut by the gap
+    shows on either side of it.
+    """
+
+    def __init__(self, path: str, cap: int, masker: Masker) -> None:
+        super().__init__(path, cap)
+        self.masker = masker
+
+    def _move(self) -> int | None:
+        if self.lost and not self._note_lost():
+            return self._drop()
+        try:
+            data = os.read(self.reader, CHUNK)
+        except BlockingIOError:
+            return None
+        self._write(self.masker.feed(data))
+        return len(data)
+
+    def _write(self, data: bytes) -> None:
+        """Write masked output to the log or ring, going on in the next segment where one
+        is full; on a full disk, drop the rest (counted, as Capture does)."""
+        view = memoryview(data)
+        while view:
+            if self.room <= 0:
+                self._next_target()
+            try:
+                written = os.write(self.target, view[: self.room])
+            except OSError as error:
+                if error.errno not in DISK_FULL:
+                    raise
+                self._lose(len(view))
+                return
+            self.room -= written
+            if self.current >= 0:
+                self.past_head += written
+            view = view[written:]
+
+    def _drop(self) -> int | None:
+        try:
+            data = os.read(self.reader, CHUNK)
+        except BlockingIOError:
+            return None
+        self._lose(len(self.masker.feed(data)))
+        return len(data)
+
+    def _lose(self, count: int) -> None:
+        """``count`` bytes of masked output could not be written: say so once there is
+        room, as Capture does."""
+        if self.retry_at == 0.0:
+            self.retry_at = time.monotonic() + self.pause
+        self.lost += count
+
+    def _discard(self) -> None:
+        self.masker.reset()
+        super()._discard()
+
+    def _finish(self) -> None:
+        self._write(self.masker.flush())
+        super()._finish()
+
+
+def read_mask_file(path: str) -> list[bytes]:
+    """The values of a mask file (one a line, base64), the file deleted before it is read."""
+    import binascii
+
+    with open(path, "rb") as handle:
+        os.unlink(path)
+        return [binascii.a2b_base64(line) for line in handle.read().split()]
+
+
+def load_masker(values: list[bytes]) -> Masker:
+    """A masker of ``values``, from ``masking.py`` beside this file: loaded only for a task
+    that has secrets, so that the others start as fast as ever."""
+    import importlib.util
+
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "masking.py")
+    spec = importlib.util.spec_from_file_location("trainfleet_masking", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    masker: Masker = module.Masker(values)
+    return masker
+
+
 def _copy(source: int, target: int, offset: int, count: int) -> None:
     """Copy ``count`` bytes of ``source`` from ``offset`` to where ``target`` is, in the kernel."""
     while count > 0:
@@ -466,13 +565,19 @@ def main(argv: list[str]) -> int:
     log, argv = take_option(argv, "--log")
     cap, argv = take_option(argv, "--log-cap")
     tethered, argv = take_option(argv, "--tether")
+    mask_file, argv = take_option(argv, "--mask-file")
     prefix, separator, *command = argv
     if separator != "--" or not command:
         print(
-            "usage: shim.py RECORD_PREFIX [--log PATH [--log-cap BYTES]] "
+            "usage: shim.py RECORD_PREFIX [--log PATH [--log-cap BYTES] [--mask-file PATH]] "
             "[--tether PID[:GRACE]] -- ARGV...",
             file=sys.stderr,
         )
+        return 2
+    try:
+        mask = read_mask_file(mask_file) if mask_file else []
+    except (OSError, ValueError) as error:  # never run a task whose secrets would show
+        print(f"trainfleet: cannot read the mask file {mask_file}: {error}", file=sys.stderr)
         return 2
     runner = None
     if tethered is not None:
@@ -480,7 +585,11 @@ def main(argv: list[str]) -> int:
     # Caught, not ignored: a caught signal is reset to default in the child at exec.
     for number in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(number, lambda *_: None)
-    capture = Capture(log, int(cap) if cap else LOG_CAP) if log else None
+    capture = None
+    if log:
+        size = int(cap) if cap else LOG_CAP
+        masker = load_masker(mask) if mask else None
+        capture = MaskingCapture(log, size, masker) if masker else Capture(log, size)
     child = start(prefix, command, capture=capture)
     if child is None:
         return 127

@@ -1,0 +1,86 @@
+"""Which team owns what a request names, checked against the caller by ``access.RULES``.
+
+A job belongs to the team of the queue it waits in, and to the user who submitted it.
+A queue belongs to the team that made it; ``default`` and queues never configured belong
+to the team ``default``.
+"""
+
+from __future__ import annotations
+
+import threading
+
+from cachetools import TTLCache
+
+from trainfleet.control.access import Action, Caller
+from trainfleet.control.engine import Engine
+from trainfleet.domain.errors import BadInput
+from trainfleet.domain.records import JobRecord
+from trainfleet.spec.models import JobSpec
+from trainfleet.store.database import Store
+
+DEFAULT_TEAM = "default"
+QUEUE_CACHE_SECONDS = 2.0
+"""How long the queues' teams are trusted without asking the store: submissions ask for
+each job, and queues change rarely (this server's own changes clear it at once)."""
+
+
+def job_for(engine: Engine, caller: Caller, job_id: str, action: Action) -> JobRecord:
+    """The job, if the caller may do ``action`` to it: 404 where it cannot see it (as for a
+    job that does not exist), 403 where it sees it but may not."""
+    return allowed_job(caller, engine.get(job_id), action)
+
+
+def allowed_job(caller: Caller, job: JobRecord, action: Action) -> JobRecord:
+    """``job``, checked as ``job_for`` checks it."""
+    caller.require(action, job.team, job.user, missing=f"no job {job.id!r}")
+    return job
+
+
+class QueueTeams:
+    """The team of every queue, cached briefly."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self._cache: TTLCache[str, dict[str, str]] = TTLCache(maxsize=1, ttl=QUEUE_CACHE_SECONDS)
+        self._lock = threading.Lock()
+
+    def forget(self) -> None:
+        """Read the store again next time (a queue or team was just made here)."""
+        with self._lock:
+            self._cache.clear()
+
+    def stored(self) -> dict[str, str]:
+        """The team of each stored queue, by name."""
+        with self._lock:
+            teams = self._cache.get("all")
+            if teams is None:
+                teams = self._cache["all"] = self.store.accounts.queue_teams()
+            return teams
+
+    def team_of(self, queue: str) -> str:
+        return self.stored().get(queue, DEFAULT_TEAM)
+
+    def for_submission(self, caller: Caller, spec: JobSpec) -> tuple[JobSpec, str]:
+        """The job as it will wait, and its team: the queue it names, if the caller may
+        submit there. A job left in ``default`` by a user of one team other than
+        ``default`` goes to that team's default queue."""
+        team = self.team_of(spec.queue)
+        if not caller.sees(Action.SUBMIT_JOB, team) and spec.queue == DEFAULT_TEAM:
+            spec, team = self._own_default(caller, spec)
+        if not caller.sees(Action.SUBMIT_JOB, team):
+            raise BadInput(f"queue: no queue {spec.queue!r}{self._yours(caller)}")
+        caller.require(Action.SUBMIT_JOB, team)
+        return spec, team
+
+    def _own_default(self, caller: Caller, spec: JobSpec) -> tuple[JobSpec, str]:
+        if len(caller.teams) != 1:
+            return spec, DEFAULT_TEAM
+        (team,) = caller.teams
+        record = self.store.accounts.get_team(team)
+        if record is None:
+            return spec, DEFAULT_TEAM
+        return spec.model_copy(update={"queue": record.default_queue}), team
+
+    def _yours(self, caller: Caller) -> str:
+        mine = sorted(q for q, t in self.stored().items() if caller.sees(Action.SUBMIT_JOB, t))
+        return f" (your teams' queues: {', '.join(mine)})" if mine else " (you are in no team)"

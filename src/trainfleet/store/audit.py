@@ -1,0 +1,106 @@
+"""The audit trail: who changed what, when, from where, and how it ended; append-only.
+
+Part of the store (``Store.audit``), in the same database as what it records. There is
+no method to change or delete a record: records are only added and read.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Collection
+from typing import Any
+
+from trainfleet.domain.records import AuditRecord
+from trainfleet.store import queries, schema
+from trainfleet.store.connection import Connection, Transaction
+
+log = logging.getLogger("trainfleet.audit")
+
+MAX_TEXT = 500
+"""The most characters a text field of a record keeps."""
+SELECT_AUDIT = f"SELECT {queries.columns(('id', *schema.AUDIT_COLUMNS))} FROM audit"
+SAME_RECORD = (
+    'SELECT id FROM audit WHERE time = :time AND "user" = :user AND action = :action '
+    "AND target = :target"
+)
+
+
+class AuditTrail:
+    """Audit records, stored; safe to share by threads."""
+
+    def __init__(self, connection: Connection) -> None:
+        self._db = connection
+
+    def record(self, entry: AuditRecord) -> bool:
+        """Add ``entry`` (its ``id`` is the store's to give; texts are cut at MAX_TEXT
+        characters). Never raises: where the store
+        cannot take it, even after the connection's retries, the whole record goes to the
+        log as a warning, and False says so. A change must not fail for its record."""
+        row = {
+            name: _storable(value) if isinstance(value, str) else value
+            for name, value in entry.to_dict(exclude={"id"}).items()
+        }
+
+        def add(db: Transaction) -> None:
+            if db.retried and db.rows(SAME_RECORD, row):
+                return  # the try that lost its link had committed
+            db.execute(queries.insert("audit", schema.AUDIT_COLUMNS), row)
+
+        try:
+            self._db.write(add)
+        except Exception as error:
+            log.warning("audit record not stored (%s): %s", error, json.dumps(row))
+            return False
+        return True
+
+    def find(
+        self,
+        *,
+        user: str | None = None,
+        action: str | None = None,
+        since: float | None = None,
+        teams: Collection[str] | None = None,
+        limit: int = 100,
+        before_id: int | None = None,
+    ) -> list[AuditRecord]:
+        """At most ``limit`` records, newest first, that match every filter given.
+
+        ``action``: that action, or every action under it (``job``: ``job.submit``, ...);
+        ``since``: at or after this Unix time; ``teams``: of one of these teams (None: of
+        any team or none); ``before_id``: older than that record (the next page).
+        """
+        if teams is not None and not teams:
+            return []
+        conditions: list[str] = []
+        params: dict[str, Any] = {"limit": limit}
+        if user is not None:
+            conditions.append('"user" = :user')
+            params["user"] = user
+        if action is not None:
+            conditions.append("(action = :action OR action LIKE :under ESCAPE '!')")
+            params["action"], params["under"] = action, _escaped(action) + ".%"
+        if since is not None:
+            conditions.append("time >= :since")
+            params["since"] = since
+        if teams is not None:
+            listed, names = queries.in_list("team", sorted(teams))
+            conditions.append(f"team IN {listed}")
+            params.update(names)
+        if before_id is not None:
+            conditions.append("id < :before")
+            params["before"] = before_id
+        where = "WHERE " + " AND ".join(conditions) if conditions else ""
+        rows = self._db.rows(f"{SELECT_AUDIT} {where} ORDER BY id DESC LIMIT :limit", params)
+        return [AuditRecord.from_row(row) for row in rows]
+
+
+def _storable(text: str) -> str:
+    """``text`` as either database takes it (no NUL, valid UTF-8), at most MAX_TEXT long."""
+    text = text.replace("\0", "\\0").encode("utf-8", "replace").decode()
+    return text if len(text) <= MAX_TEXT else text[: MAX_TEXT - 3] + "..."
+
+
+def _escaped(text: str) -> str:
+    """``text`` matched literally by LIKE ... ESCAPE '!'."""
+    return text.replace("!", "!!").replace("%", "!%").replace("_", "!_")

@@ -1,0 +1,1 @@
+"""Secrets: their encryption at rest (``keys``) and their masking in task logs (``masking``)."""
