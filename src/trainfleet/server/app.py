@@ -46,6 +46,7 @@ def create_app(engine: Engine, settings: Settings) -> FastAPI:
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         yield
         readiness.close()
+        await run_in_threadpool(auditor.writer.flush)
         await run_in_threadpool(engine.shutdown)
 
     app = FastAPI(
@@ -84,7 +85,9 @@ def create_app(engine: Engine, settings: Settings) -> FastAPI:
     app.include_router(routes_queues.router(engine, auth, audit, queue_teams), prefix=API_PREFIX)
     app.include_router(routes_accounts.router(engine, auth, audit, queue_teams), prefix=API_PREFIX)
     app.include_router(routes_secrets.router(secrets, auth, audit), prefix=API_PREFIX)
-    app.include_router(routes_audit.router(engine.store.audit, auth), prefix=API_PREFIX)
+    app.include_router(
+        routes_audit.router(engine.store.audit, auth, auditor.writer.flush), prefix=API_PREFIX
+    )
 
     @app.get(
         "/healthz",

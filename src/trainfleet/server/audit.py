@@ -22,6 +22,7 @@ from starlette.types import Scope
 
 from trainfleet.domain.errors import TrainfleetError
 from trainfleet.domain.records import Audited, AuditRecord
+from trainfleet.server.audit_writer import AuditWriter
 from trainfleet.server.auth import Authenticate, Principal, TokenRefused
 from trainfleet.server.errors import validation_message
 from trainfleet.server.throttle import Skipped, Throttle
@@ -53,25 +54,27 @@ class Auditor:
 
     def __init__(self, trail: AuditTrail, throttle: Throttle | None = None) -> None:
         self.trail = trail
+        self.writer = AuditWriter(trail)
         self.throttle = throttle or Throttle()
 
-    def record(
+    async def record(
         self, scope: Scope, who: Principal | None, action: str, change: Change, outcome: str
     ) -> None:
-        """Write the record of one request (never raises: see ``AuditTrail.record``)."""
-        self.trail.record(
-            AuditRecord(
-                time=time.time(),
-                user=who.caller.user if who else "",
-                token=who.token.id if who else "",
-                action=action,
-                target=change.target,
-                team=change.team,
-                source=source_of(scope),
-                outcome=outcome,
-                detail=change.detail,
-            )
+        """Queue the record of one request for the writer; where the queue is full (the
+        store has not answered for a long while), wait for room on a worker thread."""
+        entry = AuditRecord(
+            time=time.time(),
+            user=who.caller.user if who else "",
+            token=who.token.id if who else "",
+            action=action,
+            target=change.target,
+            team=change.team,
+            source=source_of(scope),
+            outcome=outcome,
+            detail=change.detail,
         )
+        if not self.writer.put(entry):
+            await run_in_threadpool(self.writer.put, entry, True)
 
     async def refused(self, scope: Scope, error: TokenRefused) -> None:
         """Record a request refused for its token, unless its source (or every source
@@ -83,7 +86,7 @@ class Auditor:
         detail = f"{scope.get('method', '')} {path}{_left_out(skipped)}"
         change = Change(target=path, detail=detail)
         outcome = f"401 {error.reason}"
-        await run_in_threadpool(self.record, scope, None, Audited.AUTH_FAILED, change, outcome)
+        await self.record(scope, None, Audited.AUTH_FAILED, change, outcome)
 
     def dependency(self, auth: Authenticate) -> Audit:
         """``audit(action, target_param)`` for the endpoints behind ``auth``."""
@@ -97,9 +100,9 @@ class Auditor:
                     yield noted
                 except Exception as error:
                     outcome = outcome_of(error)
-                    await run_in_threadpool(self.record, request.scope, who, action, noted, outcome)
+                    await self.record(request.scope, who, action, noted, outcome)
                     raise
-                await run_in_threadpool(self.record, request.scope, who, action, noted, OK)
+                await self.record(request.scope, who, action, noted, OK)
 
             # "function": recorded when the endpoint ends, before the answer is sent.
             return Depends(change, scope="function")

@@ -1,6 +1,7 @@
 """``/api/v1/audit``: the audit trail, to read. Nothing in the API changes or deletes a
 record: the records are written by the server itself (see ``server/audit.py``)."""
 
+from collections.abc import Callable
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Query
@@ -16,8 +17,9 @@ MAX_PAGE = 1000
 ACTION = r"^[a-z][a-z.-]{0,63}$"
 
 
-def router(trail: AuditTrail, auth: Authenticate) -> APIRouter:
-    """The audit endpoint: administrators read every record, team-admins their teams'."""
+def router(trail: AuditTrail, auth: Authenticate, flush: Callable[[], None]) -> APIRouter:
+    """The audit endpoint: administrators read every record, team-admins their teams';
+    ``flush`` first writes what is queued (``AuditWriter``)."""
     api = APIRouter(
         prefix="/audit",
         tags=["audit"],
@@ -58,6 +60,7 @@ def router(trail: AuditTrail, auth: Authenticate) -> APIRouter:
             teams: list[str] | None = [team]
         else:
             teams = who.caller.teams_allowed(Action.READ_AUDIT)
+        flush()
         found = trail.find(
             user=user, action=action, since=since, teams=teams, limit=limit + 1, before_id=before
         )

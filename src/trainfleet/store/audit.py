@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from typing import Any
 
 from trainfleet.domain.records import AuditRecord
@@ -33,24 +33,32 @@ class AuditTrail:
         self._db = connection
 
     def record(self, entry: AuditRecord) -> bool:
-        """Add ``entry`` (its ``id`` is the store's to give; texts are cut at MAX_TEXT
-        characters). Never raises: where the store
-        cannot take it, even after the connection's retries, the whole record goes to the
-        log as a warning, and False says so. A change must not fail for its record."""
-        row = {
-            name: _storable(value) if isinstance(value, str) else value
-            for name, value in entry.to_dict(exclude={"id"}).items()
-        }
+        """Add ``entry``; see ``record_many``."""
+        return self.record_many([entry])
+
+    def record_many(self, entries: Sequence[AuditRecord]) -> bool:
+        """Add ``entries`` in one transaction, in their order (ids are the store's to give;
+        texts are cut at MAX_TEXT characters). Never raises: where the store cannot take
+        them, even after the connection's retries, every record goes to the log as a
+        warning, and False says so. A change must not fail for its record."""
+        rows = [
+            {
+                name: _storable(value) if isinstance(value, str) else value
+                for name, value in entry.to_dict(exclude={"id"}).items()
+            }
+            for entry in entries
+        ]
 
         def add(db: Transaction) -> None:
-            if db.retried and db.rows(SAME_RECORD, row):
+            if db.retried and db.rows(SAME_RECORD, rows[0]):
                 return  # the try that lost its link had committed
-            db.execute(queries.insert("audit", schema.AUDIT_COLUMNS), row)
+            db.execute_many(queries.insert("audit", schema.AUDIT_COLUMNS), rows)
 
         try:
             self._db.write(add)
         except Exception as error:
-            log.warning("audit record not stored (%s): %s", error, json.dumps(row))
+            for row in rows:
+                log.warning("audit record not stored (%s): %s", error, json.dumps(row))
             return False
         return True
 
