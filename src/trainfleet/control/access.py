@@ -138,6 +138,15 @@ class Caller:
             )
         return allowed
 
+    @property
+    def only_team(self) -> str | None:
+        """The caller's team where it has exactly one (where a new object goes by default);
+        None for an administrator or a user of several teams or none."""
+        if self.admin or len(self.teams) != 1:
+            return None
+        (team,) = self.teams
+        return team
+
     def teams_seen(self) -> list[str] | None:
         """The teams whose objects the caller sees; None for all (an administrator)."""
         return None if self.admin else sorted(self.teams)

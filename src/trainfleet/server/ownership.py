@@ -73,9 +73,9 @@ class QueueTeams:
         return spec, team
 
     def _own_default(self, caller: Caller, spec: JobSpec) -> tuple[JobSpec, str]:
-        if len(caller.teams) != 1:
+        team = caller.only_team
+        if team is None:
             return spec, DEFAULT_TEAM
-        (team,) = caller.teams
         record = self.store.accounts.get_team(team)
         if record is None:
             return spec, DEFAULT_TEAM

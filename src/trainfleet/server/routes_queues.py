@@ -88,9 +88,4 @@ def _owner(queue_teams: QueueTeams, caller: Caller, name: str, asked: str | None
         if asked is not None and asked != team:
             raise ApiError(409, f"queue {name!r} belongs to team {team!r}: it cannot move")
         return team
-    if asked is not None:
-        return asked
-    if caller.admin or len(caller.teams) != 1:
-        return "default"
-    (team,) = caller.teams
-    return team
+    return asked or caller.only_team or "default"

@@ -83,10 +83,8 @@ def router(secrets: Secrets, auth: Authenticate, audit: Audit) -> APIRouter:
 
 
 def _team(caller: Caller, asked: str | None) -> str:
-    if asked is not None:
-        return asked
-    if len(caller.teams) == 1:
-        (team,) = caller.teams
+    team = asked or caller.only_team
+    if team is not None:
         return team
     raise ApiError(422, "team: name the secret's team (you are in several teams, or none)")
 
