@@ -72,12 +72,12 @@ def create(store: Store, name: str, owner: str | None, admin: bool) -> tuple[Tok
 
 
 def revoke(store: Store, token_id: str) -> None:
-    known = {token.id: token for token in store.list_tokens()}
-    if not store.revoke_token(token_id):
-        if token_id in known:
-            raise UserError(f"token {token_id} ({known[token_id].name}) is revoked already")
+    known = store.get_token(token_id)
+    if known is None:
         raise UserError(f"no token {token_id!r} (see trainfleet token list)")
-    _audit(store, Audited.TOKEN_REVOKE, token_id, f"of user {known[token_id].user}")
+    if not store.revoke_token(token_id):
+        raise UserError(f"token {token_id} ({known.name}) is revoked already")
+    _audit(store, Audited.TOKEN_REVOKE, token_id, f"of user {known.user}")
 
 
 def _audit(store: Store, action: Audited, target: str, detail: str, team: str = "") -> None:

@@ -214,7 +214,8 @@ def router(engine: Engine, auth: Authenticate, audit: Audit, queue_teams: QueueT
         change: Annotated[Change, audit(Audited.TOKEN_REVOKE, "token_id")],
     ) -> None:
         """Revoke one of the caller's tokens (an administrator: anyone's)."""
-        owner = next((t.user for t in engine.store.list_tokens() if t.id == token_id), None)
+        token = engine.store.get_token(token_id)
+        owner = token.user if token is not None else None
         change.detail = f"of user {owner}" if owner is not None else ""
         if owner is None or not (who.caller.admin or owner == who.caller.user):
             raise ApiError(404, f"no token {token_id!r}")

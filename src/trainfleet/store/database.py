@@ -305,6 +305,11 @@ class Store:
 
         self._db.write(add)
 
+    def get_token(self, token_id: str) -> TokenRecord | None:
+        """The token with this id, revoked or not."""
+        rows = self._db.rows(f"{SELECT_TOKENS} WHERE id = :id", {"id": token_id})
+        return TokenRecord.from_row(rows[0]) if rows else None
+
     def token_by_digest(self, digest: str) -> TokenRecord | None:
         """The token with this digest, revoked or not (see ``TokenRecord.revoked``)."""
         rows = self._db.rows(f"{SELECT_TOKENS} WHERE digest = :digest", {"digest": digest})
