@@ -207,20 +207,30 @@ def test_two_tensorflow_versions_side_by_side_on_one_server(tmp_path: Path) -> N
         server.stop()
 
 
-def test_an_example_in_containers_through_a_server(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("job_file", "rank0", "result"),
+    [
+        ("tf_multiworker/job-image.yaml", "worker", "worker 0: final loss="),
+        ("torch_ddp/pytorchjob.yaml", "master", "done: 3 ranks"),
+    ],
+)
+def test_an_example_in_containers_through_a_server(
+    tmp_path: Path, job_file: str, rank0: str, result: str
+) -> None:
     """``submit`` to a server: the job's folder is uploaded, and each task runs in a
-    container of the job's image with the server's copy of the folder mounted."""
+    container of the job's image (TensorFlow, and PyTorch as a Kubeflow PyTorchJob) with
+    the server's copy of the folder mounted."""
     base_image()
     token = "images-admin-token-0123456789abcdef"
     server = ServerProcess(tmp_path / "data", {"TRAINFLEET_ADMIN_TOKEN": token})
-    folder = EXAMPLES / "torch_ddp"
+    path = EXAMPLES / job_file
     try:
         with Client(server.url, token) as client:
-            job = client.submit((folder / "pytorchjob.yaml").read_text(), workdir=folder)
+            job = client.submit(path.read_text(), workdir=path.parent)
             ended = client.wait(job.id)
             assert ended.state == "succeeded", client.describe(job.id)
-            log = client.read_log(job.id, "master", 0).decode()
-            assert "done: 3 ranks" in log, log
+            log = client.read_log(job.id, rank0, 0).decode()
+            assert result in log, log
             tasks = client.describe(job.id).tasks
             assert all(task.state == "succeeded" for task in tasks), tasks
     finally:

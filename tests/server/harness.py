@@ -18,6 +18,7 @@ from trainfleet.control.engine import Engine
 from trainfleet.domain.records import TeamRole, TokenRecord, UserRecord
 from trainfleet.server.app import create_app
 from trainfleet.server.auth import bootstrap, new_record, new_token
+from trainfleet.server.host_paths import HostPaths
 from trainfleet.server.serve import GRACEFUL_SHUTDOWN
 from trainfleet.server.settings import Settings
 from trainfleet.store.database import Store
@@ -27,12 +28,23 @@ from trainfleet.store.layout import DataDir
 class LiveServer:
     """An engine on ``data_dir`` served over HTTP; ``stop()`` stops it and its jobs."""
 
-    def __init__(self, data_dir: Path, engine: Engine | None = None, max_body: int = 64 << 10):
+    def __init__(
+        self,
+        data_dir: Path,
+        engine: Engine | None = None,
+        max_body: int = 64 << 10,
+        host_paths: HostPaths | None = None,
+    ):
         self.engine = engine or Engine(DataDir(data_dir))
         token = bootstrap(self.engine.store)
         assert token is not None
         self.token = token
-        settings = Settings(workdir=data_dir.parent, max_body=max_body, poll_interval=0.05)
+        settings = Settings(
+            workdir=data_dir.parent,
+            max_body=max_body,
+            poll_interval=0.05,
+            host_paths=host_paths or HostPaths(),
+        )
         self.app = create_app(self.engine, settings)
         config = uvicorn.Config(
             self.app,

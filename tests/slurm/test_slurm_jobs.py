@@ -71,12 +71,22 @@ def test_example_trains_over_several_nodes(
     assert all(task["state"] == "succeeded" for task in details["tasks"])  # type: ignore[union-attr]
 
 
-def test_an_example_in_containers_over_several_nodes(slurm_user: SlurmUser) -> None:
-    """The same image job as on this machine: each task's bootstrap runs it through the
-    node's podman, with the job's (shared) folder mounted."""
+@pytest.mark.parametrize(
+    ("job_file", "result"),
+    [
+        ("tf_multiworker/job-image.yaml", r"worker/1\s*\| worker 1: final loss=0\.0\d+ w="),
+        ("torch_ddp/pytorchjob.yaml", r"master/0\s*\| done: 3 ranks"),
+    ],
+)
+def test_an_example_in_containers_over_several_nodes(
+    slurm_user: SlurmUser, job_file: str, result: str
+) -> None:
+    """The same image jobs as on this machine (TensorFlow, and PyTorch as a Kubeflow
+    PyTorchJob): each task's bootstrap runs it through the node's podman, with the job's
+    (shared) folder mounted."""
     base_image()
-    stdout = cli(slurm_user, "run", EXAMPLES / "tf_multiworker" / "job-image.yaml")
-    assert re.search(r"worker/1\s*\| worker 1: final loss=0\.0\d+ w=", stdout), stdout
+    stdout = cli(slurm_user, "run", EXAMPLES / job_file)
+    assert re.search(result, stdout), stdout
     details = slurm_user.describe(job_id_in(stdout))
     assert len(hosts_of(details)) >= 2, details["tasks"]
     assert all(task["state"] == "succeeded" for task in details["tasks"])  # type: ignore[union-attr]

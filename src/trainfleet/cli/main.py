@@ -313,6 +313,17 @@ def delete(options: Options, job_id: str, force: bool) -> None:
     metavar="TEAM=USER",
     help="With --isolate-teams: an existing account for TEAM instead of tf-TEAM.",
 )
+@click.option(
+    "--allow-path",
+    "allow_paths",
+    multiple=True,
+    type=click.Path(exists=True, file_okay=False),
+    envvar="TRAINFLEET_ALLOW_PATHS",
+    metavar="FOLDER",
+    help="A folder of this machine jobs may run in (--server-workdir) and mount (mounts:, "
+    "hostPath); with it, no other beyond a job's own folder [default: any, none with "
+    "--isolate-teams].",
+)
 @click.pass_obj
 def server(
     options: Options,
@@ -332,6 +343,7 @@ def server(
     tls_key: str | None,
     isolate_teams: bool,
     team_account: tuple[str, ...],
+    allow_paths: tuple[str, ...],
 ) -> None:
     """Serve the REST API and run submitted jobs (stop with Ctrl-C).
 
@@ -349,6 +361,7 @@ def server(
     from trainfleet.cli.config import backend_config
     from trainfleet.domain.errors import TrainfleetError
     from trainfleet.environments.cache import cache_size
+    from trainfleet.server.host_paths import HostPaths
     from trainfleet.server.serve import database_url_of, serve, team_accounts_of, tls_of
     from trainfleet.server.settings import Settings
     from trainfleet.spec.loading import load_queues_file
@@ -363,10 +376,11 @@ def server(
         given = {"max_body": max_body, "max_roles": max_roles, "max_tasks": max_tasks}
         given["max_workdir"] = workdir_cap
         limits = {name: value for name, value in given.items() if value is not None}
-        settings = Settings(workdir=Path.cwd(), **limits)
+        accounts = team_accounts_of(team_account) if isolate_teams or team_account else None
+        allowed = [Path(path) for path in allow_paths] if allow_paths or accounts else None
+        settings = Settings(workdir=Path.cwd(), host_paths=HostPaths(allowed), **limits)
         base = server_task_base(task_python)
         cache = cache_size(environment_cache) if environment_cache else None
-        accounts = team_accounts_of(team_account) if isolate_teams or team_account else None
         serve(
             options.data_dir,
             host,

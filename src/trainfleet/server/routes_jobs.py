@@ -132,6 +132,8 @@ def router(
         change.team = queue_teams.team_of(loaded.spec.queue)
         change.detail = f"{loaded.spec.name} in queue {loaded.spec.queue}"
         spec, team = queue_teams.for_submission(who.caller, loaded.spec)
+        runs_in = workdirs.path(tree) if tree is not None else directory
+        settings.host_paths.check(spec, runs_in, in_place=workdir is not None)
         change.team, change.detail = team, f"{spec.name} in queue {spec.queue}"
         submit = partial(
             engine.submit,

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
+from trainfleet.server.host_paths import HostPaths
 from trainfleet.spec.limits import DEFAULT_MAX_ROLES, DEFAULT_MAX_TASKS, JobLimits
 from trainfleet.workdirs.pack import DEFAULT_CAP as DEFAULT_WORKDIR_CAP
 
@@ -25,6 +26,8 @@ class Settings:
     """Most tasks of one job, replicas summed over its roles (422 beyond)."""
     max_workdir: int = DEFAULT_WORKDIR_CAP
     """Most bytes of a job directory sent to the server, as sent and as unpacked (413)."""
+    host_paths: HostPaths = field(default_factory=HostPaths)
+    """The folders of this machine jobs may run in place in and mount (any by default)."""
     poll_interval: float = 0.1
     """Seconds between two looks at a followed log or event list."""
 
