@@ -12,6 +12,7 @@ from pathlib import Path
 
 from helpers import process_group_alive, run_cli, trainfleet, wait_for
 
+from trainfleet.backends.local.gpus import NVIDIA_DRIVER
 from trainfleet.control.engine import Engine
 from trainfleet.domain.records import State
 
@@ -333,7 +334,13 @@ def test_embedded_submit_runs_in_the_background_and_stop_cancels(
 
 
 def test_embedded_run_loads_no_client_or_server(data_dir: Path) -> None:
-    """`run` without a server stays fast: neither httpx nor the SDK nor the server load."""
+    """`run` without a server stays fast: neither httpx nor the SDK nor the server load, nor
+    what only some jobs need (packaging for `environment: {pip}`, the tf-server program,
+    NVML on a machine without an NVIDIA driver)."""
+    heavy = ["httpx", "trainfleet.client", "trainfleet.server", "trainfleet.cli.remote"]
+    heavy += ["packaging", "trainfleet.programs.tf_server"]
+    if not any(os.path.exists(path) for path in NVIDIA_DRIVER):
+        heavy.append("pynvml")
     code = (
         "import sys\n"
         "from trainfleet.cli.main import cli\n"
@@ -341,7 +348,7 @@ def test_embedded_run_loads_no_client_or_server(data_dir: Path) -> None:
         "    cli(['run', '--name', 'light', '--worker_launch_cmd', 'true'])\n"
         "except SystemExit as e:\n"
         "    assert e.code == 0, e.code\n"
-        "heavy = ('httpx', 'trainfleet.client', 'trainfleet.server', 'trainfleet.cli.remote')\n"
+        f"heavy = {heavy!r}\n"
         "print(sorted(m for m in heavy if m in sys.modules))\n"
     )
     out = subprocess.run(

@@ -23,7 +23,7 @@ from trainfleet.backends.task_environment import SERVERS, TaskBase
 from trainfleet.domain.errors import USAGE_ERROR, Unavailable
 from trainfleet.frameworks import task_argv, task_environment
 from trainfleet.frameworks.base import TaskContext
-from trainfleet.programs import tf_server
+from trainfleet.programs import TF_SERVER
 from trainfleet.scheduling.cluster import Node
 from trainfleet.scheduling.placement import Placement, TaskKey
 from trainfleet.spec.models import JobSpec, Resources, SecretRef
@@ -154,7 +154,7 @@ class JobLaunch:
             for mount in role.mounts
         ]
         argv = task_argv(context)
-        program = Path(tf_server.__file__)
+        program = TF_SERVER
         if str(program) in argv:  # trainfleet's TensorFlow server, run from its file
             mounts.append(Mount(program, program, read_only=True))
         python_dir = self.python_dirs.get(key[0])

@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 
 from trainfleet.frameworks.base import TaskContext
-from trainfleet.programs import tf_server
+from trainfleet.programs import TF_SERVER
 
 PLACEHOLDER = re.compile(r"%(input_path|checkpoint_path)%")
 
@@ -47,5 +47,5 @@ def standalone(argv: list[str]) -> list[str]:
     ['--protocol', 'grpc']
     """
     if len(argv) >= 2 and argv[0].rsplit("/", 1)[-1] == "trainfleet" and argv[1] == "tf-server":
-        return ["python3", tf_server.__file__, *argv[2:]]
+        return ["python3", str(TF_SERVER), *argv[2:]]
     return argv

@@ -1,1 +1,6 @@
 """Programs that trainfleet ships for tasks to run, such as ``trainfleet tf-server``."""
+
+from pathlib import Path
+
+TF_SERVER = Path(__file__).with_name("tf_server.py")
+"""``trainfleet tf-server``'s file, which tasks run with their own python (stdlib only)."""
