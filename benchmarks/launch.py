@@ -235,7 +235,7 @@ def _plain_torchrun(work: Path) -> str:
 def bench_stdout(work: Path, runs: int) -> dict[str, object]:
     """(e) a task writing 1 GiB to stdout under `trainfleet run`, beside writing it to a file."""
     line = "step 123456 loss 0.123456 accuracy 0.987654 learning_rate 0.001 throughput 1234.5/s"
-    writer = f"yes '{line}' | head -c {1 << 30}"
+    writer = f"yes '{line}' 2>/dev/null | head -c {1 << 30}"  # stdout alone: no 'Broken pipe'
     job = work / "stdout.yaml"
     job.write_text(f"name: stdout\nroles:\n  worker: {{command: {json.dumps(writer)}}}\n")
     os.environ["TRAINFLEET_DATA_DIR"] = str(work / "e")

@@ -467,6 +467,12 @@ class Client:
         """Bytes ``start``..``end`` of a task's log (to its current end if ``end`` is None)."""
         return self._read_range(self._log(job_id, role, index), start, end)
 
+    def log_size(self, job_id: str, role: str, index: int) -> int:
+        """How many bytes a task's log holds now (less than read once the output passed the
+        log's cap: the log was cut back to its head, the tail follows when the task ends)."""
+        response = self._request("GET", self._log(job_id, role, index), params={"end": 0})
+        return int(response.headers.get("X-Log-Size", 0))
+
     def read_setup_log(self, job_id: str) -> bytes:
         """The job's ``setup`` phase: the output of its Python environments' builds."""
         return self._read_range(f"{self._job(job_id)}/setup/log", 0, None)

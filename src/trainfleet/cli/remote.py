@@ -195,9 +195,13 @@ class RemoteTail(LogTail):
 
     def _read(self, limit: int = CHUNK) -> bytes:
         client, start = self.service.client, self.offset
-        return self.service.call(
-            lambda: client.read_log(self.job_id, self.role, self.index, start, start + limit)
-        )
+        task = (self.job_id, self.role, self.index)
+        data = self.service.call(lambda: client.read_log(*task, start, start + limit))
+        if not data and start:
+            size = self.service.call(lambda: client.log_size(*task))
+            if size < start:  # cut back at its cap: go on from its new end
+                self.offset, self._partial = size, b""
+        return data
 
     def pending(self) -> int:
         return len(self._partial)

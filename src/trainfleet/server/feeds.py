@@ -79,6 +79,9 @@ class LogFeed(_JobFeed):
 
     def _read(self, shared: SharedLog, final: bool) -> bytes:
         """The complete lines next (all that is left once ``final``), as LogTail.read."""
+        if self.read_to > shared.end:  # the log was cut back: go on from its new end
+            self.read_to = self.offset = shared.end
+            self.partial = b""
         fresh = shared.read(self.read_to, CHUNK)
         self.read_to += len(fresh)
         data = self.partial + fresh

@@ -53,6 +53,8 @@ class SharedLog:
             self.job = self.lookup()  # before the read: a final state means the log is complete
             final = self.job is None or State(self.job.state).is_final
             size = self._size()
+            if size < self.end:  # cut back (its output passed the cap): go on from its end
+                self._window, self._start = b"", size
             if size - self.end > WINDOW:  # far behind: followers read what is skipped by offset
                 self._window, self._start = b"", size - WINDOW
             fresh = self._pread(self.end, size - self.end) if size > self.end else b""

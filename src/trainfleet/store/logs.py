@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import BinaryIO
 
@@ -29,6 +30,8 @@ class LogTail:
     """Follows one log file: each ``read`` returns the complete lines appended since the last.
 
     A partial last line is held back until its newline arrives or ``read(final=True)``.
+    A log cut back below what was read (its output passed the cap, see ``shim.Capture``)
+    is followed on from its new end.
     """
 
     def __init__(self, path: Path, offset: int = 0) -> None:
@@ -55,7 +58,10 @@ class LogTail:
             except FileNotFoundError:
                 return b""
             self._file.seek(self.offset)
-        return self._file.read(limit)
+        data = self._file.read(limit)
+        if not data and os.fstat(self._file.fileno()).st_size < self.offset:
+            self.offset, self._partial = self._file.seek(0, os.SEEK_END), b""
+        return data
 
     def pending(self) -> int:
         """How many bytes were written that have not been read yet."""

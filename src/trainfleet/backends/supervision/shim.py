@@ -12,8 +12,9 @@ and then every process that still carries the attempt's mark (``TRAINFLEET_ATTEM
 its environment: a container's, which its runtime started outside the group) is killed.
 
 ``--log``: the task's stdout and stderr go through a pipe that the shim moves into the log
-(``splice``, no copy through Python), keeping at most ``--log-cap`` bytes: the head, then a
-rolling tail added when the task ends, with a line that says how much was dropped between.
+(``splice``, no copy through Python), keeping at most ``--log-cap`` bytes: all of an output
+that fits, else the head, then a rolling tail added when the task ends, with a line that says
+how much was dropped between.
 A full disk never loses the exit status: records are written again, with backoff, until
 they fit; output that cannot be written meanwhile is dropped, and the log says how much.
 
@@ -150,11 +151,14 @@ def finish(prefix: str, pid: int, capture: Capture | None = None, leftovers: boo
 class Capture:
     """Moves a task's output from a pipe into its log, keeping about ``cap`` bytes.
 
-    The log grows to half the cap while the task runs. Later output goes to a ring of two
-    segment files (``LOG.tail.0``, ``LOG.tail.1``) of a quarter of the cap each; when the
-    task ends, the ring is added to the log after ``[trainfleet: N bytes dropped here]``
-    and deleted. Bytes once in the log never change, so readers that follow it by offset
-    see the head live, then the rest once the task has ended.
+    The log takes the output as it comes, up to the cap. Output past the cap goes to a ring
+    of two segment files (``LOG.tail.0``, ``LOG.tail.1``) of a quarter of the cap each: the
+    last quarter already in the log becomes the first segment, and the log is cut back to
+    its first half (the head). When the task ends, the ring is added to the log after
+    ``[trainfleet: N bytes dropped here]`` and deleted. So an output within the cap is in
+    the log live and never copied; readers that follow a log by offset see it whole, and
+    where a log is cut back below their offset (output past the cap), they go on from its
+    new end and see the rest once the task has ended.
     """
 
     def __init__(self, path: str, cap: int) -> None:
@@ -167,11 +171,14 @@ class Capture:
             pass
         os.set_blocking(self.reader, False)
         self.segments = (f"{path}.tail.0", f"{path}.tail.1")
-        self.head, self.segment = max(1, cap // 2), max(1, cap // 4)
+        self.segment = max(1, cap // 4)
+        start = os.lseek(self.log, 0, os.SEEK_END)  # earlier attempts' output stays whole
+        self.head = max(start, max(1, cap // 2))  # where the log is cut back past the cap
         self.target = self.log
-        self.room = self.head - os.lseek(self.log, 0, os.SEEK_END)
-        self.current = -1  # the ring segment being written (-1: still the head)
-        self.past_head = 0  # bytes written to the ring
+        self.room = self.head + cap - max(1, cap // 2) - start  # live up to the cap
+        self.current = -1  # the ring segment being written (-1: still the log)
+        self.past_head = 0  # bytes past the head, once the ring has started
+        self.cut_pending = False  # the ring has started, the log is not cut back yet
         self.lost = 0  # bytes dropped while the disk was full, not yet noted in the log
         self.retry_at, self.pause = 0.0, RETRY_FIRST
         self.stop_by: float | None = None  # set once the task has ended
@@ -201,15 +208,7 @@ class Capture:
 
     def note(self, text: str) -> None:
         """Write a line of our own where the output is going (best effort)."""
-        data = text.encode()
-        try:
-            position = os.lseek(self.target, 0, os.SEEK_CUR)
-            if position and os.pread(self.target, 1, position - 1) != b"\n":
-                data = b"\n" + data
-            while data:
-                data = data[os.write(self.target, data) :]
-        except OSError:
-            pass
+        _write_line(self.target, text)
 
     def _run(self) -> None:
         try:
@@ -249,25 +248,53 @@ class Capture:
             if error.errno not in DISK_FULL:
                 raise
             return self._drop()
-        self.room -= moved
-        if self.current >= 0:
-            self.past_head += moved
+        self._wrote(moved)
         return moved
 
+    def _wrote(self, count: int) -> None:
+        """``count`` bytes went to the target; the first past the cap cuts the log back."""
+        if count and self.cut_pending:
+            self._cut_back()
+        self.room -= count
+        if self.current >= 0:
+            self.past_head += count
+
     def _next_target(self) -> None:
-        """The head, or a ring segment, is full: go on in the other segment, emptied."""
+        """The log is at the cap, or a ring segment is full: go on in the (other) segment,
+        emptied. At the cap, the log is cut back once output past it has come."""
         if self.current < 0:
-            self.note(
-                f"[trainfleet: this log keeps its first {self.head} bytes and the last "
-                f"{self.segment}-{2 * self.segment} bytes of the output; they follow when "
-                "the task ends]\n"
-            )
+            self.current, self.cut_pending = 0, True
         else:
             os.close(self.target)
-        self.current = 1 - self.current if self.current >= 0 else 0
+        self.current = 1 - self.current
         name = self.segments[self.current]
         self.target = os.open(name, os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
         self.room = self.segment
+
+    def _cut_back(self) -> None:
+        """The output passed the cap: the last quarter of the cap in the log becomes the
+        ring's older segment, and the log is cut back to its head, which says so."""
+        self.cut_pending = False
+        end = os.lseek(self.log, 0, os.SEEK_END)
+        keep = min(self.segment, end - self.head)
+        older = os.open(self.segments[0], os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+        try:
+            _copy(self.log, older, end - keep, keep)
+        except OSError as error:  # no room for it: the ring starts empty
+            if error.errno not in DISK_FULL:
+                raise
+            os.ftruncate(older, 0)
+        finally:
+            os.close(older)
+        os.ftruncate(self.log, self.head)
+        os.lseek(self.log, self.head, os.SEEK_SET)
+        self.past_head = end - self.head
+        _write_line(
+            self.log,
+            f"[trainfleet: this log keeps its first {self.head} bytes and the last "
+            f"{self.segment}-{2 * self.segment} bytes of the output; they follow when the "
+            "task ends]\n",
+        )
 
     def _drop(self) -> int | None:
         """The disk is full: drop what is in the pipe (the task goes on), try again later."""
@@ -284,10 +311,9 @@ class Capture:
         """Whether the disk has room again and the log now says what was dropped."""
         if time.monotonic() < self.retry_at:
             return False
+        where = self.log if self.cut_pending else self.target  # the ring may never start
         try:
-            os.write(
-                self.target, f"\n[trainfleet: {self.lost} bytes dropped here: disk full]\n".encode()
-            )
+            os.write(where, f"\n[trainfleet: {self.lost} bytes dropped here: disk full]\n".encode())
         except OSError as error:
             if error.errno not in DISK_FULL:
                 raise
@@ -312,6 +338,10 @@ class Capture:
 
     def _finish(self) -> None:
         """Add the ring (if any) to the log after the line that says what was dropped."""
+        if self.cut_pending:  # the output ended at the cap: the log holds all of it
+            os.close(self.target)
+            _remove(self.segments)
+            self.target, self.current, self.cut_pending = self.log, -1, False
         if self.lost:
             self.retry_at = 0.0
             self._note_lost()
@@ -346,11 +376,7 @@ class Capture:
                 raise
             self.note("[trainfleet: the rest of the output is lost: disk full]\n")
         finally:
-            for name in self.segments:
-                try:  # noqa: SIM105
-                    os.unlink(name)
-                except FileNotFoundError:
-                    pass
+            _remove(self.segments)
 
 
 class MaskingCapture(Capture):
@@ -390,9 +416,7 @@ class MaskingCapture(Capture):
                     raise
                 self._lose(len(view))
                 return
-            self.room -= written
-            if self.current >= 0:
-                self.past_head += written
+            self._wrote(written)
             view = view[written:]
 
     def _drop(self) -> int | None:
@@ -440,6 +464,27 @@ def load_masker(values: list[bytes]) -> Masker:
     spec.loader.exec_module(module)
     masker: Masker = module.Masker(values)
     return masker
+
+
+def _write_line(descriptor: int, text: str) -> None:
+    """Write ``text`` at the descriptor's position, on a line of its own (best effort)."""
+    data = text.encode()
+    try:
+        position = os.lseek(descriptor, 0, os.SEEK_CUR)
+        if position and os.pread(descriptor, 1, position - 1) != b"\n":
+            data = b"\n" + data
+        while data:
+            data = data[os.write(descriptor, data) :]
+    except OSError:
+        pass
+
+
+def _remove(paths: tuple[str, ...]) -> None:
+    for path in paths:
+        try:  # noqa: SIM105
+            os.unlink(path)
+        except FileNotFoundError:
+            pass
 
 
 def _copy(source: int, target: int, offset: int, count: int) -> None:
