@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 from trainfleet.cli.service import JobReader
 from trainfleet.domain.records import EventRecord
-from trainfleet.store.logs import LogTail
+from trainfleet.store.logs import CHUNK, LogTail
 
 
 @dataclass
@@ -20,6 +20,7 @@ class LogFollower:
     width: int = 0
     behind: int = 32 << 20
     keep: int = 1 << 20
+    per_read: int = 2 << 20
     _tails: list[tuple[bytes, LogTail]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
@@ -32,21 +33,22 @@ class LogFollower:
     def read(self, final: bool = False) -> Iterator[bytes]:
         """New output of every task, in pieces.
 
-        A live view must never slow training down: a task more than ``behind`` bytes
-        ahead of the view is skipped to its last ``keep`` bytes, with a line that says
-        so (the log file keeps everything). With ``final``, everything left is read,
-        partial last lines included, and the tails close.
+        A live view must never slow training down: it takes at most ``per_read`` bytes
+        of a task each read (tens of MiB a second, more than anyone reads), and a task
+        more than ``behind`` bytes ahead of the view is skipped to its last ``keep``
+        bytes, with a line that says so (the log file keeps everything). With ``final``,
+        everything left is read, partial last lines included, and the tails close.
         """
         for prefix, tail in self._tails:
             if not final and tail.pending() > self.behind:
                 skipped = tail.skip(self.keep)
                 yield prefix + _skipped_note(skipped, self.job_id, prefix)
-            taken = 0
-            while final or taken < self.behind:
+            reads = max(1, self.per_read // CHUNK)
+            while final or reads:
                 data = tail.read(final=final)
                 if not data:
                     break
-                taken += len(data)
+                reads -= 1
                 yield from _prefixed(prefix, data)
             if final:
                 tail.close()

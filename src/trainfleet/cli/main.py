@@ -321,8 +321,8 @@ def delete(options: Options, job_id: str, force: bool) -> None:
     envvar="TRAINFLEET_ALLOW_PATHS",
     metavar="FOLDER",
     help="A folder of this machine jobs may run in (--server-workdir) and mount (mounts:, "
-    "hostPath); with it, no other beyond a job's own folder [default: any, none with "
-    "--isolate-teams].",
+    "hostPath); with it, no other beyond a job's own folder [default: TRAINFLEET_ALLOW_PATHS "
+    "(colon-separated), else any; none with --isolate-teams].",
 )
 @click.pass_obj
 def server(

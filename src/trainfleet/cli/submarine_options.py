@@ -27,7 +27,7 @@ SUBMARINE_PARAMS = (
 """The keyword names the options add to the command's parameters (SubmarineArgs' fields)."""
 
 _RESOURCES_HELP = "What one {} needs, e.g. memory=8G,vcores=2,gpu=1 (bare memory numbers are MiB)."
-_IMAGE_HELP = "Container image of the {}; recorded, and ignored when running locally."
+_IMAGE_HELP = "Container image the {} run in (podman, or docker; see image: in job files)."
 
 _OPTIONS = (
     click.option("--name", help="Job name (Submarine style)."),
