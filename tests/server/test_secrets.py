@@ -215,6 +215,59 @@ def test_the_key_rotates_without_a_restart(tmp_path: Path) -> None:
         deployment.server.stop()
 
 
+def test_a_rotation_killed_halfway_loses_no_secret(tmp_path: Path) -> None:
+    """``kill -9`` of ``secret rotate-key`` after it sealed some secrets with the new key
+    and not others: every secret still opens (the key file holds both keys before any
+    secret is sealed again), a job gets its values, and a second rotation seals the rest."""
+    from cryptography.fernet import Fernet, InvalidToken
+
+    deployment = Deployment(tmp_path, None)
+    count = 300
+    try:
+        with deployment.client(deployment.ana) as ana:
+            for n in range(count):
+                ana.create_secret(f"s{n}", {"password": f"value-{n}", "cert": "c" * 8})
+        data = tmp_path / "data"
+        key_file = data / "secret.key"
+
+        def sealed_with_new() -> int:
+            keys = key_file.read_bytes().split()
+            if len(keys) < 2:
+                return 0
+            with sqlite3.connect(data / "trainfleet.db") as db:
+                rows = db.execute("SELECT data FROM secrets").fetchall()
+            newest, opened = Fernet(keys[0]), 0
+            for (row,) in rows:
+                try:
+                    newest.decrypt(row.encode())
+                    opened += 1
+                except InvalidToken:
+                    pass
+            return opened
+
+        argv = [sys.executable, "-m", "trainfleet", "--data-dir", str(data)]
+        rotation = subprocess.Popen([*argv, "secret", "rotate-key"], stdout=subprocess.PIPE)
+        while not 0 < (done := sealed_with_new()) < count:
+            assert rotation.poll() is None, "the rotation ended before it could be killed"
+        rotation.kill()
+        rotation.wait(timeout=30)
+        assert 0 < sealed_with_new() < count, done
+
+        job = JOB.replace("secret: db", f"secret: s{count - 1}")
+        job = job.replace('echo "pw=$PASSWORD"', 'echo "$PASSWORD" | rev')  # unmasked, reversed
+        (tmp_path / "job.yaml").write_text(job)
+        code, out = deployment.cli(deployment.ana, "run", tmp_path / "job.yaml")
+        assert code == 0, out
+        with deployment.client(deployment.ana) as ana:
+            (ran,) = list(ana.list_jobs())
+            assert ana.read_log(ran.id, "worker", 0).startswith(b"992-eulav\n")
+        again = run_cli("--data-dir", data, "secret", "rotate-key")
+        assert again.returncode == 0, again.stderr
+        assert sealed_with_new() == count and len(key_file.read_bytes().split()) == 3
+    finally:
+        deployment.server.stop()
+
+
 def test_a_server_with_a_bad_key_does_not_start(tmp_path: Path) -> None:
     """A malformed TRAINFLEET_SECRET_KEY stops the start with exit 2, naming the variable
     and not the key."""
