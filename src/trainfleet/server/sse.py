@@ -30,6 +30,25 @@ RECHECK_SECONDS = 1.0
 ends this soon after that changes (the requests' 2 s token cache is not trusted here)."""
 
 
+FULL_RATE_STREAMS = 50
+"""Open streams that all poll at the server's interval; with more, each polls less often, in
+proportion, so that followers never crowd out other requests (they get their news a little
+later instead)."""
+SLOWEST_POLL = 1.0
+"""Seconds between two polls of a stream, however many are open."""
+
+
+class _Streams:
+    """How many streams are open in this process."""
+
+    open = 0
+
+
+def paced(interval: float) -> float:
+    """The pause between two polls of a stream now: ``interval``, longer with many open."""
+    return min(SLOWEST_POLL, max(interval, interval * _Streams.open / FULL_RATE_STREAMS))
+
+
 def _always() -> bool:
     return True
 
@@ -54,6 +73,7 @@ async def follow(
     the stream at once, with no ``end`` message: a client that reconnects gets its 401.
     """
     checked = anyio.current_time()
+    _Streams.open += 1
     try:
         while True:
             if anyio.current_time() - checked >= RECHECK_SECONDS:
@@ -65,6 +85,7 @@ async def follow(
                 yield item
             if done:
                 return
-            await anyio.sleep(interval)
+            await anyio.sleep(paced(interval))
     finally:
+        _Streams.open -= 1
         feed.close()
