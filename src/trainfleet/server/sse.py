@@ -67,7 +67,8 @@ def still_allowed(store: Store, who: Principal, team: str) -> Callable[[], bool]
 async def follow(
     feed: Feed, interval: float, allowed: Callable[[], bool] = _always
 ) -> AsyncIterator[ServerSentEvent]:
-    """Poll ``feed`` every ``interval`` seconds until it is done (or the client goes away).
+    """Poll ``feed`` every ``interval`` seconds (longer while many streams are open, see
+    ``paced``) until it is done (or the client goes away).
 
     ``allowed`` (run on a worker thread about every RECHECK_SECONDS) returning False ends
     the stream at once, with no ``end`` message: a client that reconnects gets its 401.
