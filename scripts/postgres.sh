@@ -47,6 +47,8 @@ DO \$\$ BEGIN
         CREATE ROLE $ROLE LOGIN CREATEDB PASSWORD '$PASSWORD';
     END IF;
 END \$\$;
+-- Tests drop their databases WITH (FORCE), which must end an autovacuum worker found there.
+GRANT pg_signal_backend TO $ROLE;
 SQL
     if [ -z "$(psql_admin -d postgres -tAc "SELECT 1 FROM pg_database WHERE datname = '$DATABASE'")" ]; then
         as_postgres createdb -p "$PORT" -O "$ROLE" "$DATABASE"

@@ -113,4 +113,13 @@ def fresh_postgres_database() -> Iterator[str]:
         yield urlunsplit(urlsplit(admin)._replace(path=f"/{name}"))
     finally:
         with psycopg.connect(admin, autocommit=True) as connection:
-            connection.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+            for _ in range(100):
+                try:
+                    connection.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+                    break
+                except psycopg.errors.InsufficientPrivilege:
+                    # An autovacuum worker on it, which only pg_signal_backend may end (a
+                    # cluster not made by scripts/postgres.sh): it is done in moments.
+                    time.sleep(0.1)
+            else:  # still there after 10 s: say why
+                connection.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
