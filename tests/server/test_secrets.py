@@ -65,6 +65,19 @@ class Deployment:
             del os.environ["TRAINFLEET_SERVER"], os.environ["TRAINFLEET_TOKEN"]
         return done.returncode, done.stdout + done.stderr
 
+    def password_reversed(self, secret: str) -> bytes:
+        """The log of ana's ``run`` of JOB on ``secret``, its password printed reversed (so
+        that the log does not mask it)."""
+        job = JOB.replace("secret: db", f"secret: {secret}")
+        (self.root / "job.yaml").write_text(
+            job.replace('echo "pw=$PASSWORD"', 'echo "$PASSWORD" | rev')
+        )
+        code, out = self.cli(self.ana, "run", self.root / "job.yaml")
+        assert code == 0, out
+        with self.client(self.ana) as ana:
+            ran = next(iter(ana.list_jobs()))  # the newest
+            return ana.read_log(ran.id, "worker", 0)
+
     def database_bytes(self) -> bytes:
         """Every page of the SQLite file and its WAL, or every row of every table."""
         if self.database is None:
@@ -199,13 +212,7 @@ def test_the_key_rotates_without_a_restart(tmp_path: Path) -> None:
         assert done.returncode == 0 and "1 encrypted again" in done.stdout, done.stderr
         after = key_file.read_bytes().split()
         assert after[1:] == before and len(after) == 2
-        reversing = JOB.replace('echo "pw=$PASSWORD"', 'echo "$PASSWORD" | rev')
-        (tmp_path / "job.yaml").write_text(reversing)
-        code, out = deployment.cli(deployment.ana, "run", tmp_path / "job.yaml")
-        assert code == 0, out
-        with deployment.client(deployment.ana) as ana:
-            (job,) = list(ana.list_jobs())
-            assert ana.read_log(job.id, "worker", 0).startswith(b"eulav-tsrif\n")
+        assert deployment.password_reversed("db").startswith(b"eulav-tsrif\n")
         with sqlite3.connect(tmp_path / "data" / "trainfleet.db") as db:
             (data,) = db.execute("SELECT data FROM secrets").fetchone()
         from cryptography.fernet import Fernet
@@ -253,14 +260,7 @@ def test_a_rotation_killed_halfway_loses_no_secret(tmp_path: Path) -> None:
         rotation.wait(timeout=30)
         assert 0 < sealed_with_new() < count, done
 
-        job = JOB.replace("secret: db", f"secret: s{count - 1}")
-        job = job.replace('echo "pw=$PASSWORD"', 'echo "$PASSWORD" | rev')  # unmasked, reversed
-        (tmp_path / "job.yaml").write_text(job)
-        code, out = deployment.cli(deployment.ana, "run", tmp_path / "job.yaml")
-        assert code == 0, out
-        with deployment.client(deployment.ana) as ana:
-            (ran,) = list(ana.list_jobs())
-            assert ana.read_log(ran.id, "worker", 0).startswith(b"992-eulav\n")
+        assert deployment.password_reversed(f"s{count - 1}").startswith(b"992-eulav\n")
         again = run_cli("--data-dir", data, "secret", "rotate-key")
         assert again.returncode == 0, again.stderr
         assert sealed_with_new() == count and len(key_file.read_bytes().split()) == 3
