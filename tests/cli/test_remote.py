@@ -355,3 +355,28 @@ def test_a_trainjob_runs_on_the_server_with_its_runtime_file(
     (record,) = [job for job in client.list_jobs() if job.name == "greet"]
     logs = [client.read_log(record.id, "worker", index).decode() for index in range(3)]
     assert logs == [f"hello from {index} of 3\n" for index in range(3)]
+
+
+def test_a_remote_view_far_behind_skips_to_the_end(server: ServerProcess, client: Client) -> None:
+    """The live view of a job on a server, like the local one, skips a task that printed
+    more than it can show to its last lines, saying so; once it has caught up, its reads
+    take what is new (the skip is only for a view that is behind)."""
+    from trainfleet.cli.follow import LogFollower
+    from trainfleet.cli.remote import RemoteService
+
+    printer = "python -c 'for n in range(200_000): print(\"step %06d\" % n)'"  # 2.4 MB
+    job = client.submit(f"name: burst\nroles:\n  worker: {{command: {json.dumps(printer)}}}\n")
+    assert client.wait(job.id).state == State.SUCCEEDED
+    service = RemoteService(server.url, TOKEN)
+    try:
+        live = LogFollower(service, job.id, [("worker", 0)], behind=1 << 20, keep=1000)
+        shown = b"".join(live.read()).decode().splitlines()
+        assert shown[0].startswith("worker/0 | [trainfleet: 2.3 MiB of output skipped to keep up")
+        assert shown[-1] == "worker/0 | step 199999" and len(shown) < 100
+        assert list(live.read()) == []
+        whole = LogFollower(service, job.id, [("worker", 0)], per_read=1 << 20)
+        pieces = [b"".join(whole.read()) for _ in range(4)]
+        assert [piece.count(b"\n") for piece in pieces[:2]] == [(1 << 20) // 12] * 2
+        assert b"".join(pieces).count(b"\n") == 200_000  # 2.4 MB behind: under ``behind``
+    finally:
+        service.close()

@@ -185,26 +185,31 @@ class RemoteService:
 class RemoteTail(LogTail):
     """A ``LogTail`` that reads the log from the server by byte range.
 
-    The server does not say how far ahead a log is without a request, so ``pending``
-    counts only what is held back here, and a remote view never skips output.
+    The log's size takes a request, so it is asked only before the first read, after a
+    read that filled its limit (the view may be behind: see ``LogFollower``) and after
+    one that found nothing (the log may have been cut back).
     """
 
     def __init__(self, service: RemoteService, job_id: str, role: str, index: int) -> None:
         super().__init__(Path(f"{job_id}/{role}-{index}.log"))
         self.service, self.job_id, self.role, self.index = service, job_id, role, index
+        self._filled = True  # the last read took all it asked for (or none was made)
 
     def _read(self, limit: int = CHUNK) -> bytes:
-        client, start = self.service.client, self.offset
-        task = (self.job_id, self.role, self.index)
-        data = self.service.call(lambda: client.read_log(*task, start, start + limit))
-        if not data and start:
-            size = self.service.call(lambda: client.log_size(*task))
-            if size < start:  # cut back at its cap: go on from its new end
-                self.offset, self._partial = size, b""
+        start = self.offset
+        data = self._range(start, start + limit)
+        self._filled = len(data) == limit
+        if not data and start and (size := self._size()) < start:  # cut back at its cap:
+            self.offset, self._partial = size, b""  # go on from its new end
         return data
 
     def pending(self) -> int:
-        return len(self._partial)
+        return super().pending() if self._filled else len(self._partial)
 
-    def skip(self, keep: int) -> int:
-        return 0
+    def _size(self) -> int:
+        task = (self.job_id, self.role, self.index)
+        return self.service.call(lambda: self.service.client.log_size(*task))
+
+    def _range(self, start: int, end: int) -> bytes:
+        task = (self.job_id, self.role, self.index)
+        return self.service.call(lambda: self.service.client.read_log(*task, start, end))

@@ -65,10 +65,7 @@ class LogTail:
 
     def pending(self) -> int:
         """How many bytes were written that have not been read yet."""
-        try:
-            return max(0, self.path.stat().st_size - self.offset) + len(self._partial)
-        except FileNotFoundError:
-            return 0
+        return max(0, self._size() - self.offset) + len(self._partial)
 
     def skip(self, keep: int) -> int:
         """Jump to the first line that starts in the last ``keep`` bytes; returns bytes skipped."""
@@ -77,11 +74,20 @@ class LogTail:
         target = end - keep
         if target <= start:
             return 0
-        newline = read_range(self.path, target, end).find(b"\n")
+        newline = self._range(target, end).find(b"\n")
         self.offset, self._partial = (target + newline + 1 if newline >= 0 else target), b""
         if self._file is not None:
             self._file.seek(self.offset)
         return self.offset - start
+
+    def _size(self) -> int:
+        try:
+            return self.path.stat().st_size
+        except FileNotFoundError:
+            return 0
+
+    def _range(self, start: int, end: int) -> bytes:
+        return read_range(self.path, start, end)
 
     def close(self) -> None:
         if self._file is not None:
