@@ -126,7 +126,7 @@ def bench_run_vs_torchx(work: Path, runs: int) -> dict[str, object]:
         "trainfleet_s": _summary(ours),
         "torchx_s": _summary(theirs),
         "ratio": ratio,
-        "target_ratio_max": 0.3,
+        "target_ratio_max": 1.0,  # ahead of TorchX (issue 10)
     }
 
 
