@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import secrets
 import signal
@@ -61,6 +62,35 @@ def wait_for(
             return value
         time.sleep(0.05)
     raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+
+
+@contextmanager
+def tmpfs(mount: Path, size: str) -> Iterator[Path]:
+    """A tmpfs of ``size`` (``30m``) mounted at ``mount`` for the block, unmounted after (a
+    small disk that fills for real; mounting needs root, which CI has)."""
+    mount.mkdir(parents=True, exist_ok=True)
+    done = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(mount)],
+        capture_output=True,
+        text=True,
+    )
+    if done.returncode != 0:
+        missing(f"cannot mount a tmpfs here (root is needed): {done.stderr.strip()}")
+    try:
+        yield mount
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], check=False)
+
+
+def fill_disk(path: Path) -> None:
+    """Write ``path`` until its disk has no byte left."""
+    for block in (b"\0" * (1 << 20), b"\0" * 512):  # then the last partial page
+        with path.open("ab", buffering=0) as filler:
+            try:
+                while True:
+                    filler.write(block)
+            except OSError as error:
+                assert error.errno == errno.ENOSPC, error
 
 
 def process_group_alive(pgid: int) -> bool:

@@ -9,6 +9,7 @@ reader) and the CLI's remote view (byte ranges).
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -17,7 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from helpers import wait_for
+from helpers import fill_disk, tmpfs, wait_for
 
 from trainfleet.backends.local import LocalBackend
 from trainfleet.backends.supervision import SHIM
@@ -105,6 +106,35 @@ def test_an_output_past_the_cap_keeps_its_head_and_its_tail(tmp_path: Path) -> N
     assert tail.startswith(b"line ")  # the tail starts at a line
     assert CAP // 2 + dropped + len(tail) == len(output)
     assert len(log) < CAP + 200
+
+
+def test_a_disk_full_at_the_cut_back_starts_the_ring_empty(tmp_path: Path) -> None:
+    """On a real small tmpfs with room for the output up to the cap and a little more, but
+    not for the copy of the log's last quarter into the ring: the log is still cut back to
+    its head, the ring starts empty, no output after the cut is lost, the tail starts at a
+    line, and the task's exit is recorded."""
+    with tmpfs(tmp_path / "disk", "2m") as disk:
+        shim = _shim(disk, 40 << 10, 28 << 10)  # 4 KiB past the cap, and "the end"
+        log = disk / "task.log"
+        wait_for(lambda: log.exists() and log.stat().st_size >= 40 << 10, 30, "phase 1")
+        filler = disk / "filler"
+        fill_disk(filler)
+        # Room for the log's last 24 KiB, 4 KiB into the ring and 12 KiB of the 16 KiB copy.
+        os.truncate(filler, filler.stat().st_size - (40 << 10))
+        (disk / "go1").touch()
+        wait_for(lambda: log.stat().st_size < 40 << 10, 30, "the log to be cut back")
+        filler.unlink()
+        written = _finish(disk, shim)
+        assert (disk / "rec.exit").read_text().strip() == "0"
+    output = _output(40 << 10, 28 << 10)
+    assert written[: CAP // 2] == output[: CAP // 2]
+    note, marker, tail = written[CAP // 2 :].removeprefix(b"\n").split(b"\n", 2)
+    assert note.startswith(b"[trainfleet: this log keeps its first 32768 bytes")
+    found = re.fullmatch(rb"\[trainfleet: (\d+) bytes dropped here\]", marker)
+    assert found, marker
+    assert tail.startswith(b"line ") and output.endswith(tail)
+    assert len(tail) < 4 << 10 + 100  # the newer segment alone: the copy found no room
+    assert CAP // 2 + int(found[1]) + len(tail) == len(output)
 
 
 def _follow(read: Callable[[], bytes], until: Callable[[], bool]) -> bytes:

@@ -6,14 +6,12 @@ mounting is impossible the test is skipped, and fails under CI).
 
 from __future__ import annotations
 
-import errno
 import json
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from helpers import missing, run_cli, wait_for
+from helpers import fill_disk, run_cli, tmpfs, wait_for
 
 from trainfleet.client import Client, ClientError
 
@@ -25,36 +23,8 @@ DISK = "30m"
 @pytest.fixture
 def small_disk(tmp_path: Path) -> Iterator[Path]:
     """A 30 MB tmpfs mounted for this test alone, unmounted afterwards."""
-    mount = tmp_path / "disk"
-    mount.mkdir()
-    done = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", f"size={DISK}", "tmpfs", str(mount)],
-        capture_output=True,
-        text=True,
-    )
-    if done.returncode != 0:
-        missing(f"cannot mount a tmpfs here (root is needed): {done.stderr.strip()}")
-    try:
+    with tmpfs(tmp_path / "disk", DISK) as mount:
         yield mount
-    finally:
-        subprocess.run(["umount", "-l", str(mount)], check=False)
-
-
-def _fill(path: Path) -> None:
-    """Write ``path`` until the disk has no byte left."""
-    block = b"\0" * (1 << 20)
-    with path.open("wb", buffering=0) as filler:
-        try:
-            while True:
-                filler.write(block)
-        except OSError as error:
-            assert error.errno == errno.ENOSPC, error
-    with path.open("ab", buffering=0) as filler:  # the last partial page
-        try:
-            while True:
-                filler.write(b"\0" * 512)
-        except OSError as error:
-            assert error.errno == errno.ENOSPC, error
 
 
 def _job_file(folder: Path, name: str, command: str) -> Path:
@@ -122,7 +92,7 @@ def test_a_full_disk_refuses_work_and_loses_no_exit(
             job = client.submit(waiting.read_text())
             wait_for(lambda: client.get(job.id).state == "running", what="a running job")
 
-            _fill(small_disk / "filler")
+            fill_disk(small_disk / "filler")
             with pytest.raises(ClientError) as refused:
                 client.submit(waiting.read_text())
             assert refused.value.status == 507

@@ -354,7 +354,9 @@ class Capture:
     def _append_ring(self) -> None:
         newer = self.segments[self.current]
         older = self.segments[1 - self.current] if self.past_head > self.segment else None
-        parts = [(name, os.path.getsize(name)) for name in (older, newer) if name]
+        sizes = [(name, os.path.getsize(name)) for name in (older, newer) if name]
+        # Without the empty: the older one is, where the cut-back's copy found no room.
+        parts = [(name, size) for name, size in sizes if size]
         dropped = self.past_head - sum(size for _, size in parts)
         skip = 0
         if dropped and parts:  # start at a line
