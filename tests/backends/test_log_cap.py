@@ -137,6 +137,30 @@ def test_a_disk_full_at_the_cut_back_starts_the_ring_empty(tmp_path: Path) -> No
     assert CAP // 2 + int(found[1]) + len(tail) == len(output)
 
 
+def test_a_killed_attempts_ring_is_dropped_by_the_next(tmp_path: Path) -> None:
+    """kill -9 of a shim whose output passed the cap leaves its ring files (the tail it
+    would have added at the end); the next attempt's shim on the same log deletes them and
+    says in the log that the rest of the last attempt's output is lost."""
+    log = tmp_path / "task.log"
+    first = _shim(tmp_path, 40 << 10, 100 << 10)
+    wait_for(lambda: log.exists() and log.stat().st_size >= 40 << 10, 30, "phase 1")
+    (tmp_path / "go1").touch()
+    ring = [tmp_path / "task.log.tail.0", tmp_path / "task.log.tail.1"]
+    wait_for(lambda: all(path.exists() for path in ring), 30, "the ring")
+    first.kill()
+    first.wait()
+    (tmp_path / "go2").touch()  # its task ends on the broken pipe
+    cut_back = log.read_bytes()
+    for name in ("go1", "go2"):
+        (tmp_path / name).unlink()
+    written = _finish(tmp_path, _shim(tmp_path, 1000, 0))  # no ring files left
+    assert written.startswith(cut_back)
+    assert written[len(cut_back) :] == (
+        b"[trainfleet: the rest of the last attempt's output is lost: its supervisor was killed]\n"
+        + _output(1000, 0)
+    )
+
+
 def _follow(read: Callable[[], bytes], until: Callable[[], bool]) -> bytes:
     got = b""
     while not until():

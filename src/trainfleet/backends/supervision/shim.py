@@ -173,6 +173,13 @@ class Capture:
         self.segments = (f"{path}.tail.0", f"{path}.tail.1")
         self.segment = max(1, cap // 4)
         start = os.lseek(self.log, 0, os.SEEK_END)  # earlier attempts' output stays whole
+        if _remove(self.segments):  # an earlier attempt's shim died before adding its tail
+            _write_line(
+                self.log,
+                "[trainfleet: the rest of the last attempt's output is lost: "
+                "its supervisor was killed]\n",
+            )
+            start = os.lseek(self.log, 0, os.SEEK_CUR)
         self.head = max(start, max(1, cap // 2))  # where the log is cut back past the cap
         self.target = self.log
         self.room = self.head + cap - max(1, cap // 2) - start  # live up to the cap
@@ -481,12 +488,16 @@ def _write_line(descriptor: int, text: str) -> None:
         pass
 
 
-def _remove(paths: tuple[str, ...]) -> None:
+def _remove(paths: tuple[str, ...]) -> bool:
+    """Delete the files that exist; whether there were any."""
+    removed = False
     for path in paths:
-        try:  # noqa: SIM105
+        try:
             os.unlink(path)
+            removed = True
         except FileNotFoundError:
             pass
+    return removed
 
 
 def _copy(source: int, target: int, offset: int, count: int) -> None:
