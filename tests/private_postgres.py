@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import tempfile
@@ -69,7 +70,8 @@ def private_postgres() -> Iterator[PrivatePostgres]:
 
 
 class PrivatePostgres:
-    """``initdb`` in ``root``; ``start()``, ``stop()`` (fast: clients are cut off) and ``url``."""
+    """``initdb`` in ``root``; ``start()``, ``stop()`` (fast: clients are cut off), ``freeze()``
+    and ``thaw()`` (it hangs, then goes on), and ``url``."""
 
     def __init__(self, root: Path) -> None:
         bin_dir = binaries()
@@ -105,9 +107,28 @@ class PrivatePostgres:
     def stop(self) -> None:
         self._as_postgres(str(self._bin / "pg_ctl"), "-D", str(self.data), "-m", "fast", "stop")
 
+    def freeze(self) -> None:
+        """SIGSTOP every process of the cluster: a database that hangs (its host frozen)
+        instead of refusing. Connections stay open and new ones are accepted by the
+        kernel, but nothing is ever answered until ``thaw``."""
+        for pid in self._processes():
+            os.kill(pid, signal.SIGSTOP)
+
+    def thaw(self) -> None:
+        for pid in self._processes():
+            os.kill(pid, signal.SIGCONT)
+
+    def _processes(self) -> list[int]:
+        postmaster = int((self.data / "postmaster.pid").read_text().split()[0])
+        children = subprocess.run(
+            ["pgrep", "-P", str(postmaster)], capture_output=True, text=True
+        ).stdout.split()
+        return [postmaster, *map(int, children)]
+
     def close(self) -> None:
         """Stop the cluster if it runs (its files go with the temporary directory)."""
         if (self.data / "postmaster.pid").exists():
+            self.thaw()
             self.stop()
 
     def _as_postgres(self, *argv: str) -> None:

@@ -126,3 +126,62 @@ def test_a_database_outage_mid_burst_gives_503s_and_every_acknowledged_job_ends(
 def _state(client: httpx.Client, job_id: str) -> str:
     response = client.get(f"/api/v1/jobs/{job_id}")
     return str(response.json()["job"]["state"]) if response.status_code == 200 else "?"
+
+
+HANG = 15.0
+"""Seconds the database hangs (its processes stopped)."""
+
+
+def test_a_database_that_hangs_never_hangs_the_server(
+    postgres: PrivatePostgres, tmp_path: Path
+) -> None:
+    """The database's processes stopped (SIGSTOP) under 16 clients: it accepts connections
+    and answers nothing. The call caught holding the connection (on the event loop, maybe)
+    has its link cut by the store's watchdog after STATEMENT_WAIT, and no call waits on the
+    database after that: /healthz answers all along (in milliseconds once the hang is
+    known), /readyz says 503, requests get 503s; once the database goes on, every
+    acknowledged job ends as it should, without a restart of trainfleet."""
+    from trainfleet.store.connection import STATEMENT_WAIT
+
+    url_file = tmp_path / "database-url"
+    url_file.write_text(postgres.url + "\n")
+    server = ServerProcess(
+        tmp_path / "data",
+        {"TRAINFLEET_ADMIN_TOKEN": TOKEN},
+        ["--database-url-file", str(url_file)],
+    )
+    onset = STATEMENT_WAIT + 2  # the hang is known by then
+    slowest_health, not_ready = 0.0, 0
+    try:
+        client = httpx.Client(base_url=server.url, headers=AUTH, timeout=30)
+        long_job = client.post("/api/v1/jobs", content=LONG_JOB).json()["job"]["id"]
+        wait_for(lambda: _state(client, long_job) == "running", 30, "the long job running")
+        with Submitter(server.url) as submitter:
+            wait_for(lambda: len(submitter.acknowledged) >= 10, 30, "10 jobs acknowledged")
+            postgres.freeze()
+            frozen = time.monotonic()
+            try:
+                while time.monotonic() < frozen + HANG:  # the long job ends meanwhile
+                    asked = time.monotonic()
+                    health = client.get("/healthz", timeout=onset + HEALTH_TIMEOUT)
+                    assert health.status_code == 200
+                    ready = client.get("/readyz", timeout=onset + HEALTH_TIMEOUT)
+                    if asked > frozen + onset:
+                        slowest_health = max(slowest_health, health.elapsed.total_seconds())
+                        assert ready.status_code == 503, ready.text
+                        not_ready += 1
+                    time.sleep(0.3)
+            finally:
+                postgres.thaw()
+            wait_for(lambda: client.get("/readyz").status_code == 200, 15, "/readyz: 200")
+            before = len(submitter.acknowledged)
+            wait_for(lambda: len(submitter.acknowledged) >= before + 10, 30, "10 more acknowledged")
+        assert not_ready >= 5 and slowest_health < 1.0, (not_ready, slowest_health)
+        assert submitter.statuses[503] > 0, submitter.statuses
+        assert set(submitter.statuses) <= {201, 503}, submitter.statuses
+        for job_id in [long_job, *submitter.acknowledged]:
+            wait_for(lambda: _state(client, job_id) == "succeeded", 60, job_id)  # noqa: B023
+        assert not [line for line in server.lines if "Traceback" in line]
+        assert not [line for line in server.lines if "Exception in thread" in line]
+    finally:
+        server.stop()

@@ -7,6 +7,7 @@ stopped); ``pg_ctl stop -m fast`` cuts every connection, as a crash or a restart
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Iterator
 
 import psycopg
@@ -97,3 +98,40 @@ def test_a_transaction_whose_link_was_cut_runs_again_whole(postgres: PrivatePost
     finally:
         connection.write(lambda db: db.execute("DROP TABLE IF EXISTS cut"))
         connection.close()
+
+
+def test_a_database_that_hangs_fails_calls_in_bounded_time_and_they_work_once_it_goes_on(
+    postgres: PrivatePostgres, store: Store, make_job: Callable[..., JobRecord]
+) -> None:
+    """Its processes stopped: the first call fails once the watchdog cuts its link
+    (STATEMENT_WAIT), later ones at once (the connection is opened again by a thread of
+    the store's own, never by a caller); a patient write waits and is stored once the
+    database goes on."""
+    from trainfleet.store.connection import STATEMENT_WAIT
+
+    store.add_job(make_job("hung"), [TaskRecord(job_id="hung", role="w", index=0)])
+    postgres.freeze()
+    written = threading.Event()
+
+    def write() -> None:
+        with patiently():
+            store.update_job("hung", state=State.RUNNING)
+        written.set()
+
+    try:
+        started = time.monotonic()
+        with pytest.raises(StoreUnavailable):
+            store.get_job("hung")
+        assert time.monotonic() - started < STATEMENT_WAIT + 2
+        for _ in range(3):
+            started = time.monotonic()
+            with pytest.raises(StoreUnavailable):
+                store.get_job("hung")
+            assert time.monotonic() - started < 0.5  # no connection attempt of its own
+        threading.Thread(target=write, daemon=True).start()
+        assert not written.wait(2)
+    finally:
+        postgres.thaw()
+    assert written.wait(15)
+    job = store.get_job("hung")
+    assert job is not None and job.state == State.RUNNING

@@ -3,7 +3,9 @@
 ``/healthz`` says the process answers (liveness); ``/readyz`` says whether requests can be
 served: a load balancer stops sending work while it is 503. One check runs at a time, on a
 thread of its own (never behind requests that wait for the store), bounded by ``WAIT``
-seconds, and its answer is reused for ``FRESH`` seconds.
+seconds, and its answer is reused for ``FRESH`` seconds. A check that outlasts twice ``WAIT``
+(a database that hangs holds it until the store's watchdog cuts the link) answers "not
+ready" meanwhile, and the next ones wait on that same check instead of queueing more.
 """
 
 from __future__ import annotations
@@ -30,13 +32,19 @@ class Readiness:
         self._lock = asyncio.Lock()
         self._checked_at = -FRESH
         self._problem: str | None = None
+        self._running: asyncio.Future[str | None] | None = None
 
     async def problem(self) -> str | None:
         """Why the server is not ready, or None when it is."""
         async with self._lock:
             if time.monotonic() - self._checked_at >= FRESH:
-                loop = asyncio.get_running_loop()
-                self._problem = await loop.run_in_executor(self._executor, self._check)
+                if self._running is None or self._running.done():
+                    loop = asyncio.get_running_loop()
+                    self._running = loop.run_in_executor(self._executor, self._check)
+                try:
+                    self._problem = await asyncio.wait_for(asyncio.shield(self._running), 2 * WAIT)
+                except TimeoutError:
+                    self._problem = f"the store did not answer in {2 * WAIT:.0f} s"
                 self._checked_at = time.monotonic()
             return self._problem
 

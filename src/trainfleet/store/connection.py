@@ -7,6 +7,12 @@ the admitter) until the database is back. While an outage is known, a call that 
 patient tries once and gives up at once: requests (some run on the server's event loop)
 never queue up behind it. An outage is logged once when it begins and once when it ends,
 whatever the number of calls that waited on it.
+
+A database that hangs instead of refusing (its processes stopped, its host frozen, the
+network gone quiet) is caught too: a call that holds the connection longer than
+``STATEMENT_WAIT`` has its link cut by a watchdog, and while an outage is known the
+connection is opened again by a thread of its own, never by a caller: no caller (nor the
+server's event loop) waits on a database that does not answer for longer than that.
 """
 
 from __future__ import annotations
@@ -29,6 +35,9 @@ T = TypeVar("T")
 
 WAIT = 2.0
 """Seconds a call waits for an unreachable database before it raises StoreUnavailable."""
+STATEMENT_WAIT = 5.0
+"""Seconds one call may hold the connection (every statement of this store takes
+milliseconds) before a watchdog cuts its link, where the dialect can (PostgreSQL)."""
 BACKOFF_FIRST = 0.05
 BACKOFF_MOST = 1.0
 """Seconds between two tries: from the first, doubling (with jitter) up to the most."""
@@ -93,9 +102,22 @@ class Connection:
         self._lock = threading.Lock()
         self._down_since: float | None = None
         """When the running outage began (monotonic); None while the database answers."""
+        self._held_since: float | None = None
+        """Since when a call holds the connection (monotonic), None while none does."""
+        self._in_background = False
+        """Whether the connection is opened again by a thread of its own during an outage
+        (once it has been opened, where the dialect can cut a call that hangs)."""
+        self._closed = threading.Event()
+        self._reconnecting = False
+        self._why = ""
+        """Why the database could not be reached, last time it could not."""
         self._call(lambda connection: None)  # connect now: a bad URL is told at once
+        if self.dialect.can_interrupt:
+            self._in_background = True
+            threading.Thread(target=self._watch, name="store-watchdog", daemon=True).start()
 
     def close(self) -> None:
+        self._closed.set()
         with self._lock:
             if self._connection is not None:
                 self._connection.close()
@@ -137,7 +159,7 @@ class Connection:
                     connection.execute(self.dialect.begin)
                 self._answered()
             except BaseException:
-                self._lock.release()
+                self._release()
                 raise
             return connection
 
@@ -151,7 +173,7 @@ class Connection:
                     self._rollback(connection)
                     raise
         finally:
-            self._lock.release()
+            self._release()
 
     def rows(
         self, query: str, params: Params | None = None, wait: float | None = None
@@ -203,7 +225,7 @@ class Connection:
             self._answered()
             return result
         finally:
-            self._lock.release()
+            self._release()
 
     def _hold(self, deadline: float) -> Any:
         """Take the lock (waiting until ``deadline`` at most) and a live connection."""
@@ -214,11 +236,63 @@ class Connection:
             with self._errors(None):
                 if self._connection is None or self.dialect.broken(self._connection):
                     self._connection = None
+                    if self._down_since is not None and self._in_background:
+                        self._reconnect_in_background()
+                        raise StoreUnavailable(self._why)
                     self._connection = self.dialect.connect(self.target)
         except BaseException:
             self._lock.release()
             raise
+        self._held_since = time.monotonic()
         return self._connection
+
+    def _release(self) -> None:
+        self._held_since = None
+        self._lock.release()
+
+    def _watch(self) -> None:
+        """Cut the link of a call that holds the connection too long (the database hangs)."""
+        while not self._closed.wait(STATEMENT_WAIT / 10):
+            held_since, connection = self._held_since, self._connection
+            if (
+                held_since is not None
+                and time.monotonic() - held_since > STATEMENT_WAIT
+                and held_since == self._held_since  # the same call still
+            ):
+                log.warning(
+                    "the store %s did not answer in %.0f s: its link is cut",
+                    self.target,
+                    STATEMENT_WAIT,
+                )
+                self.dialect.interrupt(connection)
+
+    def _reconnect_in_background(self) -> None:
+        """During an outage (lock held): open a connection on a thread of our own, so that
+        no caller waits on a database that may not answer at all."""
+        if self._reconnecting:
+            return
+        self._reconnecting = True
+        threading.Thread(target=self._reconnect, name="store-reconnect", daemon=True).start()
+
+    def _reconnect(self) -> None:
+        pause = BACKOFF_FIRST
+        try:
+            while not self._closed.is_set():
+                try:
+                    connection = self.dialect.connect(self.target)
+                except StoreUnavailable as error:
+                    self._why = str(error)
+                    self._closed.wait(pause)
+                    pause = min(2 * pause, BACKOFF_MOST)
+                    continue
+                with self._lock:
+                    if self._connection is None:
+                        self._connection, connection = connection, None
+                if connection is not None:  # another was opened meanwhile
+                    connection.close()
+                return
+        finally:
+            self._reconnecting = False
 
     def _rollback(self, connection: Any) -> None:
         """Undo the open transaction, unless the database already did (or the link is gone)."""
@@ -260,6 +334,7 @@ class Connection:
             log.warning("the store %s answers again, after %.1f s", self.target, outage)
 
     def _went_down(self, error: StoreUnavailable) -> None:
+        self._why = str(error)
         if self._down_since is None:
             self._down_since = time.monotonic()
             log.warning("%s; waiting for it (calls are retried)", str(error).strip())

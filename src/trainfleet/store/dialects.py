@@ -46,6 +46,13 @@ class Dialect(ABC):
         """Whether ``connection`` was lost and must be opened again."""
         return False
 
+    can_interrupt = False
+    """Whether ``interrupt`` can end a call that waits on a database that does not answer."""
+
+    def interrupt(self, connection: Any) -> None:
+        """Make the call waiting on ``connection`` fail now (its link is lost)."""
+        raise NotImplementedError(f"{type(self).__name__} cannot interrupt a call")
+
     @abstractmethod
     def is_conflict(self, error: BaseException) -> bool:
         """Whether ``error`` is a unique or primary key violation."""
@@ -124,6 +131,22 @@ class PostgreSQL(Dialect):
 
     def broken(self, connection: Any) -> bool:
         return bool(connection.closed or connection.broken)
+
+    can_interrupt = True
+
+    def interrupt(self, connection: Any) -> None:
+        # Shut the socket down under libpq (through a duplicate of its descriptor, which
+        # closing leaves libpq's open): the read it waits in ends, the connection is broken.
+        import socket
+
+        try:
+            with socket.fromfd(
+                connection.pgconn.socket, socket.AF_INET, socket.SOCK_STREAM
+            ) as link:
+                link.shutdown(socket.SHUT_RDWR)
+        except Exception as error:  # closed meanwhile: nothing waits on it
+            if not isinstance(error, OSError) and not self.is_driver_error(error):
+                raise
 
     def is_conflict(self, error: BaseException) -> bool:
         from psycopg import errors
