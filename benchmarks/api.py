@@ -30,9 +30,12 @@ figures are the server's rather than an HTTP client library's.
          here; needs root and the PostgreSQL server binaries), a burst of POST /api/v1/jobs
          of a short job (`sleep 0.5`) from several clients, the database stopped
          (`pg_ctl stop -m fast`) for --outage-seconds mid-burst, then started again, the
-         server never restarted. Reports the answers (201 / 503 / 500), /readyz during and
-         after, and of the acknowledged (201) jobs how many are present and ended
-         correctly (succeeded) once all have ended.
+         server never restarted; with --outage-kind hang, the database's processes are
+         stopped (SIGSTOP) instead, then continued: a database that hangs rather than
+         refuses. Reports the answers (201 / 503 / 500), /readyz during and after, the
+         slowest /healthz during the outage (and past its first STATEMENT_WAIT + 2 s, once
+         a hang is known), and of the acknowledged (201) jobs how many are present and
+         ended correctly (succeeded) once all have ended.
 
 (followers) with --followers N, only this: GET /healthz and a 4 KiB log-range read of a
          running job's log, paced, beside the same with N open SSE followers of that log.
@@ -52,7 +55,8 @@ figures are the server's rather than an HTTP client library's.
          paced), with the ratios a/c and b/c; each probe's own figures are in the JSON.
 
 usage: python benchmarks/api.py [--submit-count 2000] [--followers 400] [--out FILE]
-       python benchmarks/api.py --outage [--submit-count 2000] [--outage-seconds 20]
+       python benchmarks/api.py --outage [--outage-kind stop|hang] [--submit-count 2000]
+                                [--outage-seconds 20]
        python benchmarks/api.py --authz [--baseline-src DIR] [--authz-rounds 2]
 Prints a table and writes the figures as JSON (default benchmarks/results/api.json, or
 benchmarks/results/api-outage.json with --outage, api-authz.json with --authz).
@@ -86,6 +90,7 @@ import uvloop
 
 from trainfleet.domain.records import JobRecord, State, TaskRecord
 from trainfleet.spec.models import JobSpec
+from trainfleet.store.connection import STATEMENT_WAIT
 from trainfleet.store.database import Store
 from trainfleet.store.layout import DataDir
 
@@ -699,6 +704,7 @@ async def bench_outage(
 ) -> dict[str, Any]:
     """(outage) a burst of submissions with the database stopped mid-burst."""
     readyz: list[tuple[float, int]] = []
+    healthz: list[tuple[float, float]] = []  # (asked at, seconds to answer)
     began = time.perf_counter()
 
     async def watch_readiness() -> None:
@@ -706,6 +712,13 @@ async def bench_outage(
             status, _ = await load.one("GET", "/readyz")
             readyz.append((time.perf_counter() - began, status))
             await asyncio.sleep(0.5)
+
+    async def watch_health() -> None:
+        while True:
+            asked = time.perf_counter()
+            await load.one("GET", "/healthz")
+            healthz.append((asked - began, time.perf_counter() - asked))
+            await asyncio.sleep(0.25)
 
     async def outage() -> tuple[float, float]:
         await asyncio.sleep(args.outage_after)
@@ -715,7 +728,7 @@ async def bench_outage(
         await asyncio.to_thread(start)
         return stopped, time.perf_counter() - began
 
-    watcher = asyncio.create_task(watch_readiness())
+    watchers = [asyncio.create_task(watch()) for watch in (watch_readiness, watch_health)]
     window = asyncio.create_task(outage())
     burst = await load.run(
         args.submit_clients,
@@ -729,7 +742,8 @@ async def bench_outage(
     while await _outage_active(load) and time.perf_counter() < deadline:
         await asyncio.sleep(0.5)
     drained = time.perf_counter() - began
-    watcher.cancel()
+    for watcher in watchers:
+        watcher.cancel()
     ready_by = time.perf_counter() + 10  # the store reconnects with backoff: give it a while
     while (
         after := (await load.one("GET", "/readyz"))[0]
@@ -740,8 +754,10 @@ async def bench_outage(
         status, body = await load.one("GET", f"{API}/jobs/{job_id}")
         states[json.loads(body)["job"]["state"] if status == 200 else f"http {status}"] += 1
     during = [status for at, status in readyz if stopped + 2 <= at <= restarted]
+    known = stopped + STATEMENT_WAIT + 2  # a hang is known by then
     return {
         "jobs_sent": args.submit_count,
+        "outage_kind": args.outage_kind,
         "outage_s": args.outage_seconds,
         "stopped_at_s": stopped,
         "restarted_at_s": restarted,
@@ -755,6 +771,12 @@ async def bench_outage(
         "all_ended_s": drained,
         "readyz_during_outage": dict(Counter(str(status) for status in during)),
         "readyz_after": after,
+        "healthz_slowest_during_outage_s": max(
+            (took for at, took in healthz if stopped <= at <= restarted), default=None
+        ),
+        "healthz_slowest_once_known_s": max(
+            (took for at, took in healthz if known <= at <= restarted), default=None
+        ),
     }
 
 
@@ -786,7 +808,11 @@ def run_outage(args: argparse.Namespace) -> dict[str, Any]:
         try:
             with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
                 load = Load(server.port, token)
-                outage = bench_outage(load, args, postgres.stop, postgres.start)
+                hang = args.outage_kind == "hang"
+                stop, start = (
+                    (postgres.freeze, postgres.thaw) if hang else (postgres.stop, postgres.start)
+                )
+                outage = bench_outage(load, args, stop, start)
                 results["outage"] = runner.run(asyncio.wait_for(outage, args.timeout))
         except BaseException:
             print("\n".join(server.tail), file=sys.stderr)
@@ -801,7 +827,10 @@ def outage_table(results: dict[str, Any]) -> str:
     run = results["outage"]
     rows = [
         ("measure", "figure"),
-        ("jobs sent / database stopped for", f"{run['jobs_sent']} / {run['outage_s']:g} s"),
+        (
+            "jobs sent / database stopped for",
+            f"{run['jobs_sent']} / {run['outage_s']:g} s ({run['outage_kind']})",
+        ),
         ("answers 201 / 503 / 500", " / ".join(str(n) for n in run["answers"].values())),
         ("acknowledged (201) jobs", str(run["acknowledged"])),
         ("of them present afterwards", str(run["present"])),
@@ -809,10 +838,16 @@ def outage_table(results: dict[str, Any]) -> str:
         ("still active at the end", str(run["still_active_at_the_end"])),
         ("/readyz during the outage", json.dumps(run["readyz_during_outage"])),
         ("/readyz after", str(run["readyz_after"])),
+        ("slowest /healthz during the outage", _seconds(run["healthz_slowest_during_outage_s"])),
+        ("  the same once it is known", _seconds(run["healthz_slowest_once_known_s"])),
         ("all ended after (from the burst's start)", f"{run['all_ended_s']:.1f} s"),
     ]
     width = max(len(row[0]) for row in rows)
     return "\n".join(f"{name:<{width}}  {figure}" for name, figure in rows)
+
+
+def _seconds(value: float | None) -> str:
+    return "-" if value is None else f"{value * 1000:.0f} ms"
 
 
 # -- output -------------------------------------------------------------------
@@ -1186,6 +1221,12 @@ def main() -> None:
     parser.add_argument("--out", type=Path)
     parser.add_argument("--outage", action="store_true", help="the database-outage run only")
     parser.add_argument("--outage-seconds", type=float, default=20.0)
+    parser.add_argument(
+        "--outage-kind",
+        choices=("stop", "hang"),
+        default="stop",
+        help="stop the database (it refuses) or stop its processes (it hangs)",
+    )
     parser.add_argument("--outage-after", type=float, default=3.0, help="seconds into the burst")
     parser.add_argument("--start-burst", type=int, default=2000, help="(start) burst size")
     parser.add_argument("--start-samples", type=int, default=5, help="(start) jobs timed")
