@@ -135,3 +135,27 @@ def test_a_database_that_hangs_fails_calls_in_bounded_time_and_they_work_once_it
     assert written.wait(15)
     job = store.get_job("hung")
     assert job is not None and job.state == State.RUNNING
+
+
+def test_a_store_closes_while_the_database_hangs(postgres: PrivatePostgres) -> None:
+    """close() waits for the call caught on the hung database, which the watchdog ends: it
+    returns within STATEMENT_WAIT, not when the database goes on."""
+    from trainfleet.store.connection import STATEMENT_WAIT
+
+    store = Store.open(postgres.url)
+    postgres.freeze()
+    try:
+
+        def call() -> None:
+            with pytest.raises(StoreUnavailable):
+                store.get_job("any")
+
+        caught = threading.Thread(target=call, daemon=True)
+        caught.start()
+        time.sleep(0.5)
+        closing = threading.Thread(target=store.close, daemon=True)
+        closing.start()
+        closing.join(STATEMENT_WAIT + 2)
+        assert not closing.is_alive()
+    finally:
+        postgres.thaw()

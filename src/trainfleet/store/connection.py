@@ -10,7 +10,7 @@ whatever the number of calls that waited on it.
 
 A database that hangs instead of refusing (its processes stopped, its host frozen, the
 network gone quiet) is caught too: a call that holds the connection longer than
-``STATEMENT_WAIT`` has its link cut by a watchdog, and while an outage is known the
+``STATEMENT_WAIT`` has its link cut by a watchdog, and while the database hangs the
 connection is opened again by a thread of its own, never by a caller: no caller (nor the
 server's event loop) waits on a database that does not answer for longer than that.
 """
@@ -38,6 +38,9 @@ WAIT = 2.0
 STATEMENT_WAIT = 5.0
 """Seconds one call may hold the connection (every statement of this store takes
 milliseconds) before a watchdog cuts its link, where the dialect can (PostgreSQL)."""
+SLOW_CONNECT = 1.0
+"""Seconds a failed connection attempt takes that tell a database that hangs from one that
+refuses (which fails at once)."""
 BACKOFF_FIRST = 0.05
 BACKOFF_MOST = 1.0
 """Seconds between two tries: from the first, doubling (with jitter) up to the most."""
@@ -104,21 +107,23 @@ class Connection:
         """When the running outage began (monotonic); None while the database answers."""
         self._held_since: float | None = None
         """Since when a call holds the connection (monotonic), None while none does."""
-        self._in_background = False
-        """Whether the connection is opened again by a thread of its own during an outage
-        (once it has been opened, where the dialect can cut a call that hangs)."""
+        self._hangs = False
+        """Whether the database was last seen hanging rather than refusing (a call cut by the
+        watchdog, a connection attempt that took ``SLOW_CONNECT``): while it does, callers
+        leave opening a connection to a thread of our own."""
+        self._opened = False
         self._closed = threading.Event()
         self._reconnecting = False
         self._why = ""
         """Why the database could not be reached, last time it could not."""
         self._call(lambda connection: None)  # connect now: a bad URL is told at once
+        self._opened = True
         if self.dialect.can_interrupt:
-            self._in_background = True
             threading.Thread(target=self._watch, name="store-watchdog", daemon=True).start()
 
     def close(self) -> None:
-        self._closed.set()
-        with self._lock:
+        with self._lock:  # the watchdog frees it from a call that hangs: stop it after
+            self._closed.set()
             if self._connection is not None:
                 self._connection.close()
 
@@ -236,10 +241,10 @@ class Connection:
             with self._errors(None):
                 if self._connection is None or self.dialect.broken(self._connection):
                     self._connection = None
-                    if self._down_since is not None and self._in_background:
+                    if self._down_since is not None and self._hangs and self._opened:
                         self._reconnect_in_background()
                         raise StoreUnavailable(self._why)
-                    self._connection = self.dialect.connect(self.target)
+                    self._connection = self._connect()
         except BaseException:
             self._lock.release()
             raise
@@ -264,11 +269,22 @@ class Connection:
                     self.target,
                     STATEMENT_WAIT,
                 )
+                self._hangs = True
                 self.dialect.interrupt(connection)
 
+    def _connect(self) -> Any:
+        started = time.monotonic()
+        try:
+            connection = self.dialect.connect(self.target)
+        except StoreUnavailable:
+            self._hangs = time.monotonic() - started >= SLOW_CONNECT
+            raise
+        self._hangs = False
+        return connection
+
     def _reconnect_in_background(self) -> None:
-        """During an outage (lock held): open a connection on a thread of our own, so that
-        no caller waits on a database that may not answer at all."""
+        """While the database hangs (lock held): open a connection on a thread of our own,
+        so that no caller waits on a database that may not answer at all."""
         if self._reconnecting:
             return
         self._reconnecting = True
@@ -279,7 +295,7 @@ class Connection:
         try:
             while not self._closed.is_set():
                 try:
-                    connection = self.dialect.connect(self.target)
+                    connection = self._connect()
                 except StoreUnavailable as error:
                     self._why = str(error)
                     self._closed.wait(pause)
