@@ -79,13 +79,7 @@ class Submitter:
 def test_a_database_outage_mid_burst_gives_503s_and_every_acknowledged_job_ends(
     postgres: PrivatePostgres, tmp_path: Path
 ) -> None:
-    url_file = tmp_path / "database-url"
-    url_file.write_text(postgres.url + "\n")
-    server = ServerProcess(
-        tmp_path / "data",
-        {"TRAINFLEET_ADMIN_TOKEN": TOKEN},
-        ["--database-url-file", str(url_file)],
-    )
+    server = _server_on(postgres, tmp_path)
     try:
         client = httpx.Client(base_url=server.url, headers=AUTH, timeout=30)
         assert client.get("/readyz").status_code == 200
@@ -113,14 +107,30 @@ def test_a_database_outage_mid_burst_gives_503s_and_every_acknowledged_job_ends(
         assert submitter.statuses[500] == 0, submitter.statuses
         assert set(submitter.statuses) <= {201, 503}, submitter.statuses
         assert submitter.retry_after == {"2"}
-        for job_id in [long_job, *submitter.acknowledged]:
-            wait_for(lambda: _state(client, job_id) == "succeeded", 60, job_id)  # noqa: B023
-        assert not [line for line in server.lines if "Traceback" in line]
-        assert not [line for line in server.lines if "Exception in thread" in line]
+        _all_succeeded(client, server, [long_job, *submitter.acknowledged])
         outage_lines = [line for line in server.lines if "waiting for it" in line]
         assert 1 <= len(outage_lines) <= 3, outage_lines  # once per outage, not per call
     finally:
         server.stop()
+
+
+def _server_on(postgres: PrivatePostgres, tmp_path: Path) -> ServerProcess:
+    """A server on ``postgres``, its URL given in a file."""
+    url_file = tmp_path / "database-url"
+    url_file.write_text(postgres.url + "\n")
+    return ServerProcess(
+        tmp_path / "data",
+        {"TRAINFLEET_ADMIN_TOKEN": TOKEN},
+        ["--database-url-file", str(url_file)],
+    )
+
+
+def _all_succeeded(client: httpx.Client, server: ServerProcess, job_ids: list[str]) -> None:
+    """Every job ends succeeded, and the server said nothing of an exception meanwhile."""
+    for job_id in job_ids:
+        wait_for(lambda: _state(client, job_id) == "succeeded", 60, job_id)  # noqa: B023
+    assert not [line for line in server.lines if "Traceback" in line]
+    assert not [line for line in server.lines if "Exception in thread" in line]
 
 
 def _state(client: httpx.Client, job_id: str) -> str:
@@ -143,13 +153,7 @@ def test_a_database_that_hangs_never_hangs_the_server(
     acknowledged job ends as it should, without a restart of trainfleet."""
     from trainfleet.store.connection import STATEMENT_WAIT
 
-    url_file = tmp_path / "database-url"
-    url_file.write_text(postgres.url + "\n")
-    server = ServerProcess(
-        tmp_path / "data",
-        {"TRAINFLEET_ADMIN_TOKEN": TOKEN},
-        ["--database-url-file", str(url_file)],
-    )
+    server = _server_on(postgres, tmp_path)
     onset = STATEMENT_WAIT + 2  # the hang is known by then
     slowest_health, not_ready = 0.0, 0
     try:
@@ -179,9 +183,6 @@ def test_a_database_that_hangs_never_hangs_the_server(
         assert not_ready >= 5 and slowest_health < 1.0, (not_ready, slowest_health)
         assert submitter.statuses[503] > 0, submitter.statuses
         assert set(submitter.statuses) <= {201, 503}, submitter.statuses
-        for job_id in [long_job, *submitter.acknowledged]:
-            wait_for(lambda: _state(client, job_id) == "succeeded", 60, job_id)  # noqa: B023
-        assert not [line for line in server.lines if "Traceback" in line]
-        assert not [line for line in server.lines if "Exception in thread" in line]
+        _all_succeeded(client, server, [long_job, *submitter.acknowledged])
     finally:
         server.stop()
