@@ -13,12 +13,14 @@
     same job without an image, and the start beside 4 `podman run` by hand.
 
 usage: python benchmarks/launch.py [--runs 20] [--only a,b,c,d,e,f] [--out FILE]
+                                  [--baseline-src DIR]   (e: another tree, in turns)
 Prints a table and writes the figures as JSON (default benchmarks/results/launch.json).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
@@ -30,6 +32,7 @@ import tempfile
 import textwrap
 import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 from trainfleet.control.engine import Engine
@@ -52,12 +55,18 @@ def _summary(samples: list[float]) -> dict[str, float]:
     }
 
 
-def _timed(command: list[str] | str, cwd: Path, shell: bool = False) -> float:
+def _timed(
+    command: list[str] | str,
+    cwd: Path,
+    shell: bool = False,
+    env: dict[str, str] | None = None,
+) -> float:
     started = time.perf_counter()
     subprocess.run(
         command,
         cwd=cwd,
         shell=shell,
+        env=env,
         check=True,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
@@ -232,40 +241,68 @@ def _plain_torchrun(work: Path) -> str:
     return "".join(node.communicate()[0] for node in nodes)
 
 
-def bench_stdout(work: Path, runs: int) -> dict[str, object]:
-    """(e) a task writing 1 GiB to stdout under `trainfleet run`, beside writing it to a file."""
+def bench_stdout(work: Path, runs: int, baseline: Path | None = None) -> dict[str, object]:
+    """(e) a task writing 1 GiB to stdout under `trainfleet run`, beside writing it to a file.
+
+    ``baseline`` (--baseline-src DIR): the same `trainfleet run` of that source tree too,
+    in turns with this one's (this machine's disk is too noisy for runs one tree after
+    the other)."""
     line = "step 123456 loss 0.123456 accuracy 0.987654 learning_rate 0.001 throughput 1234.5/s"
     writer = f"yes '{line}' 2>/dev/null | head -c {1 << 30}"  # stdout alone: no 'Broken pipe'
     job = work / "stdout.yaml"
     job.write_text(f"name: stdout\nroles:\n  worker: {{command: {json.dumps(writer)}}}\n")
-    os.environ["TRAINFLEET_DATA_DIR"] = str(work / "e")
-    engine = Engine(DataDir(work / "e"))
-    task_walls, run_walls, direct, piped = [], [], [], []
+    trees = {"this": (work / "e", None)}
+    if baseline is not None:
+        trees["baseline"] = (work / "e-baseline", str(baseline.resolve() / "src"))
+    walls: dict[str, list[float]] = {name: [] for name in ("direct", "piped")}
+    for tree in trees:
+        walls[f"{tree}_run"], walls[f"{tree}_task"] = [], []
     for _ in range(runs):
-        # Each timing starts with the disk synced: none pays for writing back another's GiB.
-        os.sync()
-        run_walls.append(_timed([str(BIN / "trainfleet"), "run", str(job)], work))
-        task = engine.tasks(engine.list(limit=1)[0].id)[0]
-        assert task.finished_at and task.started_at
-        task_walls.append(task.finished_at - task.started_at)
-        shutil.rmtree(work / "e" / "jobs")
-        for command, walls in (
-            (f"{writer} > out.log", direct),
-            (f"{writer} | cat > out.log", piped),
+        for tree, (data, source) in trees.items():
+            env = {**os.environ, "TRAINFLEET_DATA_DIR": str(data)}
+            if source:
+                env["PYTHONPATH"] = source
+            # Each timing starts with the disk synced: none pays for writing back another's GiB.
+            os.sync()
+            walls[f"{tree}_run"].append(
+                _timed([str(BIN / "trainfleet"), "run", str(job)], work, env=env)
+            )
+            walls[f"{tree}_task"].append(_last_task_wall(data / "trainfleet.db"))
+            shutil.rmtree(data / "jobs")
+        for command, name in (
+            (f"{writer} > out.log", "direct"),
+            (f"{writer} | cat > out.log", "piped"),
         ):
             os.sync()
-            walls.append(_timed(command, work, shell=True))
+            walls[name].append(_timed(command, work, shell=True))
             (work / "out.log").unlink()
-    return {
-        "task_wall_s": _summary(task_walls),
-        "trainfleet_run_wall_s": _summary(run_walls),
-        "direct_to_file_s": _summary(direct),
-        "through_one_more_pipe_s": _summary(piped),
-        "ratio_direct_over_task": statistics.median(direct) / statistics.median(task_walls),
-        "ratio_direct_over_run": statistics.median(direct) / statistics.median(run_walls),
-        "ratio_direct_over_one_more_pipe": statistics.median(direct) / statistics.median(piped),
+    direct = statistics.median(walls["direct"])
+    results: dict[str, object] = {
+        "direct_to_file_s": _summary(walls["direct"]),
+        "through_one_more_pipe_s": _summary(walls["piped"]),
+        "ratio_direct_over_one_more_pipe": direct / statistics.median(walls["piped"]),
         "target_ratio_min": 0.9,
     }
+    for tree in trees:
+        prefix = "" if tree == "this" else "baseline_"
+        results[f"{prefix}task_wall_s"] = _summary(walls[f"{tree}_task"])
+        results[f"{prefix}trainfleet_run_wall_s"] = _summary(walls[f"{tree}_run"])
+        results[f"{prefix}ratio_direct_over_task"] = direct / statistics.median(
+            walls[f"{tree}_task"]
+        )
+        results[f"{prefix}ratio_direct_over_run"] = direct / statistics.median(walls[f"{tree}_run"])
+    return results
+
+
+def _last_task_wall(database: Path) -> float:
+    """Seconds the last task of a data directory ran (read with sqlite3: any tree's store)."""
+    import sqlite3
+
+    with contextlib.closing(sqlite3.connect(database)) as store:
+        started, finished = store.execute(
+            "SELECT started_at, finished_at FROM tasks ORDER BY rowid DESC LIMIT 1"
+        ).fetchone()
+    return float(finished - started)
 
 
 IMAGE = "localhost/trainfleet/python:3.11"
@@ -400,7 +437,13 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=20)
     parser.add_argument("--only", default="a,b,c,d,e,f")
     parser.add_argument("--out", type=Path, default=HERE / "results" / "launch.json")
+    parser.add_argument(
+        "--baseline-src",
+        type=Path,
+        help="(e) also time `trainfleet run` of this source tree (a checkout), in turns",
+    )
     args = parser.parse_args()
+    BENCHMARKS["e"] = partial(bench_stdout, baseline=args.baseline_src)
     results: dict[str, object] = {"runs": args.runs, "cpus": os.cpu_count()}
     with tempfile.TemporaryDirectory(prefix="trainfleet-bench-") as tmp:
         for name in args.only.split(","):
