@@ -234,3 +234,27 @@ def test_an_unexpected_error_is_a_500_without_a_traceback(
 def test_an_unreachable_server() -> None:
     with pytest.raises(Unreachable, match=r"cannot reach the server at http://127\.0\.0\.1:9"):
         Client("http://127.0.0.1:9", "x", timeout=5).find()
+
+
+def test_the_servers_own_trouble_is_logged_once_per_cause_and_while(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """An outage answers every request 503: the log says it once per cause (status and
+    kind of error) per interval, and the next line counts the answers left out."""
+    import time
+
+    from trainfleet.domain.errors import Unavailable
+    from trainfleet.server.errors import QuietLog
+
+    quiet = QuietLog(every=0.3)
+    with caplog.at_level("WARNING", logger="trainfleet.server"):
+        for n in range(50):
+            quiet.warn(503, Unavailable("down"), f"503 for GET /jobs/{n}: down")
+        quiet.warn(507, RuntimeError("full"), "507 for POST /jobs: full")  # another cause
+        time.sleep(0.35)
+        quiet.warn(503, Unavailable("down"), "503 for GET /jobs/50: down")
+    assert [record.getMessage() for record in caplog.records] == [
+        "503 for GET /jobs/0: down",
+        "507 for POST /jobs: full",
+        "503 for GET /jobs/50: down (and 49 more like it since the last such line)",
+    ]

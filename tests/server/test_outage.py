@@ -7,6 +7,7 @@ is never restarted: every job it acknowledged must end as it should, by itself.
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from collections import Counter
@@ -110,6 +111,8 @@ def test_a_database_outage_mid_burst_gives_503s_and_every_acknowledged_job_ends(
         _all_succeeded(client, server, [long_job, *submitter.acknowledged])
         outage_lines = [line for line in server.lines if "waiting for it" in line]
         assert 1 <= len(outage_lines) <= 3, outage_lines  # once per outage, not per call
+        answered = [line for line in server.lines if re.search(r"\b503 for (GET|POST) ", line)]
+        assert 1 <= len(answered) <= 2 * (OUTAGE // 10 + 2), answered  # not one per request
     finally:
         server.stop()
 

@@ -6,6 +6,8 @@
 from __future__ import annotations
 
 import logging
+import math
+import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -19,6 +21,30 @@ from trainfleet.spec.errors import SpecError
 from trainfleet.wire import ErrorBody, Problem
 
 log = logging.getLogger("trainfleet.server")
+
+
+class QuietLog:
+    """Warns of an answer the server gave for its own trouble once per ``every`` seconds
+    for each cause (status and kind of error): a database outage answers thousands of
+    requests 503 a minute, and the log says so in a line, with how many were left out."""
+
+    def __init__(self, every: float = 10.0) -> None:
+        self.every = every
+        self._causes: dict[tuple[int, str], tuple[float, int]] = {}
+
+    def warn(self, status: int, error: Exception, message: str) -> None:
+        cause = (status, type(error).__name__)
+        now = time.monotonic()
+        said_at, held = self._causes.get(cause, (-math.inf, 0))
+        if now - said_at < self.every:
+            self._causes[cause] = (said_at, held + 1)
+            return
+        self._causes[cause] = (now, 0)
+        more = f" (and {held} more like it since the last such line)" if held else ""
+        log.warning("%s%s", message, more)
+
+
+_server_trouble = QuietLog()
 
 RETRY_AFTER = 2
 """Seconds a client is told to wait (``Retry-After``) when the store cannot answer."""
@@ -100,7 +126,8 @@ def install(app: FastAPI) -> None:
     async def known(request: Request, error: TrainfleetError) -> JSONResponse:
         headers = dict(error.headers) if isinstance(error, ApiError) else {}
         if error.status >= 500:  # the server's trouble, not the request's: one line, no traceback
-            log.warning("%d for %s %s: %s", error.status, request.method, request.url.path, error)
+            line = f"{error.status} for {request.method} {request.url.path}: {error}"
+            _server_trouble.warn(error.status, error, line)
         if error.status == 503:
             headers.setdefault("Retry-After", str(RETRY_AFTER))
         return error_response(error.status, server_detail(error), problems_of(error), headers)
