@@ -31,6 +31,7 @@ import sys
 import tempfile
 import textwrap
 import time
+from collections import defaultdict
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
@@ -251,12 +252,10 @@ def bench_stdout(work: Path, runs: int, baseline: Path | None = None) -> dict[st
     writer = f"yes '{line}' 2>/dev/null | head -c {1 << 30}"  # stdout alone: no 'Broken pipe'
     job = work / "stdout.yaml"
     job.write_text(f"name: stdout\nroles:\n  worker: {{command: {json.dumps(writer)}}}\n")
-    trees = {"this": (work / "e", None)}
+    trees = {"": (work / "e", None)}  # by the prefix of their figures' names
     if baseline is not None:
-        trees["baseline"] = (work / "e-baseline", str(baseline.resolve() / "src"))
-    walls: dict[str, list[float]] = {name: [] for name in ("direct", "piped")}
-    for tree in trees:
-        walls[f"{tree}_run"], walls[f"{tree}_task"] = [], []
+        trees["baseline_"] = (work / "e-baseline", str(baseline.resolve() / "src"))
+    walls: defaultdict[str, list[float]] = defaultdict(list)
     for _ in range(runs):
         for tree, (data, source) in trees.items():
             env = {**os.environ, "TRAINFLEET_DATA_DIR": str(data)}
@@ -264,10 +263,10 @@ def bench_stdout(work: Path, runs: int, baseline: Path | None = None) -> dict[st
                 env["PYTHONPATH"] = source
             # Each timing starts with the disk synced: none pays for writing back another's GiB.
             os.sync()
-            walls[f"{tree}_run"].append(
+            walls[f"{tree}run"].append(
                 _timed([str(BIN / "trainfleet"), "run", str(job)], work, env=env)
             )
-            walls[f"{tree}_task"].append(_last_task_wall(data / "trainfleet.db"))
+            walls[f"{tree}task"].append(_last_task_wall(data / "trainfleet.db"))
             shutil.rmtree(data / "jobs")
         for command, name in (
             (f"{writer} > out.log", "direct"),
@@ -284,13 +283,11 @@ def bench_stdout(work: Path, runs: int, baseline: Path | None = None) -> dict[st
         "target_ratio_min": 0.9,
     }
     for tree in trees:
-        prefix = "" if tree == "this" else "baseline_"
-        results[f"{prefix}task_wall_s"] = _summary(walls[f"{tree}_task"])
-        results[f"{prefix}trainfleet_run_wall_s"] = _summary(walls[f"{tree}_run"])
-        results[f"{prefix}ratio_direct_over_task"] = direct / statistics.median(
-            walls[f"{tree}_task"]
-        )
-        results[f"{prefix}ratio_direct_over_run"] = direct / statistics.median(walls[f"{tree}_run"])
+        task, run = walls[f"{tree}task"], walls[f"{tree}run"]
+        results[f"{tree}task_wall_s"] = _summary(task)
+        results[f"{tree}trainfleet_run_wall_s"] = _summary(run)
+        results[f"{tree}ratio_direct_over_task"] = direct / statistics.median(task)
+        results[f"{tree}ratio_direct_over_run"] = direct / statistics.median(run)
     return results
 
 
