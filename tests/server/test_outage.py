@@ -12,6 +12,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
@@ -83,11 +84,7 @@ def test_a_database_outage_mid_burst_gives_503s_and_every_acknowledged_job_ends(
     server = _server_on(postgres, tmp_path)
     try:
         client = httpx.Client(base_url=server.url, headers=AUTH, timeout=30)
-        assert client.get("/readyz").status_code == 200
-        long_job = client.post("/api/v1/jobs", content=LONG_JOB).json()["job"]["id"]
-        wait_for(lambda: _state(client, long_job) == "running", 30, "the long job running")
-        with Submitter(server.url) as submitter:
-            wait_for(lambda: len(submitter.acknowledged) >= 10, 30, "10 jobs acknowledged")
+        with _outage_under_load(client, server) as (long_job, submitter):
             postgres.stop()
             stopped = time.monotonic()
             # /readyz says so within a few seconds; /healthz (liveness) stays 200.
@@ -101,9 +98,6 @@ def test_a_database_outage_mid_burst_gives_503s_and_every_acknowledged_job_ends(
                 assert client.get("/healthz", timeout=HEALTH_TIMEOUT).status_code == 200
                 time.sleep(0.5)
             postgres.start()
-            wait_for(lambda: client.get("/readyz").status_code == 200, 15, "/readyz: 200")
-            before = len(submitter.acknowledged)
-            wait_for(lambda: len(submitter.acknowledged) >= before + 10, 30, "10 more acknowledged")
         assert submitter.statuses[503] > 0, submitter.statuses
         assert submitter.statuses[500] == 0, submitter.statuses
         assert set(submitter.statuses) <= {201, 503}, submitter.statuses
@@ -115,6 +109,23 @@ def test_a_database_outage_mid_burst_gives_503s_and_every_acknowledged_job_ends(
         assert 1 <= len(answered) <= 2 * (OUTAGE // 10 + 2), answered  # not one per request
     finally:
         server.stop()
+
+
+@contextmanager
+def _outage_under_load(
+    client: httpx.Client, server: ServerProcess
+) -> Iterator[tuple[str, Submitter]]:
+    """A ready server running a long job, and clients submitting: the block brings the
+    outage about and ends it; after it, the server is ready again and acknowledges more."""
+    assert client.get("/readyz").status_code == 200
+    long_job = client.post("/api/v1/jobs", content=LONG_JOB).json()["job"]["id"]
+    wait_for(lambda: _state(client, long_job) == "running", 30, "the long job running")
+    with Submitter(server.url) as submitter:
+        wait_for(lambda: len(submitter.acknowledged) >= 10, 30, "10 jobs acknowledged")
+        yield long_job, submitter
+        wait_for(lambda: client.get("/readyz").status_code == 200, 15, "/readyz: 200")
+        before = len(submitter.acknowledged)
+        wait_for(lambda: len(submitter.acknowledged) >= before + 10, 30, "10 more acknowledged")
 
 
 def _server_on(postgres: PrivatePostgres, tmp_path: Path) -> ServerProcess:
@@ -161,10 +172,7 @@ def test_a_database_that_hangs_never_hangs_the_server(
     slowest_health, not_ready = 0.0, 0
     try:
         client = httpx.Client(base_url=server.url, headers=AUTH, timeout=30)
-        long_job = client.post("/api/v1/jobs", content=LONG_JOB).json()["job"]["id"]
-        wait_for(lambda: _state(client, long_job) == "running", 30, "the long job running")
-        with Submitter(server.url) as submitter:
-            wait_for(lambda: len(submitter.acknowledged) >= 10, 30, "10 jobs acknowledged")
+        with _outage_under_load(client, server) as (long_job, submitter):
             postgres.freeze()
             frozen = time.monotonic()
             try:
@@ -180,9 +188,6 @@ def test_a_database_that_hangs_never_hangs_the_server(
                     time.sleep(0.3)
             finally:
                 postgres.thaw()
-            wait_for(lambda: client.get("/readyz").status_code == 200, 15, "/readyz: 200")
-            before = len(submitter.acknowledged)
-            wait_for(lambda: len(submitter.acknowledged) >= before + 10, 30, "10 more acknowledged")
         assert not_ready >= 5 and slowest_health < 1.0, (not_ready, slowest_health)
         assert submitter.statuses[503] > 0, submitter.statuses
         assert set(submitter.statuses) <= {201, 503}, submitter.statuses
