@@ -7,19 +7,19 @@ from __future__ import annotations
 import base64
 import os
 import queue
-import stat
 import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from helpers import missing, wait_for
 
-from trainfleet.backends.api import JobLaunch, Outside, TaskLaunch
+from trainfleet.backends.api import JobLaunch, NotStarted, Outside
 from trainfleet.backends.local import LocalBackend
-from trainfleet.backends.local.processes import _write_mask_file
 from trainfleet.backends.supervision import SHIM
+from trainfleet.backends.supervision.shim import options as shim_options
 from trainfleet.scheduling.placement import Placement, TaskKey, TaskSlot, task_keys
 from trainfleet.spec.models import JobSpec
 from trainfleet.store.layout import DataDir
@@ -40,8 +40,7 @@ def write(data):
     raw.flush()
     while data:
         data = data[os.write(1, data):]
-mask_file = os.environ["TRAINFLEET_ATTEMPT"] + ".mask"
-write(b"mask file there: %d\\n" % os.path.exists(mask_file))
+write(b"stdin: %r\\n" % os.read(0, 100))
 for size in range(1, len(secret) + 1):
     write(b"pieces of %d: " % size)
     for at in range(0, len(secret), size):
@@ -89,7 +88,10 @@ def _run(root: Path, length: str, mask: tuple[bytes, ...]) -> tuple[bytes, bytes
     finally:
         backend.release(job_id)
     log = backend.log_path(data_dir, job_id, ("worker", 0)).read_bytes()
-    assert not list(data_dir.run_dir(job_id).glob("*.mask"))
+    for path in data_dir.root.rglob("*"):  # no file ever held a value
+        if path.is_file() and path != backend.log_path(data_dir, job_id, ("worker", 0)):
+            content = path.read_bytes()
+            assert SECRET not in content and base64.b64encode(SECRET) not in content, path
     return log, (workdir / "raw.out").read_bytes()
 
 
@@ -101,7 +103,7 @@ def _masked(output: bytes) -> bytes:
 def test_a_value_split_across_writes_is_masked(reap: Path) -> None:
     log, output = _run(reap, "short", (SECRET,))
     assert log == _masked(output)
-    assert log.startswith(b"mask file there: 0\n")  # deleted before the task started
+    assert log.startswith(b"stdin: b''\n")  # the task's stdin is not the shim's options
     assert log.count(b"***") == len(SECRET)
     assert SECRET not in log
 
@@ -130,73 +132,85 @@ def test_values_too_short_to_mask_leave_the_output_alone(reap: Path) -> None:
     assert log == output
 
 
-def test_the_mask_file_is_private_and_no_launch_shows_its_values(tmp_path: Path) -> None:
-    launch = TaskLaunch(
-        ("worker", 0), ["true"], {}, tmp_path, tmp_path / "log", tmp_path / "w-0-0", mask=(SECRET,)
+def test_no_launch_nor_command_line_shows_the_values_or_the_paths(reap: Path) -> None:
+    """The shim's command line, which every account reads, names no record, log or value:
+    they come through its standard input."""
+    workdir = reap / "work"
+    workdir.mkdir()
+    spec = JobSpec.model_validate({"name": "masked", "roles": {"worker": {"command": "sleep 60"}}})
+    backend = LocalBackend(supervised=True)
+    job_id = "masked-cmdline"
+    addresses = backend.reserve(job_id, spec)
+    slots = tuple(TaskSlot(*key, *addresses[key], ()) for key in task_keys(spec))
+    attempts = dict.fromkeys(task_keys(spec), 0)
+    job = JobLaunch(
+        job_id, spec, Placement(slots), workdir, DataDir(reap / "data"), attempts, mask=(SECRET,)
     )
+    launch = job.task(("worker", 0))
     assert SECRET.hex() not in repr(launch) and repr(SECRET) not in repr(launch)
-    path = _write_mask_file(launch)
-    assert stat.S_IMODE(path.stat().st_mode) == 0o600
-    assert path == tmp_path / "w-0-0.mask"
+    reports = Reports()
+    handle = backend.start(job, reports)[("worker", 0)]
+    assert not isinstance(handle, NotStarted), handle
+    try:
+        pid = int(handle)
+        wait_for(lambda: launch.record.with_suffix(".pid").exists(), what="the shim's pid record")
+        command = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[:-1]
+        assert command == [sys.executable.encode(), b"-I", b"-S", bytes(SHIM), b"-"]
+    finally:
+        backend.stop(handle, force=True)
+        reports.exits.get(timeout=60)
+        backend.release(job_id)
 
 
-def test_a_shim_whose_mask_file_cannot_be_read_runs_nothing(tmp_path: Path) -> None:
+def _shim(options: list[str], mask: tuple[bytes, ...] = (), **run: Any) -> Any:
+    """Run the shim with ``options`` (and ``mask``) on its standard input, as the backend does."""
+    argv = [sys.executable, "-I", "-S", str(SHIM), "-"]
+    return subprocess.run(argv, input=shim_options(options, mask), timeout=60, **run)
+
+
+@pytest.mark.parametrize(
+    ("options", "error"),
+    [
+        (["--mask", "@@not base64@@"], "cannot read the values to mask"),
+        ([], "usage: shim.py"),  # options cut short: no "--" and no command
+    ],
+)
+def test_a_shim_whose_options_cannot_be_read_runs_nothing(
+    tmp_path: Path, options: list[str], error: str
+) -> None:
     ran = tmp_path / "ran"
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-I",
-            "-S",
-            str(SHIM),
-            str(tmp_path / "w-0-0"),
-            "--log",
-            str(tmp_path / "log"),
-            "--mask-file",
-            str(tmp_path / "absent"),
-            "--",
-            "touch",
-            str(ran),
-        ],
+    command = ["--", "touch", str(ran)] if options else []
+    done = _shim(
+        [str(tmp_path / "w-0-0"), "--log", str(tmp_path / "log"), *options, *command],
         capture_output=True,
-        text=True,
-        timeout=60,
+        text=False,
     )
     assert done.returncode == 2
-    assert "cannot read the mask file" in done.stderr
+    assert error in done.stderr.decode()
+    assert not ran.exists()
+
+
+def test_values_to_mask_on_the_command_line_are_refused(tmp_path: Path) -> None:
+    ran = tmp_path / "ran"
+    argv = [sys.executable, "-I", "-S", str(SHIM), str(tmp_path / "w-0-0")]
+    argv += ["--mask", "c2VjcmV0LXZhbHVl", "--", "touch", str(ran)]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2
+    assert "--mask is read from standard input only" in done.stderr
     assert not ran.exists()
 
 
 @pytest.mark.parametrize("masked", [False, True])
-def test_the_shim_reads_the_mask_file_before_the_task_starts(tmp_path: Path, masked: bool) -> None:
-    """Directly through the shim: the file is gone once the task runs; the values are
-    masked in the log; a task's unmasked output is untouched."""
-    record = tmp_path / "w-0-0"
-    mask_file = tmp_path / "w-0-0.mask"
-    mask_file.write_bytes(b"c2VjcmV0LXZhbHVl\n")  # secret-value
-    script = "import os,sys; print(os.path.exists(sys.argv[1])); print('a secret-value b')"
-    options = ["--mask-file", str(mask_file)] if masked else []
-    subprocess.run(
-        [
-            sys.executable,
-            "-I",
-            "-S",
-            str(SHIM),
-            str(record),
-            "--log",
-            str(tmp_path / "log"),
-            *options,
-            "--",
-            sys.executable,
-            "-c",
-            script,
-            str(mask_file),
-        ],
-        check=True,
-        timeout=60,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
-    )
+def test_the_shim_reads_its_options_before_the_task_starts(tmp_path: Path, masked: bool) -> None:
+    """Directly through the shim: its options come on its standard input, which the task
+    finds empty; the values are masked in the log; a task's unmasked output is untouched."""
+    script = "import sys; print(repr(sys.stdin.read())); print('a secret-value b')"
+    command = [sys.executable, "-c", script]
+    options = [str(tmp_path / "w-0-0"), "--log", str(tmp_path / "log"), "--", *command]
+    mask = (b"secret-value",) if masked else ()
+    _shim(options, mask, check=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
     log = (tmp_path / "log").read_bytes()
-    assert log == (b"False\na *** b\n" if masked else b"True\na secret-value b\n")
+    assert log == (b"''\na *** b\n" if masked else b"''\na secret-value b\n")
 
 
 # Writes lines with the value until told the disk has room again, then some more.
@@ -227,27 +241,12 @@ def test_output_dropped_on_a_full_disk_leaks_no_part_of_a_value(tmp_path: Path) 
         filler = disk / "filler"
         filler.write_bytes(b"\0" * (900 << 10))
         (tmp_path / "task.py").write_text(FILLING)
-        mask_file = tmp_path / "w.mask"
-        mask_file.write_bytes(base64.b64encode(SECRET) + b"\n")
-        shim = subprocess.Popen(
-            [
-                sys.executable,
-                "-I",
-                "-S",
-                str(SHIM),
-                str(tmp_path / "w-0-0"),
-                "--log",
-                str(disk / "log"),
-                "--mask-file",
-                str(mask_file),
-                "--",
-                sys.executable,
-                "-S",
-                str(tmp_path / "task.py"),
-                SECRET.hex(),
-                str(tmp_path / "room"),
-            ],
-        )
+        options = [str(tmp_path / "w-0-0"), "--log", str(disk / "log"), "--"]
+        options += [sys.executable, "-S", str(tmp_path / "task.py"), SECRET.hex()]
+        shim = subprocess.Popen([sys.executable, "-I", "-S", str(SHIM), "-"], stdin=subprocess.PIPE)
+        assert shim.stdin is not None
+        with shim.stdin:
+            shim.stdin.write(shim_options([*options, str(tmp_path / "room")], (SECRET,)))
         log = disk / "log"
         wait_for(lambda: log.exists() and log.stat().st_size > 100 << 10, what="a full disk")
         time.sleep(0.3)  # output dropped meanwhile

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import base64
 import os
 import select
 import signal
@@ -29,7 +28,8 @@ from trainfleet.backends.local.machine import local_node
 from trainfleet.backends.supervision import SHIM, records
 from trainfleet.backends.supervision.containers import Containers
 from trainfleet.backends.supervision.ports import PooledAddresses
-from trainfleet.backends.supervision.shim import ATTEMPT_VARIABLE
+from trainfleet.backends.supervision.shim import ATTEMPT_VARIABLE, FROM_STDIN
+from trainfleet.backends.supervision.shim import options as shim_options
 from trainfleet.domain.errors import Misconfigured
 from trainfleet.domain.records import Reason
 from trainfleet.scheduling.cluster import Node
@@ -130,33 +130,28 @@ class LocalBackend(PooledAddresses):
     def _start(self, launch: TaskLaunch, on_exit: ExitCallback, grace: float) -> int:
         self._make_room(launch)
         tether = [] if self.supervised else ["--tether", f"{os.getpid()}:{grace}"]
-        argv = [sys.executable, "-I", "-S", str(SHIM), str(launch.record), *tether]
-        argv += ["--log", str(launch.log_path), "--log-cap", str(self.log_cap)]
+        options = [str(launch.record), *tether]
+        options += ["--log", str(launch.log_path), "--log-cap", str(self.log_cap)]
         if launch.image is None:
             account = launch.account
             command = account.command(launch.argv) if account else list(launch.argv)
         else:  # the container is the task, in the foreground under the shim
             self.containers.make_ready(launch)
             command = self.containers.argv(launch, _container_name(launch.record))
-        mask_file = _write_mask_file(launch) if launch.mask else None
-        if mask_file:
-            argv += ["--mask-file", str(mask_file)]
-        try:
-            # The shim's own output (a traceback, if ever) goes to the log too.
-            with open(create_private(launch.log_path), "ab") as log:
-                process = subprocess.Popen(
-                    [*argv, "--", *command],
-                    env=dict(launch.env),
-                    cwd=launch.cwd,
-                    stdin=subprocess.DEVNULL,
-                    stdout=log,
-                    stderr=subprocess.STDOUT,
-                    start_new_session=True,  # its own group, out of reach of our Ctrl-C and death
-                )
-        except BaseException:
-            if mask_file:  # no shim to delete it
-                mask_file.unlink(missing_ok=True)
-            raise
+        # The shim's command line is every account's to read: its options (paths, secret
+        # values to mask) go through its standard input, and no file ever holds them.
+        # Its own output (a traceback, if ever) goes to the log too.
+        with open(create_private(launch.log_path), "ab") as log:
+            process = subprocess.Popen(
+                [sys.executable, "-I", "-S", str(SHIM), FROM_STDIN],
+                env=dict(launch.env),
+                cwd=launch.cwd,
+                stdin=subprocess.PIPE,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,  # its own group, out of reach of our Ctrl-C and death
+            )
+        _send(process, shim_options([*options, "--", *command], launch.mask))
         where = f"pid {process.pid}"
         if launch.image is not None:
             where = f"container {_container_name(launch.record)} ({where})"
@@ -240,16 +235,15 @@ class LocalBackend(PooledAddresses):
         on_exit(key, code)
 
 
-def _write_mask_file(launch: TaskLaunch) -> Path:
-    """The launch's secret values for its shim (``--mask-file``), one a line in base64,
-    beside the attempt's records: owner-only from its creation, and deleted by the shim as
-    soon as it has read it."""
-    path = Path(f"{launch.record}.mask")
-    path.unlink(missing_ok=True)  # left by a start that failed before its shim read it
-    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
-    with open(descriptor, "wb") as handle:
-        handle.writelines(base64.b64encode(value) + b"\n" for value in launch.mask)
-    return path
+def _send(process: subprocess.Popen[bytes], options: bytes) -> None:
+    """Give a shim its options; one that died first has read none, and ran nothing (its
+    exit is reported as any other)."""
+    assert process.stdin is not None
+    try:
+        with process.stdin:
+            process.stdin.write(options)
+    except BrokenPipeError:
+        pass
 
 
 def _container_name(record: Path) -> str:
@@ -262,14 +256,18 @@ def _marker(record: Path) -> str:
 
 
 def _is_shim_of(pid: int, record: Path) -> bool:
-    """Whether ``pid`` is still the shim that wrote ``record`` (pids get reused)."""
+    """Whether ``pid`` is still the shim that wrote ``record`` (pids get reused): a shim
+    with the attempt's mark in its environment (its command line names nothing)."""
     import psutil
 
     try:
         command = psutil.Process(pid).cmdline()
-    except psutil.Error:
+        with open(f"/proc/{pid}/environ", "rb") as handle:
+            environ = handle.read()
+    except (psutil.Error, OSError):
         return False
-    return str(SHIM) in command and str(record) in command
+    marker = b"\0" + _marker(record).encode() + b"\0"
+    return str(SHIM) in command and marker in b"\0" + environ + b"\0"
 
 
 def _wait_foreign(pid: int, record: Path) -> int:

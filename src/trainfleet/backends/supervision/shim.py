@@ -1,15 +1,22 @@
 """A task's supervisor: runs the task, and records how it ended, whatever happens to trainfleet.
 
-Started as ``python -I -S shim.py RECORD_PREFIX [--log PATH [--log-cap BYTES] [--mask-file PATH]]
-[--tether PID[:GRACE]] -- ARGV...`` in the task's own session and process group. It writes
-``RECORD_PREFIX.pid`` (its own pid) at once, runs ARGV as its child, writes the child's exit
-status to ``RECORD_PREFIX.exit`` (atomically) and then ends the way the child did. SIGTERM
-and SIGINT sent to the group reach the task; the shim only waits. A server that dies leaves
-the shim and its task running; a restarted server finds the ``.pid`` and ``.exit`` records
-and carries on. ``--tether`` (an embedded ``trainfleet run``) ties the task to that process
-instead: when it dies, the task's group gets SIGTERM, then SIGKILL after GRACE seconds,
-and then every process that still carries the attempt's mark (``TRAINFLEET_ATTEMPT``, in
-its environment: a container's, which its runtime started outside the group) is killed.
+Started as ``python -I -S shim.py -`` in the task's own session and process group, its
+options read from its standard input (``options``: NUL-separated, until the end), so that
+its command line, which every account may read in ``/proc/PID/cmdline``, names no path of
+the job and no secret. The options are ``RECORD_PREFIX [--log PATH [--log-cap BYTES]
+[--mask B64,...]] [--tether PID[:GRACE]] -- ARGV...``; they may also be given as the
+command line itself (``--mask`` excepted). The task's standard input is ``/dev/null``.
+
+The shim writes ``RECORD_PREFIX.pid`` (its own pid) at once, runs ARGV as its child, writes
+the child's exit status to ``RECORD_PREFIX.exit`` (atomically) and then ends the way the
+child did. SIGTERM and SIGINT sent to the group reach the task; the shim only waits. A server
+that dies leaves the shim and its task running; a restarted server finds the ``.pid`` and
+``.exit`` records and carries on (it knows its shims by the attempt's mark in their
+environment, which only their own account reads). ``--tether`` (an embedded ``trainfleet
+run``) ties the task to that process instead: when it dies, the task's group gets SIGTERM,
+then SIGKILL after GRACE seconds, and then every process that still carries the attempt's
+mark (``TRAINFLEET_ATTEMPT``, in its environment: a container's, which its runtime started
+outside the group) is killed.
 
 ``--log``: the task's stdout and stderr go through a pipe that the shim moves into the log
 (``splice``, no copy through Python), keeping at most ``--log-cap`` bytes: all of an output
@@ -18,11 +25,12 @@ how much was dropped between.
 A full disk never loses the exit status: records are written again, with backoff, until
 they fit; output that cannot be written meanwhile is dropped, and the log says how much.
 
-``--mask-file``: secret values (one a line, each in base64) to mask in the log: the shim
-reads the file and deletes it at once, then writes every occurrence of a value as ``***``.
-Only a task with values has its output read, masked and written by the shim instead of
-spliced, and only then is ``masking.py`` loaded (beside this file: the masker trainfleet
-uses too, kept to the standard library for the shim's sake). Others run no masking code.
+``--mask``: secret values (each in base64, separated by commas) to mask in the log, only
+ever through the standard input: no file holds them, and no command line shows them. Every
+occurrence of a value is written as ``***``. Only a task with values has its output read,
+masked and written by the shim instead of spliced, and only then is ``masking.py`` loaded
+(beside this file: the masker trainfleet uses too, kept to the standard library for the
+shim's sake). Others run no masking code.
 
 Standard library only, and no trainfleet import: it starts in a few milliseconds.
 """
@@ -452,13 +460,40 @@ class MaskingCapture(Capture):
         super()._finish()
 
 
-def read_mask_file(path: str) -> list[bytes]:
-    """The values of a mask file (one a line, base64), the file deleted before it is read."""
+FROM_STDIN = "-"
+"""The shim's whole command line when its options come through its standard input."""
+
+
+def options(argv: list[str], mask: tuple[bytes, ...] = ()) -> bytes:
+    """What a shim started as ``shim.py -`` reads from its standard input: ``argv`` (its
+    options, as on a command line) and the secret values ``mask``, NUL-separated."""
+    import base64
+
+    if mask:
+        values = ",".join(base64.b64encode(value).decode() for value in mask)
+        argv = ["--mask", values, *argv]
+    return b"\0".join(os.fsencode(arg) for arg in argv)
+
+
+def read_options() -> list[str]:
+    """The options sent on standard input (``options``), which becomes ``/dev/null``."""
+    data = bytearray()
+    while chunk := os.read(0, 1 << 16):
+        data += chunk
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.close(null)
+    return [os.fsdecode(arg) for arg in bytes(data).split(b"\0")] if data else []
+
+
+def mask_values(text: str) -> list[bytes]:
+    """The values of ``--mask`` (base64, comma-separated); ValueError for bad base64."""
     import binascii
 
-    with open(path, "rb") as handle:
-        os.unlink(path)
-        return [binascii.a2b_base64(line) for line in handle.read().split()]
+    try:
+        return [binascii.a2b_base64(value, strict_mode=True) for value in text.split(",") if value]
+    except binascii.Error as error:
+        raise ValueError(f"not base64: {error}") from None
 
 
 def load_masker(values: list[bytes]) -> Masker:
@@ -618,24 +653,32 @@ def take_option(argv: list[str], name: str) -> tuple[str | None, list[str]]:
     return None, argv
 
 
+USAGE = (
+    "usage: shim.py - (options on standard input) | shim.py RECORD_PREFIX [--log PATH "
+    "[--log-cap BYTES]] [--tether PID[:GRACE]] -- ARGV..."
+)
+
+
 def main(argv: list[str]) -> int:
     global DURABLE
+    piped = argv == [FROM_STDIN]
+    if piped:
+        argv = read_options()
+    mask_text, argv = take_option(argv, "--mask")
+    if mask_text is not None and not piped:  # a command line is every account's to read
+        print("trainfleet: --mask is read from standard input only", file=sys.stderr)
+        return 2
     log, argv = take_option(argv, "--log")
     cap, argv = take_option(argv, "--log-cap")
     tethered, argv = take_option(argv, "--tether")
-    mask_file, argv = take_option(argv, "--mask-file")
-    prefix, separator, *command = argv
-    if separator != "--" or not command:
-        print(
-            "usage: shim.py RECORD_PREFIX [--log PATH [--log-cap BYTES] [--mask-file PATH]] "
-            "[--tether PID[:GRACE]] -- ARGV...",
-            file=sys.stderr,
-        )
+    if len(argv) < 3 or argv[1] != "--":
+        print(USAGE, file=sys.stderr)
         return 2
+    prefix, _, *command = argv
     try:
-        mask = read_mask_file(mask_file) if mask_file else []
-    except (OSError, ValueError) as error:  # never run a task whose secrets would show
-        print(f"trainfleet: cannot read the mask file {mask_file}: {error}", file=sys.stderr)
+        mask = mask_values(mask_text) if mask_text else []
+    except ValueError as error:  # never run a task whose secrets would show
+        print(f"trainfleet: cannot read the values to mask: {error}", file=sys.stderr)
         return 2
     runner = None
     if tethered is not None:
