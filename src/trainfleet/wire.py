@@ -19,7 +19,8 @@ from trainfleet.domain.records import (
     TaskRecord,
     TeamRole,
 )
-from trainfleet.spec.models import NO_NUL_PATTERN, SECRET_KEY, SECRET_NAME
+from trainfleet.spec.models import NO_NUL_PATTERN
+from trainfleet.spec.names import ACCOUNT_NAME, SECRET_NAME, SecretKey
 from trainfleet.spec.queues import QueueConfig, QueueName, Quota
 
 if TYPE_CHECKING:
@@ -118,7 +119,7 @@ class QueueState(_Model):
         )
 
 
-NAME_PATTERN = r"^[a-z0-9]([a-z0-9.-]{0,61}[a-z0-9])?$"
+NAME_PATTERN = ACCOUNT_NAME
 """Users, teams and tokens: lower-case letters, digits, ``.`` and ``-``, at most 63."""
 Name = Annotated[str, Field(pattern=NAME_PATTERN)]
 
@@ -214,7 +215,7 @@ class SecretBody(_Body):
         default=None, description="The team it belongs to (default: the caller's only team)."
     )
     data: dict[
-        Annotated[str, Field(pattern=SECRET_KEY.pattern)],
+        SecretKey,
         Annotated[str, Field(pattern=NO_NUL_PATTERN)],
     ] = Field(min_length=1, description="Its values by key, e.g. {password: ...}.")
 

@@ -12,7 +12,7 @@ from trainfleet.server.auth import Authenticate, Principal
 from trainfleet.server.errors import ERROR_RESPONSES, ApiError, responses
 from trainfleet.server.ownership import QueueTeams
 from trainfleet.server.params import known_query_only
-from trainfleet.spec.models import JOB_NAME
+from trainfleet.spec.names import JOB_NAME
 from trainfleet.spec.queues import queue_config
 from trainfleet.wire import QueueBody, QueueState
 

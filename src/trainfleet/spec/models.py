@@ -36,6 +36,14 @@ from pydantic_core import PydanticCustomError
 
 from trainfleet.spec.environments import PythonEnvironment
 from trainfleet.spec.frameworks import TRAITS, Framework, FrameworkTraits
+from trainfleet.spec.names import (
+    JOB_NAME,
+    SECRET_KEY_SCHEMA,
+    SECRET_NAME,
+    SecretKey,
+    checked,
+    path_of_names,
+)
 from trainfleet.spec.quantity import (
     CPU_LIMIT,
     CPU_SCHEMA_PATTERN,
@@ -50,7 +58,6 @@ MAX_REPLICAS = 10_000
 """Most replicas of one role whatever the limits (``trainfleet.spec.limits``) say."""
 
 ROLE_NAME = re.compile(r"^[a-z][a-z0-9_]{0,62}$")
-JOB_NAME = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
 
 
 def _scalar_to_str(value: Any) -> Any:
@@ -160,10 +167,6 @@ class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
-SECRET_NAME = re.compile(r"^[a-z0-9]([a-z0-9.-]{0,61}[a-z0-9])?$")
-SECRET_KEY = re.compile(r"^[-._a-zA-Z0-9]{1,253}$")
-
-
 class SecretRef(_Model):
     """A value kept by the server as one of its team's secrets, given to the task at start:
     in the variable itself, or with ``file`` in a private file whose path the variable holds."""
@@ -171,9 +174,7 @@ class SecretRef(_Model):
     secret: Annotated[str, Field(pattern=SECRET_NAME.pattern)] = Field(
         description="The secret's name (`trainfleet secret list`)."
     )
-    key: Annotated[str, Field(pattern=SECRET_KEY.pattern)] = Field(
-        description="Which of the secret's values."
-    )
+    key: SecretKey = Field(description="Which of the secret's values (a file name).")
     file: Annotated[bool, Field(strict=True)] = Field(
         default=False,
         description="Write the value to a file only the task reads; the variable holds its path.",
@@ -193,7 +194,7 @@ Environment = Annotated[
                         "type": "object",
                         "properties": {
                             "secret": {"type": "string", "pattern": SECRET_NAME.pattern},
-                            "key": {"type": "string", "pattern": SECRET_KEY.pattern},
+                            "key": {"type": "string", "pattern": SECRET_KEY_SCHEMA},
                             "file": {"type": "boolean"},
                         },
                         "required": ["secret", "key"],
@@ -276,8 +277,8 @@ class MountSpec(_Model):
     def _plain(cls, value: str, info: ValidationInfo) -> str:
         if not value or any(c in value for c in ":,"):
             raise ValueError(f"{info.field_name} {value!r} must be a path without ':' or ','")
-        if info.field_name == "target" and not value.startswith("/"):
-            raise ValueError(f"target {value!r} must be an absolute path (e.g. /data)")
+        if info.field_name == "target":
+            path_of_names(value, "target")
         return value
 
 
@@ -592,21 +593,16 @@ class JobSpec(_Model):
     @field_validator("name")
     @classmethod
     def _name(cls, value: str) -> str:
-        if not JOB_NAME.match(value):
-            raise ValueError(
-                f"invalid job name {value!r}: use lower-case letters, digits and '-', "
-                "starting and ending with a letter or digit, at most 63 characters"
-            )
-        return value
+        rule = (
+            "lower-case letters, digits and '-', starting and ending with a letter or digit, "
+            "at most 63 characters"
+        )
+        return checked(JOB_NAME, value, rule, "job name")
 
     @field_validator("queue")
     @classmethod
     def _queue(cls, value: str) -> str:
-        if not JOB_NAME.match(value):
-            raise ValueError(
-                f"invalid queue name {value!r}: use lower-case letters, digits and '-'"
-            )
-        return value
+        return checked(JOB_NAME, value, "lower-case letters, digits and '-'", "queue name")
 
     @field_validator("roles")
     @classmethod

@@ -16,7 +16,8 @@ from typing import Annotated, Any
 from pydantic import AfterValidator, Field, ValidationError, WithJsonSchema
 
 from trainfleet.spec.errors import SourceMap, spec_error_from_validation
-from trainfleet.spec.models import JOB_NAME, Bytes, CustomResources, Millicores, _Model
+from trainfleet.spec.models import Bytes, CustomResources, Millicores, _Model
+from trainfleet.spec.names import JOB_NAME, checked
 
 
 class Quota(_Model):
@@ -29,11 +30,7 @@ class Quota(_Model):
 
 
 def _checked_name(value: str) -> str:
-    if not JOB_NAME.match(value):
-        raise ValueError(
-            f"invalid name {value!r}: use lower-case letters, digits and '-', at most 63"
-        )
-    return value
+    return checked(JOB_NAME, value, "lower-case letters, digits and '-', at most 63")
 
 
 QueueName = Annotated[

@@ -17,7 +17,8 @@ from pathlib import Path
 from trainfleet.domain.errors import BadInput, NotFound
 from trainfleet.domain.records import SecretRecord
 from trainfleet.spec.errors import SpecError
-from trainfleet.spec.models import SECRET_KEY, SECRET_NAME, JobSpec
+from trainfleet.spec.models import JobSpec
+from trainfleet.spec.names import SECRET_NAME, secret_key
 from trainfleet.store.database import Store
 from trainfleet.vault.keys import KEY_FILE, KEY_VARIABLE, Keyring
 
@@ -136,8 +137,10 @@ def _check(name: str, values: Mapping[str, str]) -> None:
     if not values:
         raise BadInput("data: a secret needs at least one KEY=VALUE")
     for key, value in values.items():
-        if not SECRET_KEY.match(key):
-            raise BadInput(f"data.{key}: invalid key: use letters, digits, '-', '_' and '.'")
+        try:
+            secret_key(key)
+        except ValueError as error:
+            raise BadInput(f"data.{key}: {error}") from None
         if "\0" in value:
             raise BadInput(f"data.{key}: the value has a NUL character, which no task can get")
     if sum(len(key) + len(value.encode()) for key, value in values.items()) > MAX_BYTES:

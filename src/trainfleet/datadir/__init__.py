@@ -1,0 +1,1 @@
+"""The data directory's files, apart from the database: how they are safely written."""
