@@ -18,6 +18,11 @@ if [ -z "${TRAINFLEET_TEST_SLURM_CONF:-}" ]; then
 fi
 bash scripts/images.sh build > /dev/null  # podman and the test image, kept once built
 bash scripts/mpi.sh  # Open MPI for the MPI jobs that run outside containers
+if ! command -v nft >/dev/null; then  # nftables: --isolate-teams guards jobs' ports with it
+    as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
+    as_root apt-get update -qq
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nftables > /dev/null
+fi
 .venv/bin/ruff check src tests benchmarks examples
 .venv/bin/ruff format --check src tests benchmarks examples
 .venv/bin/mypy

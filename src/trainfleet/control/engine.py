@@ -10,12 +10,13 @@ import secrets
 import shutil
 import threading
 import time
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from trainfleet.backends.api import Address, Backend, JobLaunch, Preview
 from trainfleet.backends.local import LocalBackend
+from trainfleet.backends.local.firewall import Firewall, FirewallError
 from trainfleet.backends.task_environment import SERVERS, TaskBase
 from trainfleet.control import queueing
 from trainfleet.control.admitter import Admitter
@@ -84,6 +85,8 @@ class Engine:
         """Teams' secrets, where a server keeps them (an embedded engine has none)."""
         self.team_accounts: TeamAccounts | None = None
         """Where each team's tasks run as its own Unix account (``--isolate-teams``)."""
+        self.firewall: Firewall | None = None
+        """Keeps other accounts off each job's ports on this machine (with team accounts)."""
         self.store = Store.open(database or data_dir.database)
         self.backend: Backend = backend or LocalBackend(supervised=supervised)
         self.runner = Runner(self.controller, on_end=self._ended)
@@ -315,14 +318,11 @@ class Engine:
         try:
             addresses = self.backend.reserve(job.id, spec)
         except OSError as error:  # no free port: fail now, with the reason, rather than wait
-            reason = Reason.NO_FREE_PORT.because(error)
-            self.admitter.finished(job.id)
-            self.store.update_job(
-                job.id, reason, state=State.FAILED, reason=reason, finished_at=time.time()
-            )
+            self._fail_launch(job.id, Reason.NO_FREE_PORT.because(error))
             return
         nodes = self.scheduler.cluster.nodes
         try:
+            self._guard(job, addresses.values())
             self.store.place_tasks(
                 job.id,
                 {
@@ -334,17 +334,38 @@ class Engine:
                     for key, allocation in zip(task_keys(spec), admission.allocations, strict=True)
                 },
             )
+        except FirewallError as error:  # never started with its ports open to all
+            self._free_ports(job.id)
+            self._fail_launch(job.id, Reason.COULD_NOT_START.because(error))
+            return
         except BaseException:  # it waits again: its next launch reserves ports anew
-            self.backend.release(job.id)
+            self._free_ports(job.id)
             raise
         if self.supervised:
             # Marks the job as one a restarted server picks up (see resume).
             self.data_dir.run_dir(job.id).mkdir(parents=True, exist_ok=True)
         self.runner.start(job.id)
 
+    def _fail_launch(self, job_id: str, reason: str) -> None:
+        self.admitter.finished(job_id)
+        self.store.update_job(
+            job_id, reason, state=State.FAILED, reason=reason, finished_at=time.time()
+        )
+
+    def _guard(self, job: JobRecord, addresses: Iterable[Address]) -> None:
+        """Only the job's own account (and root) may connect to its ports here."""
+        if self.firewall is not None and self.team_accounts is not None:
+            uid = self.team_accounts.of(job.team).uid
+            self.firewall.allow(job.id, uid, {address.port for address in addresses})
+
+    def _free_ports(self, job_id: str) -> None:
+        self.backend.release(job_id)
+        if self.firewall is not None:
+            self.firewall.remove(job_id)
+
     def _ended(self, job_id: str) -> None:
         """A job's controller returned: free its resources; a preempted one waits again."""
-        self.backend.release(job_id)
+        self._free_ports(job_id)
         job = self.store.get_job(job_id)
         if job is not None and job.state == State.QUEUED:
             # Its next run starts from attempt 0 again: drop the old attempts' records.
@@ -373,18 +394,23 @@ class Engine:
                 if not self.data_dir.run_dir(job.id).is_dir():
                     continue  # run by another process (an embedded `trainfleet run`)
                 self.scheduler.adopt(gang, self._allocations(job.id, gang))
-                self._hold_ports(job.id)
+                self._hold_ports(job)
                 self.runner.start(job.id, resume=True)
                 resumed.append(job.id)
+            if self.firewall is not None:  # rules of jobs that ended while none ran go
+                self.firewall.reconcile([*resumed, *self.runner.running()])
             for gang in waiting:
                 self.scheduler.submit(gang)
         self.admitter.wake()
         return resumed
 
-    def _hold_ports(self, job_id: str) -> None:
-        """An adopted job keeps its ports: no other job may be given them."""
-        placed = [_slot(task) for task in self.store.list_tasks(job_id) if task.address]
-        self.backend.hold(job_id, {slot.key: Address(slot.host, slot.port) for slot in placed})
+    def _hold_ports(self, job: JobRecord) -> None:
+        """An adopted job keeps its ports, and only its account reaches them: no other job
+        may be given them."""
+        placed = [_slot(task) for task in self.store.list_tasks(job.id) if task.address]
+        addresses = {slot.key: Address(slot.host, slot.port) for slot in placed}
+        self.backend.hold(job.id, addresses)
+        self._guard(job, addresses.values())
 
     def _embedded(self, job_id: str) -> bool:
         """Whether an embedded engine runs (or ran) the job: it has a runner record."""

@@ -15,6 +15,7 @@ import uvicorn
 
 from trainfleet.backends.accounts import TeamAccounts, open_to_tasks
 from trainfleet.backends.api import Backend
+from trainfleet.backends.local.firewall import Firewall
 from trainfleet.backends.task_environment import SERVERS, TaskBase
 from trainfleet.control.engine import Engine
 from trainfleet.server.app import create_app
@@ -170,7 +171,8 @@ def serve(
     ``settings``: limits and defaults (``Settings``' own, in this directory, by default).
     ``task_base``: where tasks' environments start (never this process's own environment).
     ``tls``: serve HTTPS with this certificate (see ``tls_of``); plain HTTP without.
-    ``team_accounts``: each team's tasks run as its account (``backends.accounts``).
+    ``team_accounts``: each team's tasks run as its account (``backends.accounts``), and on
+    this machine only that account reaches a job's ports (``backends.local.firewall``).
     """
     engine = Engine(
         DataDir.resolve(data_dir),
@@ -187,6 +189,10 @@ def serve(
         engine.team_accounts = team_accounts
         root = engine.data_dir.root
         open_to_tasks([root, root / "jobs", engine.environments.root])
+        if not engine.backend.queues_tasks:  # tasks share this machine's network
+            engine.firewall = Firewall.open(str(root))
+    elif not engine.backend.queues_tasks:
+        Firewall.clear(str(engine.data_dir.root))  # what an isolating start left
     engine.secrets = Secrets(engine.store, KeySource(engine.data_dir.root))
     rotated = engine.secrets.rotate()  # the keys are checked now: a bad one stops the start
     if rotated:
