@@ -324,6 +324,13 @@ def delete(options: Options, job_id: str, force: bool) -> None:
     "hostPath); with it, no other beyond a job's own folder [default: TRAINFLEET_ALLOW_PATHS "
     "(colon-separated), else any; none with --isolate-teams].",
 )
+@click.option(
+    "--audit-retention",
+    envvar="TRAINFLEET_AUDIT_RETENTION",
+    metavar="DAYS",
+    help="Remove audit records older than this many days, at start and then daily "
+    "[default: TRAINFLEET_AUDIT_RETENTION, else keep every record].",
+)
 @click.pass_obj
 def server(
     options: Options,
@@ -344,6 +351,7 @@ def server(
     isolate_teams: bool,
     team_account: tuple[str, ...],
     allow_paths: tuple[str, ...],
+    audit_retention: str | None,
 ) -> None:
     """Serve the REST API and run submitted jobs (stop with Ctrl-C).
 
@@ -362,11 +370,18 @@ def server(
     from trainfleet.domain.errors import TrainfleetError
     from trainfleet.environments.cache import cache_size
     from trainfleet.server.host_paths import HostPaths
-    from trainfleet.server.serve import database_url_of, serve, team_accounts_of, tls_of
+    from trainfleet.server.serve import (
+        audit_retention_of,
+        database_url_of,
+        serve,
+        team_accounts_of,
+        tls_of,
+    )
     from trainfleet.server.settings import Settings
     from trainfleet.spec.loading import load_queues_file
 
     try:
+        retention = audit_retention_of(audit_retention)
         tls = tls_of(tls_cert, tls_key)
         database_url = database_url_of(database_url, database_url_file)
         queues = load_queues_file(queues_file) if queues_file else None
@@ -378,7 +393,9 @@ def server(
         limits = {name: value for name, value in given.items() if value is not None}
         accounts = team_accounts_of(team_account) if isolate_teams or team_account else None
         allowed = [Path(path) for path in allow_paths] if allow_paths or accounts else None
-        settings = Settings(workdir=Path.cwd(), host_paths=HostPaths(allowed), **limits)
+        settings = Settings(
+            workdir=Path.cwd(), host_paths=HostPaths(allowed), audit_retention=retention, **limits
+        )
         base = server_task_base(task_python)
         cache = cache_size(environment_cache) if environment_cache else None
         serve(

@@ -248,6 +248,8 @@ class Audited(StrEnum):
     MEMBER_REMOVE = "team.member.remove"
     QUEUE_PUT = "queue.put"
     AUTH_FAILED = "auth.failed"
+    AUDIT_PRUNE = "audit.prune"
+    """The server's own: it removed the records older than its retention."""
     SECRET_CREATE = "secret.create"
     SECRET_DELETE = "secret.delete"
     SECRET_ROTATE = "secret.rotate"

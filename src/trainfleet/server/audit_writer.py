@@ -1,4 +1,5 @@
-"""Audit records written behind the answers, many per transaction (group commit).
+"""The audit trail's background work: records written behind the answers, many per
+transaction (group commit); and, with a retention, old records pruned (``AuditPruner``).
 
 A record a request made is queued at once and written by one thread of its own, with the
 records queued meanwhile, in one transaction: a submission pays for a queue append, not
@@ -12,9 +13,12 @@ from __future__ import annotations
 import logging
 import queue
 import threading
+import time
+from datetime import UTC, datetime
 
-from trainfleet.domain.records import AuditRecord
+from trainfleet.domain.records import Audited, AuditRecord
 from trainfleet.store.audit import AuditTrail
+from trainfleet.store.errors import StoreError
 
 log = logging.getLogger("trainfleet.audit")
 
@@ -23,6 +27,10 @@ QUEUED = 10_000
 waits for room."""
 BATCH = 500
 """Most records one transaction writes."""
+DAY = 86_400.0
+"""Seconds in a day: the unit of a retention, and how often a pruner prunes."""
+STOP_WAIT = 10.0
+"""Seconds a stopping server waits for a pruning under way (its batch) to end."""
 
 
 class AuditWriter:
@@ -61,3 +69,52 @@ class AuditWriter:
             finally:
                 for _ in batch:
                     self._queue.task_done()
+
+
+class AuditPruner:
+    """Removes the records of ``trail`` older than ``days`` once started, then every
+    ``interval`` seconds, on its own thread until ``stop``; each pruning adds a record of
+    itself (``audit.prune``: how many were removed, up to when)."""
+
+    def __init__(self, trail: AuditTrail, days: float, interval: float = DAY) -> None:
+        self.trail = trail
+        self.days = days
+        self.interval = interval
+        self._stopped = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="audit-pruner", daemon=True)
+
+    def __enter__(self) -> AuditPruner:
+        self.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.stop()
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Prune no more; wait (a while) for a pruning under way to end."""
+        self._stopped.set()
+        if self._thread.is_alive():
+            self._thread.join(STOP_WAIT)
+
+    def prune(self, now: float | None = None) -> int:
+        """Remove the records older than the retention, now, and record that; how many."""
+        now = time.time() if now is None else now
+        before = now - self.days * DAY
+        removed = self.trail.prune(before)
+        up_to = datetime.fromtimestamp(before, UTC).isoformat(timespec="seconds")
+        detail = f"removed {removed} record(s) older than {up_to} (retention {self.days:g} days)"
+        self.trail.record(AuditRecord(time=now, action=Audited.AUDIT_PRUNE, detail=detail))
+        return removed
+
+    def _run(self) -> None:
+        while not self._stopped.is_set():
+            try:
+                self.prune()
+            except StoreError as error:  # the store cannot answer: try again next time
+                log.warning("audit records not pruned: %s", error)
+            except Exception:  # a bug must not stop the pruning: say so, and go on
+                log.exception("audit records not pruned")
+            self._stopped.wait(self.interval)

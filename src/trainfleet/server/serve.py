@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import ipaddress
 import logging
+import math
 import os
 import re
 import ssl
 from collections.abc import Sequence
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -19,6 +21,7 @@ from trainfleet.backends.local.firewall import Firewall
 from trainfleet.backends.task_environment import SERVERS, TaskBase
 from trainfleet.control.engine import Engine
 from trainfleet.server.app import create_app
+from trainfleet.server.audit_writer import AuditPruner
 from trainfleet.server.auth import bootstrap
 from trainfleet.server.settings import Settings
 from trainfleet.spec.queues import QueuesFile
@@ -27,6 +30,8 @@ from trainfleet.vault.secrets import KeySource, Secrets
 
 GRACEFUL_SHUTDOWN = 3
 """Seconds a stopping server waits for open requests before it cuts them."""
+MAX_RETENTION = 100_000
+"""The longest ``--audit-retention`` in days (about 270 years)."""
 
 log = logging.getLogger("trainfleet.server")
 
@@ -113,6 +118,23 @@ def _no_passphrase() -> bytes:
 def _reason(error: ssl.SSLError) -> str:
     """OpenSSL's words, without the ``(_ssl.c:1234)`` of where CPython met them."""
     return re.sub(r"\s*\(_ssl\.c:\d+\)$", "", str(error))
+
+
+def audit_retention_of(days: str | None) -> float | None:
+    """``--audit-retention DAYS`` (or TRAINFLEET_AUDIT_RETENTION) as days, None (keep every
+    record) without it; ValueError naming the flag unless it is a number of days above 0."""
+    if days is None or not days.strip():
+        return None
+    try:
+        value = float(days)
+    except ValueError:
+        value = math.nan
+    if not 0 < value <= MAX_RETENTION:
+        raise ValueError(
+            f"--audit-retention {days!r}: expected a number of days above 0 (e.g. 90), "
+            f"at most {MAX_RETENTION}"
+        )
+    return value
 
 
 def team_accounts_of(pairs: Sequence[str]) -> TeamAccounts:
@@ -203,18 +225,24 @@ def serve(
     resumed = engine.resume()
     if resumed:
         print(f"trainfleet | resumed {len(resumed)} unfinished job(s)", flush=True)
-    app = create_app(engine, settings or Settings(workdir=Path.cwd()))
+    settings = settings or Settings(workdir=Path.cwd())
+    app = create_app(engine, settings)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
     warn_if_clear(host, port, tls)
-    uvicorn.run(
-        app,
-        host=host,
-        port=port,
-        log_level="info",
-        server_header=False,
-        # Followed streams last as long as their jobs: on stop, give them this long, then
-        # cut them, so that the jobs can be stopped (clients resume elsewhere or give up).
-        timeout_graceful_shutdown=GRACEFUL_SHUTDOWN,
-        ssl_certfile=tls.cert if tls else None,
-        ssl_keyfile=tls.key if tls else None,
+    retention = settings.audit_retention
+    pruning: AbstractContextManager[object] = (
+        AuditPruner(engine.store.audit, retention) if retention else nullcontext()
     )
+    with pruning:  # at start, then daily, until the server stops
+        uvicorn.run(
+            app,
+            host=host,
+            port=port,
+            log_level="info",
+            server_header=False,
+            # Followed streams last as long as their jobs: on stop, give them this long, then
+            # cut them, so that the jobs can be stopped (clients resume elsewhere or give up).
+            timeout_graceful_shutdown=GRACEFUL_SHUTDOWN,
+            ssl_certfile=tls.cert if tls else None,
+            ssl_keyfile=tls.key if tls else None,
+        )

@@ -30,6 +30,9 @@ class Settings:
     """The folders of this machine jobs may run in place in and mount (any by default)."""
     poll_interval: float = 0.1
     """Seconds between two looks at a followed log or event list."""
+    audit_retention: float | None = None
+    """Days an audit record is kept: older ones are pruned at start, then daily (None:
+    every record is kept)."""
 
     @property
     def limits(self) -> JobLimits:

@@ -1,7 +1,8 @@
 """The audit trail: who changed what, when, from where, and how it ended; append-only.
 
 Part of the store (``Store.audit``), in the same database as what it records. There is
-no method to change or delete a record: records are only added and read.
+no method to change a record: records are added and read, and removed only once older than
+the server's retention (``prune``, itself recorded by the server).
 """
 
 from __future__ import annotations
@@ -20,6 +21,10 @@ log = logging.getLogger("trainfleet.audit")
 MAX_TEXT = 500
 """The most characters a text field of a record keeps."""
 SELECT_AUDIT = f"SELECT {queries.columns(('id', *schema.AUDIT_COLUMNS))} FROM audit"
+PRUNE_BATCH = 5000
+"""The most records one transaction of a pruning removes: other writers wait for one batch
+at most, however many records are due."""
+PRUNE = "DELETE FROM audit WHERE id IN (SELECT id FROM audit WHERE time < :before LIMIT :batch)"
 SAME_RECORD = (
     'SELECT id FROM audit WHERE time = :time AND "user" = :user AND action = :action '
     "AND target = :target"
@@ -61,6 +66,17 @@ class AuditTrail:
                 log.warning("audit record not stored (%s): %s", error, json.dumps(row))
             return False
         return True
+
+    def prune(self, before: float) -> int:
+        """Remove every record older than ``before`` (Unix time), ``PRUNE_BATCH`` per
+        transaction; how many were removed. StoreError where the store cannot answer."""
+        params = {"before": before, "batch": PRUNE_BATCH}
+        removed = 0
+        while True:
+            count = self._db.write(lambda db: db.execute(PRUNE, params))
+            removed += count
+            if count < PRUNE_BATCH:
+                return removed
 
     def find(
         self,
