@@ -6,7 +6,9 @@ fills in what it learns (the job's team, a detail). The record is written as the
 ends, before the answer goes out: ``ok``, or the status and reason of whatever it raised
 (a refusal, a body that does not validate), which is then answered as always. Failed
 authentications come from the token checks (``Auditor.refused``), a few a minute per
-source: a flood of bad tokens cannot fill the disk.
+source; refusals to a valid token (a 4xx outcome: 403, 404, 422, ...) a few a minute per
+user: a flood of bad tokens or of forbidden requests cannot fill the disk. Changes made
+(and the server's own failures, 5xx) are always recorded.
 """
 
 import time
@@ -52,10 +54,15 @@ class Audit(Protocol):
 class Auditor:
     """Writes one server's audit records into ``trail``."""
 
-    def __init__(self, trail: AuditTrail, throttle: Throttle | None = None) -> None:
+    def __init__(
+        self, trail: AuditTrail, throttle: Throttle | None = None, refusals: Throttle | None = None
+    ) -> None:
         self.trail = trail
         self.writer = AuditWriter(trail)
         self.throttle = throttle or Throttle()
+        """Failed authentications, by source address."""
+        self.refusals = refusals or Throttle()
+        """Refusals to valid tokens, by user."""
 
     async def record(
         self, scope: Scope, who: Principal | None, action: str, change: Change, outcome: str
@@ -83,7 +90,7 @@ class Auditor:
         if skipped is None:
             return
         path = str(scope.get("path", ""))
-        detail = f"{scope.get('method', '')} {path}{_left_out(skipped)}"
+        detail = _with_left_out(f"{scope.get('method', '')} {path}", skipped, "source")
         change = Change(target=path, detail=detail)
         outcome = f"401 {error.reason}"
         await self.record(scope, None, Audited.AUTH_FAILED, change, outcome)
@@ -99,7 +106,12 @@ class Auditor:
                 try:
                     yield noted
                 except Exception as error:
-                    outcome = outcome_of(error)
+                    status, outcome = status_of(error), outcome_of(error)
+                    if 400 <= status < 500:  # refused: a few a minute per user
+                        skipped = self.refusals.admit(who.caller.user)
+                        if skipped is None:
+                            raise
+                        noted.detail = _with_left_out(noted.detail, skipped, "user")
                     await self.record(request.scope, who, action, noted, outcome)
                     raise
                 await self.record(request.scope, who, action, noted, OK)
@@ -110,20 +122,28 @@ class Auditor:
         return audit
 
 
+def status_of(error: Exception) -> int:
+    """The HTTP status ``error`` is answered with."""
+    return _answer(error)[0]
+
+
 def outcome_of(error: Exception) -> str:
     """``403 <why>``: the status ``error`` is answered with, and its message cut short."""
-    if isinstance(error, TrainfleetError):
-        status, why = error.status, str(error)
-    elif isinstance(error, HTTPException):
-        status, why = error.status_code, str(error.detail)
-    elif isinstance(error, RequestValidationError):
-        status, why = 422, validation_message(error.errors())
-    else:
-        status, why = 500, "internal server error"
+    status, why = _answer(error)
     why = " ".join(why.split())
     if len(why) > REASON_LENGTH:
         why = why[: REASON_LENGTH - 3] + "..."
     return f"{status} {why}".rstrip()
+
+
+def _answer(error: Exception) -> tuple[int, str]:
+    if isinstance(error, TrainfleetError):
+        return error.status, str(error)
+    if isinstance(error, HTTPException):
+        return error.status_code, str(error.detail)
+    if isinstance(error, RequestValidationError):
+        return 422, validation_message(error.errors())
+    return 500, "internal server error"
 
 
 def source_of(scope: Scope) -> str:
@@ -132,10 +152,9 @@ def source_of(scope: Scope) -> str:
     return str(client[0]) if client else ""
 
 
-def _left_out(skipped: Skipped) -> str:
-    notes = [
-        f"{count} more from {where} not recorded (throttled)"
-        for count, where in ((skipped.here, "this source"), (skipped.elsewhere, "other sources"))
-        if count
-    ]
-    return "".join(f"; {note}" for note in notes)
+def _with_left_out(detail: str, skipped: Skipped, kind: str) -> str:
+    """``detail``, then what the throttle left out before it: ``GET /x; 5 more from this
+    source not recorded (throttled)``; ``kind``: what the throttle counts by."""
+    counts = ((skipped.here, f"this {kind}"), (skipped.elsewhere, f"other {kind}s"))
+    notes = [f"{n} more from {where} not recorded (throttled)" for n, where in counts if n]
+    return "; ".join(part for part in (detail, *notes) if part)

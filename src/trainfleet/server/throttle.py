@@ -1,5 +1,7 @@
 """How much of a flood gets recorded: a few events a minute from each source, and from all
-sources together; the rest are counted, and the next event recorded says how many.
+sources together; the rest are counted, and the next event recorded says how many. The
+audit trail keeps one for failed authentications (by address) and one for refusals to
+valid tokens (by user).
 
 Memory is bounded: at most ``sources`` sources are remembered (the least recent is
 forgotten first, its count carried into the next event recorded from anywhere).
@@ -10,6 +12,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -33,12 +36,19 @@ class Throttle:
     each window of ``seconds``; safe to share by threads."""
 
     def __init__(
-        self, per_source: int = 10, overall: int = 100, seconds: float = 60.0, sources: int = 1024
+        self,
+        per_source: int = 10,
+        overall: int = 100,
+        seconds: float = 60.0,
+        sources: int = 1024,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.per_source = per_source
         self.overall = overall
         self.seconds = seconds
         self.sources = sources
+        self.clock = clock
+        """Seconds, as ``admit`` reads them where it is not told the time."""
         self._windows: OrderedDict[str, _Window] = OrderedDict()
         self._all = _Window(start=-seconds)
         self._forgotten = 0
@@ -47,7 +57,7 @@ class Throttle:
     def admit(self, source: str, now: float | None = None) -> Skipped | None:
         """None where this event is to be left out (it is counted); else what was left
         out before it, which its record should mention."""
-        now = time.monotonic() if now is None else now
+        now = self.clock() if now is None else now
         with self._lock:
             window = self._windows.pop(source, None) or _Window(start=now)
             self._windows[source] = window  # the most recent last
