@@ -22,6 +22,7 @@ from helpers import fill_disk, tmpfs, wait_for
 
 from trainfleet.backends.local import LocalBackend
 from trainfleet.backends.supervision import SHIM
+from trainfleet.cli.config import Target
 from trainfleet.cli.remote import RemoteService, RemoteTail
 from trainfleet.client import Client
 from trainfleet.control.engine import Engine
@@ -212,7 +213,8 @@ def test_followers_of_a_server_go_on_after_the_cut(tmp_path: Path) -> None:
             wait_for(lambda: log.exists() and log.stat().st_size >= 40 << 10, 60, "phase 1")
             stream = client.follow_log(job.id, "worker", 0)
             streamed = next(stream)
-            remote = RemoteTail(RemoteService(server.url, server.token), job.id, "worker", 0)
+            service = RemoteService(Target(server.url, server.token))
+            remote = RemoteTail(service, job.id, "worker", 0)
             viewed = _follow(remote.read, lambda: remote.offset >= 40 << 10)
             (folder / "go1").touch()
             wait_for(lambda: log.stat().st_size < 40 << 10, 30, "the log to be cut back")

@@ -8,7 +8,7 @@ users to manage (an embedded ``trainfleet run`` is its one user's).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import closing, contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -16,7 +16,7 @@ import click
 
 from trainfleet.cli.commands import _dump, user_errors
 from trainfleet.cli.errors import UserError
-from trainfleet.cli.service import Options
+from trainfleet.cli.service import Options, open_remote
 from trainfleet.cli.tables import print_rows
 
 if TYPE_CHECKING:
@@ -26,19 +26,9 @@ if TYPE_CHECKING:
 
 @contextmanager
 def server_of(options: Options, what: str = "users and teams live") -> Iterator[RemoteService]:
-    """The configured server; UserError, saying ``what`` is on a server, where none is."""
-    from trainfleet.cli.config import resolve
-    from trainfleet.cli.remote import RemoteService
-
-    with user_errors():
-        target = resolve(options.server)
-        if target.server is None:
-            raise UserError(f"{what} on a server: give --server or set TRAINFLEET_SERVER")
-        service = RemoteService(target.server, target.token)
-        try:
-            yield service
-        finally:
-            service.close()
+    """The configured server (``open_remote``), closed afterwards; its errors become messages."""
+    with user_errors(), closing(open_remote(options, what)) as service:
+        yield service
 
 
 def whoami(options: Options, output: str) -> int:

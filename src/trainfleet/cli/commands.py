@@ -6,7 +6,7 @@ import json
 import sys
 import time
 from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import closing, contextmanager
 from typing import TYPE_CHECKING
 
 import click
@@ -45,23 +45,15 @@ def user_errors() -> Iterator[None]:
 @contextmanager
 def service_of(options: Options) -> Iterator[JobService]:
     """The configured service, closed afterwards; its errors become messages."""
-    with user_errors():
-        service = open_service(options)
-        try:
-            yield service
-        finally:
-            service.close()
+    with user_errors(), closing(open_service(options)) as service:
+        yield service
 
 
 @contextmanager
 def reader_of(options: Options) -> Iterator[JobReader]:
     """Like ``service_of``, for the commands that only read."""
-    with user_errors():
-        reader = open_reader(options)
-        try:
-            yield reader
-        finally:
-            reader.close()
+    with user_errors(), closing(open_reader(options)) as service:
+        yield service
 
 
 def submit(options: Options, job: JobInput, output: str) -> int:

@@ -49,9 +49,10 @@ def config_path(environ: Mapping[str, str] = os.environ) -> Path:
 
 
 def resolve(
-    flag: str | None, environ: Mapping[str, str] = os.environ, *, ca_flag: str | None = None
+    flag: str | None, ca_flag: str | None, environ: Mapping[str, str] = os.environ
 ) -> Target:
-    """The target from the flags, then the environment, then the config file (if any)."""
+    """The target from the flags (``--server``, ``--ca-cert``), then the environment, then
+    the config file (if any)."""
     env_server = environ.get("TRAINFLEET_SERVER") or None
     env_token = environ.get("TRAINFLEET_TOKEN") or None
     if env_token is not None:

@@ -38,6 +38,9 @@ T = TypeVar("T")
 STOP_TIMEOUT = 60.0
 """Seconds ``cancel`` waits for the server to stop a job."""
 
+REQUEST_TIMEOUT = 30.0
+"""Seconds one request may wait to connect, send or read before it fails."""
+
 MAX_PAGE = 1000
 """The largest page the server sends."""
 
@@ -46,23 +49,30 @@ def _warn(message: str) -> None:
     click.echo(f"warning: {message}", err=True)
 
 
+def connect(target: Target) -> Client:
+    """The one way the CLI reaches a server: the target's URL, token and CA certificate,
+    with the CLI's timeout and warnings; UserError naming where a bad CA file came from."""
+    assert target.server is not None, "a target with a server"
+    try:
+        return Client(
+            target.server,
+            target.token,
+            timeout=REQUEST_TIMEOUT,
+            on_warning=_warn,
+            ca_cert=target.ca_cert,
+        )
+    except BadInput as error:
+        raise UserError(f"{target.ca_source}: {error}") from None
+
+
 class RemoteService:
     """Jobs stored and run by a server; this process only asks and shows."""
 
     poll_interval = 0.25
 
-    def __init__(self, url: str, token: str | None, ca_cert: str | None = None) -> None:
-        self.token = token
-        self.client = Client(url, token, on_warning=_warn, ca_cert=ca_cert)
-
-    @classmethod
-    def of(cls, target: Target) -> RemoteService:
-        """The service of a configured server; UserError naming where a bad CA file came from."""
-        assert target.server is not None
-        try:
-            return cls(target.server, target.token, target.ca_cert)
-        except BadInput as error:
-            raise UserError(f"{target.ca_source}: {error}") from None
+    def __init__(self, target: Target) -> None:
+        self.token = target.token
+        self.client = connect(target)
 
     @contextmanager
     def _errors(self) -> Iterator[None]:

@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
+    from trainfleet.cli.config import Target
+    from trainfleet.cli.remote import RemoteService
     from trainfleet.domain.records import EventRecord, JobDetails, JobRecord, TaskRecord
     from trainfleet.spec.submarine import SubmarineArgs
     from trainfleet.store.logs import LogTail
@@ -117,23 +119,27 @@ class JobService(JobReader, Protocol):
         ...
 
 
-def open_service(options: Options) -> JobService:
-    """The service the configuration names (see ``trainfleet.cli.config``)."""
+def target_of(options: Options) -> Target:
+    """The server (URL, token, CA certificate) every command talks to: from the flags, the
+    environment, then the config file (see ``trainfleet.cli.config``); none: embedded."""
     from trainfleet.cli.config import resolve
 
-    target = resolve(options.server, ca_flag=options.ca_cert)
+    return resolve(options.server, options.ca_cert)
+
+
+def open_service(options: Options) -> JobService:
+    """The service the configuration names (see ``trainfleet.cli.config``)."""
+    target = target_of(options)
     if target.server is None:
         return embedded(options)
     from trainfleet.cli.remote import RemoteService
 
-    return RemoteService.of(target)
+    return RemoteService(target)
 
 
 def open_reader(options: Options) -> JobReader:
     """Like ``open_service``, for the read commands: embedded, only the store is opened."""
-    from trainfleet.cli.config import resolve
-
-    target = resolve(options.server, ca_flag=options.ca_cert)
+    target = target_of(options)
     if target.server is None:
         from trainfleet.cli.config import backend_config, config_path
         from trainfleet.cli.reading import StoreReader
@@ -143,7 +149,19 @@ def open_reader(options: Options) -> JobReader:
         return StoreReader.open(options.data_dir)
     from trainfleet.cli.remote import RemoteService
 
-    return RemoteService.of(target)
+    return RemoteService(target)
+
+
+def open_remote(options: Options, what: str) -> RemoteService:
+    """The configured server, for what only a server has; UserError saying ``what`` is on
+    a server where none is configured."""
+    from trainfleet.cli.errors import UserError
+    from trainfleet.cli.remote import RemoteService
+
+    target = target_of(options)
+    if target.server is None:
+        raise UserError(f"{what} on a server: give --server or set TRAINFLEET_SERVER")
+    return RemoteService(target)
 
 
 def embedded(options: Options) -> JobService:
