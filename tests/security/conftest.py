@@ -7,6 +7,7 @@ elsewhere, failed under CI.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import tempfile
@@ -16,11 +17,10 @@ from pathlib import Path
 
 import pytest
 from helpers import missing
+from server.harness import ServerProcess
 
 from trainfleet.client import Client
 from trainfleet.wire import UserBody
-
-from server.harness import ServerProcess
 
 
 @dataclass
@@ -94,8 +94,6 @@ def team_server(passable: Path) -> Iterator[TeamServer]:
         with teams.client(teams.admin) as admin:
             for job in admin.list_jobs():
                 if job.state not in ("succeeded", "failed", "cancelled"):
-                    try:
+                    with contextlib.suppress(Exception):  # best effort: the server stops next
                         admin.cancel(job.id)
-                    except Exception:  # noqa: BLE001 - best effort: the server stops next
-                        pass
         teams.server.stop()

@@ -24,10 +24,15 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from trainfleet.datadir.files import own_tree
 from trainfleet.domain.errors import Misconfigured
 from trainfleet.store.layout import PASSABLE_DIR
 
 PREFIX = "tf-"
+BUILDER = "trainfleet-build"
+"""The account that builds the Python environments teams share: it runs no task, so no
+task can change an environment while it is built (a team's own ones are built by its
+account; see ``environments.cache``). No team's account is named so (``tf-`` first)."""
 MAX_NAME = 32
 """Longest account name ``useradd`` takes."""
 
@@ -46,16 +51,10 @@ class Account:
         ids = [f"--reuid={self.uid}", f"--regid={self.gid}", "--clear-groups"]
         return [setpriv, *ids, "--no-new-privs", "--", *argv]
 
-    def hand_over(self, folders: Iterable[Path]) -> None:
-        """Make ``folders`` and all they hold this account's (its own only: 0700)."""
-        for folder in folders:
-            if not folder.exists():
-                continue
-            os.chown(folder, self.uid, self.gid)
-            os.chmod(folder, 0o700)
-            for parent, directories, files in os.walk(folder):
-                for name in (*directories, *files):
-                    os.chown(Path(parent) / name, self.uid, self.gid, follow_symlinks=False)
+    def hand_over(self, folder: Path) -> None:
+        """Make ``folder`` and all it holds this account's (its own only: 0700), following
+        no link (see ``datadir.files``)."""
+        own_tree(folder, self.uid, self.gid, mode=0o700)
 
 
 class TeamAccounts:
@@ -80,11 +79,17 @@ class TeamAccounts:
 
     def of(self, team: str) -> Account:
         """The team's account, made now if it does not exist."""
+        return self._account(team, self.configured.get(team) or account_name(team))
+
+    def builder(self) -> Account:
+        """The account of shared environments' builds, made now if it does not exist."""
+        return self._account("", BUILDER)
+
+    def _account(self, key: str, name: str) -> Account:
         with self._lock:
-            if team not in self._known:
-                name = self.configured.get(team) or account_name(team)
-                self._known[team] = _existing(name) or _made(name)
-            return self._known[team]
+            if key not in self._known:
+                self._known[key] = _existing(name) or _made(name)
+            return self._known[key]
 
 
 def account_name(team: str) -> str:

@@ -20,6 +20,7 @@ from typing import NamedTuple, NewType, Protocol
 from trainfleet.backends.accounts import Account
 from trainfleet.backends.supervision.shim import ATTEMPT_VARIABLE
 from trainfleet.backends.task_environment import SERVERS, TaskBase
+from trainfleet.datadir.files import fresh_dir, write_new
 from trainfleet.domain.errors import USAGE_ERROR, Unavailable
 from trainfleet.frameworks import task_argv, task_environment
 from trainfleet.frameworks.base import TaskContext
@@ -134,7 +135,8 @@ class JobLaunch:
     mask: tuple[bytes, ...] = field(default=(), repr=False)
     """Secret values every task's log shows as ``***`` (``TaskLaunch.mask``)."""
     secrets: Mapping[tuple[str, str], str] = field(default_factory=dict, repr=False)
-    """The values of the secrets the job names, by (secret, key)."""
+    """The values of the secrets the job names, by (secret, key); none in a dry run, whose
+    tasks show each secret's reference instead."""
     secret_dir: Path | None = None
     """Where the files of secrets given as files are (``write_secret_files`` writes them)."""
     account: Account | None = None
@@ -190,12 +192,18 @@ class JobLaunch:
         )
 
     def _secret_variables(self, role: str) -> dict[str, str]:
-        """The role's variables that name secrets: their values, or their files' paths."""
+        """The role's variables that name secrets: their values, or their files' paths; in
+        a dry run, which reads no value, the reference as the job file writes it."""
         variables = {}
         for name, ref in self.spec.env_of(role).items():
-            if isinstance(ref, SecretRef):
-                value = self.secrets[(ref.secret, ref.key)]
-                variables[name] = str(self.secret_file(ref)) if ref.file else value
+            if not isinstance(ref, SecretRef):
+                continue
+            if (ref.secret, ref.key) not in self.secrets:  # a dry run's launch
+                variables[name] = _reference(ref)
+            elif ref.file:
+                variables[name] = str(self.secret_file(ref))
+            else:
+                variables[name] = self.secrets[(ref.secret, ref.key)]
         return variables
 
     def secret_file(self, ref: SecretRef) -> Path:
@@ -203,14 +211,28 @@ class JobLaunch:
         return self.secret_dir / ref.secret / ref.key
 
     def write_secret_files(self) -> None:
-        """Write the values the job wants as files, readable by the owner only."""
-        for _, ref in self.spec.secret_refs():
-            if ref.file:
-                path = self.secret_file(ref)
-                path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-                descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-                with os.fdopen(descriptor, "w") as file:
-                    file.write(self.secrets[(ref.secret, ref.key)])
+        """Write the values the job wants as files, once: readable by this process and by
+        its tasks' account (its group), writable by none of them, in folders the account
+        cannot change (so nothing is ever written there again, see ``datadir.files``)."""
+        wanted = [ref for _, ref in self.spec.secret_refs() if ref.file]
+        if not wanted or self.secret_dir is None or self.secret_dir.is_dir():
+            return
+        group = self.account.gid if self.account is not None else None
+        folder_mode, file_mode = (0o750, 0o440) if group is not None else (0o700, 0o600)
+        staging = self.secret_dir.with_name(f"{self.secret_dir.name}.new")
+        fresh_dir(staging, folder_mode, group)
+        for ref in wanted:
+            secret = staging / ref.secret
+            if not secret.is_dir():
+                fresh_dir(secret, folder_mode, group)
+            value = self.secrets[(ref.secret, ref.key)].encode()
+            write_new(secret, ref.key, value, file_mode, group)
+        os.rename(staging, self.secret_dir)  # whole, or not there
+
+
+def _reference(ref: SecretRef) -> str:
+    """``{secret: NAME, key: KEY}`` (with ``file: true`` where the task gets a file)."""
+    return f"{{secret: {ref.secret}, key: {ref.key}{', file: true' if ref.file else ''}}}"
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import heapq
 import itertools
+import logging
 import os
 import queue
 import shutil
@@ -24,12 +25,15 @@ from trainfleet.backends.task_environment import SERVERS, TaskBase
 from trainfleet.control import policies
 from trainfleet.domain.records import Reason, State
 from trainfleet.environments.build import BuildFailed
-from trainfleet.environments.cache import EnvironmentCache, Lease
+from trainfleet.environments.cache import Builders, EnvironmentCache, Lease
 from trainfleet.environments.recipe import MissingRequirementsFile, Recipe
 from trainfleet.scheduling.placement import Placement, TaskKey
 from trainfleet.spec.models import JobSpec, RestartPolicy
 from trainfleet.store.database import Store
+from trainfleet.store.errors import StoreUnavailable
 from trainfleet.store.layout import DataDir
+
+log = logging.getLogger("trainfleet.control")
 
 
 @dataclass
@@ -87,12 +91,14 @@ class JobController:
         secrets: Mapping[tuple[str, str], str] | None = None,
         account: Account | None = None,
         team: str = "default",
+        builders: Builders | None = None,
     ) -> None:
         """``base``: where its tasks' environments start (see ``task_environment``);
         ``environments``: where the Python environments its roles ask for are built;
         ``secrets``: the values of the secrets the job names; ``account``: the Unix
         account its tasks run as (its team's), None for this process's own; ``team``:
-        the team the job belongs to."""
+        the team the job belongs to; ``builders``: the accounts its environments are built
+        as (None: this process's own)."""
         self.job_id = job_id
         self.spec = spec
         self.placement = placement
@@ -108,6 +114,7 @@ class JobController:
         self._secret_dir = data_dir.job_dir(job_id) / "secrets" if files else None
         self._account = account
         self._team = team
+        self._builders = builders
         self._handed_over = False
         self._python_dirs: dict[str, Path] = {}
         self._tasks = {slot.key: _Task(slot.key) for slot in placement}
@@ -131,6 +138,10 @@ class JobController:
         """
         try:
             return self._run(resume)
+        except StoreUnavailable:
+            raise  # the runner waits outages out: only a store given up on gets here
+        except Exception as error:  # no job is left starting for ever
+            return self._broke(error)
         except BaseException:
             # A bug here must not leave a job's processes running without a controller.
             self._kill_remaining()
@@ -154,9 +165,24 @@ class JobController:
         self.store.update_job(self.job_id, message=reason, state=state, reason=reason, **ended)
         return state
 
+    def _broke(self, error: Exception) -> State:
+        """A fault of trainfleet's own (a bug, a file it could not write): the job fails,
+        saying what, and nothing of it runs on."""
+        log.error("job %s: its controller failed", self.job_id, exc_info=error)
+        self._kill_remaining()
+        reason = Reason.INTERNAL_ERROR.because(f"{type(error).__name__}: {error}")
+        for task in self._tasks.values():
+            if not task.state.is_final:
+                self._set_task(task, State.FAILED, reason, finished_at=time.time())
+        self.store.update_job(
+            self.job_id, reason, state=State.FAILED, reason=reason, finished_at=time.time()
+        )
+        return State.FAILED
+
     def _begin(self) -> None:
         # A job that waited in the queue has a waiting reason: it no longer applies.
         self.store.update_job(self.job_id, state=State.STARTING, started_at=time.time(), reason="")
+        self._hand_over()  # a team's own environment may be built from its folder
         if not self._setup():
             return
         self._start(self._tasks)
@@ -183,7 +209,7 @@ class JobController:
             for role in self.spec.roles:
                 wanted = self.spec.environment_of(role)
                 if wanted is not None:
-                    recipe = Recipe.of(wanted, self.workdir)
+                    recipe = Recipe.of(wanted, self.workdir, self._team)
                     found[recipe.digest] = recipe
                     recipes.setdefault(recipe.digest, []).append(role)
         except MissingRequirementsFile as error:
@@ -194,7 +220,7 @@ class JobController:
             recipe = found[digest]
             self._note(f"setup: preparing {recipe.describe()} for {', '.join(roles)}", state)
             try:
-                lease = self.environments.lease(recipe, log)
+                lease = self.environments.lease(recipe, log, self._builders, self.workdir)
             except BuildFailed as error:
                 self._finish(State.FAILED, Reason.ENVIRONMENT_BUILD_FAILED.because(error))
                 return False
@@ -229,6 +255,7 @@ class JobController:
                 task.restarts = attempt
                 self._adopt(task, attempt)
         wants = any(self.spec.environment_of(role) for role in self.spec.roles)
+        self._hand_over()
         job = self.store.get_job(self.job_id)
         if wants and not self._setup(State(job.state) if job else State.RUNNING):
             return
@@ -285,21 +312,20 @@ class JobController:
             heapq.heappop(self._timers)[2]()
 
     def _hand_over(self) -> None:
-        """Give the job's own folder and secret files to its tasks' account; keep its logs
-        and records from it."""
-        if self._account is None:
+        """Give the job's own folder to its tasks' account, once (it may hold their links
+        afterwards: it is walked without following them); keep its logs and records from
+        it."""
+        if self._account is None or self._handed_over:
             return
-        folders = [self._secret_dir] if self._secret_dir is not None else []
         job_dir = self.data_dir.job_dir(self.job_id)
-        if not self._handed_over:
-            if self.workdir.is_relative_to(job_dir):  # its own copy, not a shared folder
-                folders.append(self.workdir)
-            open_to_tasks([job_dir])
-            for private in (job_dir / "logs", self.data_dir.run_dir(self.job_id)):
-                private.mkdir(mode=0o700, parents=True, exist_ok=True)
-                os.chmod(private, 0o700)
-            self._handed_over = True
-        self._account.hand_over(folders)
+        open_to_tasks([job_dir])
+        for private in (job_dir / "logs", self.data_dir.run_dir(self.job_id)):
+            private.mkdir(mode=0o700, parents=True, exist_ok=True)
+            os.chmod(private, 0o700)
+        own = self.workdir.is_relative_to(job_dir)  # its own copy, not a shared folder
+        if own and self.workdir.is_dir() and os.lstat(self.workdir).st_uid != self._account.uid:
+            self._account.hand_over(self.workdir)
+        self._handed_over = True
 
     def _after(self, seconds: float, action: Callable[[], None]) -> None:
         heapq.heappush(self._timers, (time.monotonic() + seconds, next(self._sequence), action))

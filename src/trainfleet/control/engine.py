@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import getpass
+import os
 import secrets
 import shutil
 import threading
@@ -26,7 +27,7 @@ from trainfleet.domain.records import EventRecord, JobPage, JobRecord, Reason, S
 from trainfleet.domain.records import JobActive as JobActive  # kept importable from here
 from trainfleet.domain.records import JobDetails as JobDetails
 from trainfleet.domain.records import JobNotFound as JobNotFound
-from trainfleet.environments.cache import EnvironmentCache, cache_size
+from trainfleet.environments.cache import Builders, EnvironmentCache, cache_size
 from trainfleet.scheduling.admission import Admission, GangJob, Scheduler
 from trainfleet.scheduling.cluster import TaskAllocation
 from trainfleet.scheduling.placement import (
@@ -89,7 +90,7 @@ class Engine:
         """Keeps other accounts off each job's ports on this machine (with team accounts)."""
         self.store = Store.open(database or data_dir.database)
         self.backend: Backend = backend or LocalBackend(supervised=supervised)
-        self.runner = Runner(self.controller, on_end=self._ended)
+        self.runner = Runner(self.controller, on_end=self._ended, on_broken=self._broken)
         self._queues = _stored_queues(self.store)
         self._admitter: Admitter | None = None
         self._admitter_built = threading.Lock()
@@ -240,7 +241,18 @@ class Engine:
             self.secrets.values(job.team, spec) if self.secrets is not None else {},
             self.team_accounts.of(job.team) if self.team_accounts is not None else None,
             job.team,
+            self._builders(job.team),
         )
+
+    def _builders(self, team: str) -> Builders | None:
+        """Who builds the team's environments where tasks run as their team's account."""
+        if self.team_accounts is None:
+            return None
+        return Builders(self.team_accounts.of(team), self.team_accounts.builder())
+
+    def _broken(self, job_id: str, error: Exception) -> None:
+        """No controller could be made for an admitted job: it fails, saying why."""
+        self._end_unstarted(job_id, State.FAILED, Reason.INTERNAL_ERROR.because(error))
 
     def dry_run(self, spec: JobSpec, workdir: Path) -> Preview:
         """What ``run`` would start, without storing or starting anything.
@@ -317,8 +329,9 @@ class Engine:
         spec = JobSpec.model_validate_json(job.spec)
         try:
             addresses = self.backend.reserve(job.id, spec)
-        except OSError as error:  # no free port: fail now, with the reason, rather than wait
-            self._fail_launch(job.id, Reason.NO_FREE_PORT.because(error))
+        except Exception as error:  # no free port (or a fault): fail now, saying why
+            code = Reason.NO_FREE_PORT if isinstance(error, OSError) else Reason.INTERNAL_ERROR
+            self._fail_launch(job.id, code.because(error))
             return
         nodes = self.scheduler.cluster.nodes
         try:
@@ -348,9 +361,7 @@ class Engine:
 
     def _fail_launch(self, job_id: str, reason: str) -> None:
         self.admitter.finished(job_id)
-        self.store.update_job(
-            job_id, reason, state=State.FAILED, reason=reason, finished_at=time.time()
-        )
+        self._end_unstarted(job_id, State.FAILED, reason)
 
     def _guard(self, job: JobRecord, addresses: Iterable[Address]) -> None:
         """Only the job's own account (and root) may connect to its ports here."""
@@ -443,9 +454,10 @@ class Engine:
         return self.admitter.wait(lambda: State(self.get(job_id).state).is_final, timeout)
 
     def cancel(self, job_id: str, reason: str = "cancelled by user") -> JobRecord:
-        """Stop a job run by this process, or make sure a queued one never starts.
+        """Stop a job run by this process, make sure a queued one never starts, or end one
+        whose controller or runner process died (what is left of its tasks is ended).
 
-        Raises JobActive for a job that another process runs (stop it there).
+        Raises JobActive for a job that another live process runs (stop it there).
         """
         with self.admitter.lock:  # no pass can start the job while this looks at it
             self.admitter.wait_launched(job_id)  # one admitted just now: started, or back
@@ -453,26 +465,47 @@ class Engine:
             if State(job.state).is_final or self.runner.cancel(job_id, reason):
                 return job
             if not self.admitter.withdraw(job_id) and job.state != State.QUEUED:
-                raise JobActive(f"job {job_id} is {job.state} in another trainfleet process")
-            message = Reason.NOT_STARTED.because(reason)
-            for task in self.store.list_tasks(job_id):
-                self.store.update_task(
-                    job_id,
-                    task.role,
-                    task.index,
-                    message=message,
-                    state=State.CANCELLED,
-                    reason=message,
-                )
-            self.store.update_job(
-                job_id,
-                message=reason,
-                state=State.CANCELLED,
-                reason=reason,
-                finished_at=time.time(),
-            )
+                holder = self._holder_elsewhere(job_id)
+                if holder is not None:
+                    raise JobActive(f"job {job_id} is {job.state} in {holder}")
+            self._end_unstarted(job_id, State.CANCELLED, reason)
             self.admitter.lock.notify_all()
         return self.get(job_id)
+
+    def _holder_elsewhere(self, job_id: str) -> str | None:
+        """The other live process that runs a started job, where one does; None where
+        its holder is gone (its runner died, or this server's controller of it did)."""
+        from trainfleet.control.local_admission import live_runner, lost_runner
+
+        pid = live_runner(self.data_dir, job_id)
+        if pid is not None and pid != os.getpid():
+            return f"trainfleet process {pid}"
+        if pid is None and not self.supervised and lost_runner(self.data_dir, job_id) is None:
+            return "another trainfleet process"  # no runner record: a server's job
+        return None
+
+    def _end_unstarted(self, job_id: str, state: State, reason: str) -> None:
+        """End a job no controller runs (never started, or its controller died): what is
+        left of its tasks is ended, and the job recorded as ``state`` for ``reason``."""
+        for task in self.store.list_tasks(job_id):
+            if State(task.state).is_final:
+                continue
+            if task.state != State.QUEUED:  # it may have started: nothing of it runs on
+                self.backend.abandon(self.data_dir, job_id, (task.role, task.index))
+                message = Reason.STOPPED.because(reason)
+            else:
+                message = Reason.NOT_STARTED.because(reason)
+            self.store.update_task(
+                job_id,
+                task.role,
+                task.index,
+                message=message,
+                state=State.CANCELLED,
+                reason=message,
+            )
+        self.store.update_job(
+            job_id, message=reason, state=state, reason=reason, finished_at=time.time()
+        )
 
     def delete(self, job_id: str, force: bool = False) -> None:
         """Forget an ended job and its logs; ``force`` stops a running one first."""

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from trainfleet.control.controller import JobController
 from trainfleet.store.connection import patiently
+from trainfleet.store.errors import StoreUnavailable
 
 log = logging.getLogger("trainfleet.control")
 
@@ -27,16 +28,28 @@ class Runner:
         self,
         controller: Callable[[str], JobController],
         on_end: Callable[[str], None] = lambda job_id: None,
+        on_broken: Callable[[str, Exception], None] = lambda job_id, error: None,
     ) -> None:
-        """``on_end(job_id)`` is called on the job's thread once its controller returns."""
+        """``on_end(job_id)`` is called on the job's thread once its controller returns;
+        ``on_broken(job_id, error)`` where no controller could be made for the job (then
+        ``on_end`` follows)."""
         self._controller = controller
         self._on_end = on_end
+        self._on_broken = on_broken
         self._running: dict[str, _Running] = {}
         self._lock = threading.Lock()
 
     def start(self, job_id: str, resume: bool = False) -> None:
         """Run (or, with ``resume``, pick up) a stored job until it ends; returns at once."""
-        controller = self._controller(job_id)
+        try:
+            controller = self._controller(job_id)
+        except StoreUnavailable:
+            raise
+        except Exception as error:  # a secret gone, an account that cannot be made
+            log.error("job %s: no controller could be made for it", job_id, exc_info=error)
+            self._on_broken(job_id, error)
+            self._on_end(job_id)
+            return
         done = threading.Event()
         thread = threading.Thread(
             target=self._run,

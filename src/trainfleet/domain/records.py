@@ -49,6 +49,8 @@ class Reason(StrEnum):
     PREEMPTED = "preempted"
     NOT_STARTED = "not started"
     STOPPED = "stopped"
+    INTERNAL_ERROR = "internal error"
+    """A fault of trainfleet's own (a bug, a file it could not write); the detail says which."""
 
     def because(self, detail: object) -> str:
         """The reason as stored: ``<code>: <detail>``."""

@@ -6,14 +6,19 @@ a version that is not on the machine fails the build with uv's own words. Packag
 from uv's configured indexes (``UV_INDEX_URL``, ``UV_EXTRA_INDEX_URL``, ``UV_FIND_LINKS``,
 ``uv.toml``), which the build's environment passes on, with certificates and proxies,
 and nothing else of this process's environment.
+
+A build runs what the requirements bring (a package's build hooks): under a server that
+isolates teams it runs as an unprivileged ``Builder`` (see ``environments.cache``), never
+as the server's own user.
 """
 
 from __future__ import annotations
 
 import os
 import subprocess
+from collections.abc import Sequence
 from pathlib import Path
-from typing import IO
+from typing import IO, Protocol
 
 from uv import find_uv_bin
 
@@ -31,6 +36,21 @@ class BuildFailed(Exception):
     """uv could not build the environment; the message is the end of its output."""
 
 
+class Builder(Protocol):
+    """A Unix account that builds (``backends.accounts.Account`` is one)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def uid(self) -> int: ...
+    @property
+    def gid(self) -> int: ...
+
+    def command(self, argv: Sequence[str]) -> list[str]:
+        """``argv`` run as this account."""
+        ...
+
+
 def build_environment() -> dict[str, str]:
     """The environment uv runs in: a task's small base, uv's settings, certificates, proxies."""
     env = TaskBase().environment()
@@ -41,27 +61,47 @@ def build_environment() -> dict[str, str]:
     return env
 
 
-def build(recipe: Recipe, target: Path, log: IO[bytes]) -> None:
-    """Build ``recipe`` as a virtual environment at ``target``; uv's output goes to ``log``.
+def build(
+    recipe: Recipe,
+    target: Path,
+    log: IO[bytes],
+    requirements: Path | None = None,
+    builder: Builder | None = None,
+    cache: Path | None = None,
+    cwd: Path | None = None,
+) -> None:
+    """Build ``recipe`` as a virtual environment at ``target`` (an empty folder the builder
+    may write); uv's output goes to ``log``. ``requirements``: the recipe's requirements
+    file, written already where the builder may read it; ``builder``: the account uv runs
+    as (None: this process's), with ``cache`` as its uv cache; ``cwd``: where uv runs
+    (a relative path in the requirements is relative to it).
 
     Raises BuildFailed with the tail of that output.
     """
     uv, env = find_uv_bin(), build_environment()
+    if builder is not None:
+        assert cache is not None, "a builder needs a uv cache of its own"
+        env |= {"UV_CACHE_DIR": str(cache), "HOME": str(cache), "USER": builder.name}
+        env["LOGNAME"] = builder.name
     python = str(target / "bin" / "python")
     # pip itself too, so that `pip` in a task is the environment's (uv's --seed would add
     # setuptools and wheel as well, and take a second round of downloads).
     install = [uv, "pip", "install", "--python", python, "pip", *recipe.pip]
-    steps = [[uv, "venv", "--python", recipe.python, str(target)], install]
-    if recipe.requirements:
-        requirements = target / "trainfleet-requirements.txt"
-        requirements.write_text(recipe.requirements)
+    if requirements is not None:
         install += ["--requirement", str(requirements)]
-    for argv in steps:
+    for argv in ([uv, "venv", "--allow-existing", "--python", recipe.python, str(target)], install):
         log.write(f"$ {' '.join(argv[1:])}\n".encode())
         log.flush()
+        command = builder.command(argv) if builder is not None else argv
         try:
             done = subprocess.run(
-                argv, stdout=log, stderr=subprocess.STDOUT, env=env, timeout=TIMEOUT, check=False
+                command,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=env,
+                timeout=TIMEOUT,
+                check=False,
+                cwd=cwd if cwd is not None and cwd.is_dir() else "/",
             )
         except subprocess.TimeoutExpired:
             raise BuildFailed(f"uv {argv[1]} took more than {TIMEOUT:.0f}s") from None

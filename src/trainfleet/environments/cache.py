@@ -5,6 +5,12 @@ holds the size); ``<root>/<digest>.lock`` is locked exclusively to build or dele
 and shared by every job that uses it, in any process on the machine, for as long as the
 job runs. A build is made in place (a virtual environment cannot move) and marked ready
 only at its end: one found without its mark, a build cut short, is built again.
+
+Under a server that isolates teams, a build runs as an account (``Builders``): a team's
+own environment (see ``Recipe.shared``) as that team's, a shared one as an account that
+runs no task, so that no task can change what it builds while it builds. Once built, the
+environment is taken back (root's, read-only, walked without following a link): no task
+can change it afterwards either, and a team's own one is readable by that team alone.
 """
 
 from __future__ import annotations
@@ -16,8 +22,9 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from trainfleet.datadir.files import fresh_dir, own_tree, remove, write_new
 from trainfleet.domain.errors import Misconfigured
-from trainfleet.environments.build import build
+from trainfleet.environments.build import Builder, build
 from trainfleet.environments.recipe import Recipe
 from trainfleet.spec.quantity import size_setting
 
@@ -46,6 +53,19 @@ class Lease:
             self._lock = -1
 
 
+@dataclass(frozen=True)
+class Builders:
+    """Who builds, where tasks run as their team's account."""
+
+    team: Builder
+    """The job's team's account: its own environments."""
+    shared: Builder
+    """An account no task runs as: environments every team may use."""
+
+    def of(self, recipe: Recipe) -> Builder:
+        return self.shared if recipe.shared else self.team
+
+
 class EnvironmentCache:
     """Environments under ``root``, about ``size`` bytes of them kept."""
 
@@ -53,12 +73,23 @@ class EnvironmentCache:
         self.root = root
         self.size = size
 
-    def lease(self, recipe: Recipe, log: Path) -> Lease:
-        """The environment of ``recipe``, built (output appended to ``log``) unless cached.
+    def lease(
+        self,
+        recipe: Recipe,
+        log: Path,
+        builders: Builders | None = None,
+        workdir: Path | None = None,
+    ) -> Lease:
+        """The environment of ``recipe``, built (output appended to ``log``) unless cached,
+        as one of ``builders`` where given (else as this process); a team's own one in
+        ``workdir`` (its job's folder: a relative path in its requirements names a file
+        there).
 
         Waits while another job builds the same one. Raises BuildFailed (nothing left).
         """
         self.root.mkdir(parents=True, exist_ok=True, mode=0o700)
+        if builders is not None:  # their tasks pass through to the environments they use
+            os.chmod(self.root, 0o711)
         digest = recipe.digest
         path, ready = self.root / digest, self.root / f"{digest}.ready"
         lock = os.open(self.root / f"{digest}.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
@@ -70,15 +101,8 @@ class EnvironmentCache:
                 fcntl.flock(lock, fcntl.LOCK_EX)  # to build it: others wait, then use it
                 built = not ready.exists()
             if built:
-                shutil.rmtree(path, ignore_errors=True)  # a build cut short, if any
-                log.parent.mkdir(parents=True, exist_ok=True)
-                with open(log, "ab") as output:
-                    output.write(f"building {recipe.describe()}\n".encode())
-                    try:
-                        build(recipe, path, output)
-                    except BaseException:
-                        shutil.rmtree(path, ignore_errors=True)
-                        raise
+                builder = builders.of(recipe) if builders is not None else None
+                self._build(recipe, path, log, builder, None if recipe.shared else workdir)
                 ready.write_text(str(_size(path)))
             os.utime(ready)  # used now: evicted last
             fcntl.flock(lock, fcntl.LOCK_SH)  # others may use it too; none may delete it
@@ -89,6 +113,52 @@ class EnvironmentCache:
         if built:
             self.evict()
         return lease
+
+    def _build(
+        self, recipe: Recipe, path: Path, log: Path, builder: Builder | None, cwd: Path | None
+    ) -> None:
+        """Build ``recipe`` at ``path`` (what a build cut short left there goes first)."""
+        requirements = self.root / f"{recipe.digest}.requirements"
+        cache = self.root / f"{recipe.digest}.uv"  # a builder's own, gone with its build
+        group = builder.gid if builder is not None else None
+        fresh_dir(path)
+        remove(requirements)
+        remove(cache)
+        log.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            if recipe.requirements:
+                write_new(
+                    requirements.parent,
+                    requirements.name,
+                    recipe.requirements.encode(),
+                    mode=0o640 if builder else 0o600,
+                    group=group,
+                )
+            if builder is not None:
+                own_tree(path, builder.uid, builder.gid, mode=0o700)
+                fresh_dir(cache)
+                own_tree(cache, builder.uid, builder.gid, mode=0o700)
+            with open(log, "ab") as output:
+                output.write(f"building {recipe.describe()}\n".encode())
+                build(
+                    recipe,
+                    path,
+                    output,
+                    requirements if recipe.requirements else None,
+                    builder,
+                    cache if builder is not None else None,
+                    cwd,
+                )
+            if builder is not None:  # ours again, and no task's to change
+                shared = recipe.shared
+                gid = os.getgid() if shared else builder.gid
+                own_tree(path, os.getuid(), gid, mode=0o755 if shared else 0o750, read_only=True)
+        except BaseException:
+            shutil.rmtree(path, ignore_errors=True)
+            raise
+        finally:
+            remove(requirements)
+            remove(cache)
 
     def evict(self) -> list[str]:
         """Delete the least recently used environments no job holds, until the rest fit."""
