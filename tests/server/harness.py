@@ -11,6 +11,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import uvicorn
 
@@ -34,7 +35,9 @@ class LiveServer:
         engine: Engine | None = None,
         max_body: int = 64 << 10,
         host_paths: HostPaths | None = None,
+        **more: Any,
     ):
+        """``more``: other fields of the server's ``Settings``."""
         self.engine = engine or Engine(DataDir(data_dir))
         token = bootstrap(self.engine.store)
         assert token is not None
@@ -44,6 +47,7 @@ class LiveServer:
             max_body=max_body,
             poll_interval=0.05,
             host_paths=host_paths or HostPaths(),
+            **more,
         )
         self.app = create_app(self.engine, settings)
         config = uvicorn.Config(

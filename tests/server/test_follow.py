@@ -14,9 +14,10 @@ from helpers import wait_for
 from trainfleet.client import Client, Unauthorized
 from trainfleet.wire import API_PREFIX
 
-from .harness import LiveServer, add_user
+from .harness import LiveServer, ServerProcess, add_user
 
 SLEEPER = "name: sleeper\ngrace_period: 1\nroles:\n  worker: {command: 'echo up; sleep 600'}\n"
+BIG_LOG = "name: big\nroles:\n  worker: {command: 'cat big.log'}\n"
 
 
 def test_revoking_a_token_ends_its_open_streams(live: LiveServer, client: Client) -> None:
@@ -56,10 +57,11 @@ def test_revoking_a_token_ends_its_open_streams(live: LiveServer, client: Client
         client.cancel(job.id)
 
 
-def _open_on(path: Path) -> int:
-    """How many file descriptors of this process (the live server's) are open on ``path``."""
+def _open_on(path: Path, pid: int | str = "self") -> int:
+    """How many file descriptors of process ``pid`` (by default this one, the live
+    server's) are open on ``path``."""
     count = 0
-    for fd in Path("/proc/self/fd").iterdir():
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
         with contextlib.suppress(OSError):
             count += os.readlink(fd) == str(path)
     return count
@@ -84,3 +86,31 @@ def test_many_followers_of_a_log_share_one_reader(live: LiveServer, client: Clie
         wait_for(lambda: _open_on(log) == 0, what="the log's reader closed")
     finally:
         client.cancel(job.id)
+
+
+def test_followers_that_leave_mid_stream_leave_no_error_in_the_server_log(
+    tmp_path: Path,
+) -> None:
+    """Followers that hang up in the middle of a big log are normal: their streams end
+    (the log is closed) and the server's own output (a real ``trainfleet server``) holds
+    no ERROR and no traceback."""
+    (tmp_path / "big.log").write_bytes((b"y" * 99 + b"\n") * 80_000)
+    server = ServerProcess(tmp_path / "data")
+    try:
+        token = server.admin_token or ""
+        with Client(server.url, token, timeout=30) as client:
+            job = client.submit(BIG_LOG, server_workdir=tmp_path)
+            client.wait(job.id)
+        url = f"{server.url}{API_PREFIX}/jobs/{job.id}/tasks/worker/0/log/follow"
+        headers = {"Authorization": f"Bearer {token}"}
+        for _ in range(5):
+            with httpx.stream("GET", url, headers=headers, timeout=30) as response:
+                assert response.status_code == 200
+                assert next(response.iter_bytes()).startswith(b"event: log")
+        log = tmp_path / "data" / "jobs" / job.id / "logs" / "worker-0.log"
+        assert log.stat().st_size == 8_000_000  # far more than one answer holds
+        wait_for(lambda: _open_on(log, server.process.pid) == 0, what="the streams' end")
+    finally:
+        server.stop()
+    output = "\n".join(server.lines)
+    assert "ERROR" not in output and "Traceback" not in output, output

@@ -18,10 +18,10 @@ class CountingFeed:
         self.seen_open: list[int] = []
         self.closed = False
 
-    def poll(self) -> tuple[list[ServerSentEvent], bool]:
+    def poll(self) -> sse.Poll:
         self.seen_open.append(sse._Streams.open)
         self.left -= 1
-        return [ServerSentEvent(data="x")], self.left == 0
+        return sse.Poll([ServerSentEvent(data="x")], done=self.left == 0)
 
     def close(self) -> None:
         self.closed = True

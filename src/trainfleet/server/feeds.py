@@ -9,12 +9,10 @@ from fastapi.sse import ServerSentEvent
 
 from trainfleet.control.engine import Engine, JobNotFound
 from trainfleet.domain.records import JobRecord, State
-from trainfleet.server.hub import LogHub, SharedLog
-from trainfleet.store.logs import CHUNK, lines_end
+from trainfleet.server.hub import READ, LogHub, SharedLog
+from trainfleet.server.sse import Poll
+from trainfleet.store.logs import lines_end
 from trainfleet.wire import ErrorBody, JobEnd, LogChunk
-
-MAX_CHUNKS = 8
-"""Most log chunks (1 MiB each) read in one poll, so a slow client holds little memory."""
 
 
 class _JobFeed:
@@ -44,51 +42,56 @@ class LogFeed(_JobFeed):
     """New complete lines of one task's log; the rest of it once the job has ended.
 
     The bytes come from the log's ``SharedLog`` in ``hub``: one reader for all followers.
+    Each poll reads at most ``read`` bytes (and passes on a line longer than that in
+    pieces). The stream ends only at the log's true end: its size once the job has ended.
     Each message's ``id`` is the byte offset after it, for Last-Event-ID to resume from.
     """
 
-    def __init__(self, engine: Engine, job_id: str, hub: LogHub, path: Path, offset: int) -> None:
+    def __init__(
+        self,
+        engine: Engine,
+        job_id: str,
+        hub: LogHub,
+        path: Path,
+        offset: int,
+        read: int = READ,
+    ) -> None:
         super().__init__(engine, job_id)
         self.hub = hub
         self.shared: SharedLog | None = hub.join(path, self.job)
+        self.read = read
         self.offset = offset  # after the last byte sent
         self.read_to = offset  # after the last byte taken from the shared reader
         self.partial = b""
         self.decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
 
-    def poll(self) -> tuple[list[ServerSentEvent], bool]:
+    def poll(self) -> Poll:
         assert self.shared is not None, "polled after close"
-        self.shared.refresh()
-        job, complete = self.shared.job, self.shared.complete
-        messages = []
-        for _ in range(MAX_CHUNKS):
-            data = self._read(self.shared, final=complete)
-            if not data:
-                break
-            self.offset += len(data)
-            text = self.decoder.decode(data)
-            messages.append(self._chunk(text))
-        else:
-            return messages, False  # more to read: come back before ending
-        if not complete:
-            return messages, False
+        seen = self.shared.refresh()
+        if self.read_to > seen.end:  # the log was cut back: go on from its new end
+            self.read_to = self.offset = seen.end
+            self.partial = b""
+        fresh = self.shared.read(self.read_to, self.read)
+        self.read_to += len(fresh)
+        at_end = seen.complete and self.read_to >= seen.end
+        data = self._lines(self.partial + fresh, at_end)
+        self.offset += len(data)
+        text = self.decoder.decode(data)
+        messages = [self._chunk(text)] if data else []
+        if not at_end:
+            return Poll(messages, more=bool(fresh) and self.read_to < seen.end)
         rest = self.decoder.decode(b"", final=True)
         if rest:
             messages.append(self._chunk(rest))
-        return [*messages, self.end(job)], True
+        return Poll([*messages, self.end(seen.job)], done=True)
 
-    def _read(self, shared: SharedLog, final: bool) -> bytes:
-        """The complete lines next (all that is left once ``final``), as LogTail.read."""
-        if self.read_to > shared.end:  # the log was cut back: go on from its new end
-            self.read_to = self.offset = shared.end
-            self.partial = b""
-        fresh = shared.read(self.read_to, CHUNK)
-        self.read_to += len(fresh)
-        data = self.partial + fresh
-        if final and self.read_to >= shared.end:  # the end of what was written: flush it all
+    def _lines(self, data: bytes, at_end: bool) -> bytes:
+        """The complete lines of ``data``, the rest kept for later; all of it ``at_end``
+        (of a complete log)."""
+        if at_end:
             self.partial = b""
             return data
-        cut = lines_end(data, CHUNK)
+        cut = lines_end(data, self.read)
         self.partial = data[cut:]
         return data[:cut]
 
@@ -109,12 +112,12 @@ class EventFeed(_JobFeed):
         super().__init__(engine, job_id)
         self.after = after
 
-    def poll(self) -> tuple[list[ServerSentEvent], bool]:
+    def poll(self) -> Poll:
         job = self.job()  # read before the events: a final state's event is then among them
         events = self.engine.store.list_events(self.job_id, after=self.after)
         if events:
             self.after = events[-1].id
         messages = [ServerSentEvent(event="event", data=e, id=str(e.id)) for e in events]
         if job is None or State(job.state).is_final:
-            return [*messages, self.end(job)], True
-        return messages, False
+            return Poll([*messages, self.end(job)], done=True)
+        return Poll(messages)

@@ -13,21 +13,43 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import NamedTuple
 
 from trainfleet.domain.records import JobRecord, State
 from trainfleet.store.logs import CHUNK
 
-WINDOW = 4 * CHUNK
-"""Most bytes of a log kept in memory for its followers (the latest ones)."""
+WINDOW = CHUNK
+"""Most bytes of a log kept in memory for its followers (the latest ones): the output of
+10 MiB/s at the default poll interval; followers behind it read by offset."""
+READ = 256 << 10
+"""Most bytes of a log one follower takes in one poll: one message, sent before the next
+poll reads more, so that a follower holds about this much memory however big its log."""
+
+
+class Seen(NamedTuple):
+    """What the last refresh of a log found."""
+
+    job: JobRecord | None
+    complete: bool
+    """The job had ended before the read, and the read reached the log's end."""
+    end: int
+    """The offset up to which the log was read (its true end once ``complete``)."""
 
 
 class SharedLog:
     """A log's single reader: ``refresh`` reads at most once per interval, ``read`` serves."""
 
-    def __init__(self, path: Path, lookup: Callable[[], JobRecord | None], interval: float):
+    def __init__(
+        self,
+        path: Path,
+        lookup: Callable[[], JobRecord | None],
+        interval: float,
+        window: int = WINDOW,
+    ):
         self.path = path
         self.lookup = lookup
         self.interval = interval
+        self.window = window
         self.followers = 0
         self.job: JobRecord | None = None
         self.complete = False
@@ -43,25 +65,30 @@ class SharedLog:
         """The offset up to which the log has been read."""
         return self._start + len(self._window)
 
-    def refresh(self) -> None:
-        """Look the job up and read what was appended, unless done less than an interval ago."""
+    def refresh(self) -> Seen:
+        """Look the job up and read what was appended, unless done less than an interval
+        ago; what was found, as one consistent view."""
         with self._lock:
             now = time.monotonic()
-            if now - self._refreshed < self.interval:
-                return
-            self._refreshed = now
-            self.job = self.lookup()  # before the read: a final state means the log is complete
-            final = self.job is None or State(self.job.state).is_final
-            size = self._size()
-            if size < self.end:  # cut back (its output passed the cap): go on from its end
-                self._window, self._start = b"", size
-            if size - self.end > WINDOW:  # far behind: followers read what is skipped by offset
-                self._window, self._start = b"", size - WINDOW
-            fresh = self._pread(self.end, size - self.end) if size > self.end else b""
-            end = self.end + len(fresh)
-            self._window = (self._window + fresh)[-WINDOW:]
-            self._start = end - len(self._window)
-            self.complete = final and end >= size
+            if now - self._refreshed >= self.interval:
+                self._refreshed = now
+                self._refresh()
+            return Seen(self.job, self.complete, self.end)
+
+    def _refresh(self) -> None:
+        """Look the job up, then read what was appended (the window keeps the last bytes)."""
+        self.job = self.lookup()  # before the read: a final state means the log is complete
+        final = self.job is None or State(self.job.state).is_final
+        size = self._size()
+        if size < self.end:  # cut back (its output passed the cap): go on from its end
+            self._window, self._start = b"", size
+        if size - self.end > self.window:  # far behind: followers read it by offset
+            self._window, self._start = b"", size - self.window
+        fresh = self._pread(self.end, size - self.end) if size > self.end else b""
+        end = self.end + len(fresh)
+        self._window = (self._window + fresh)[-self.window :]
+        self._start = end - len(self._window)
+        self.complete = final and end >= size
 
     def read(self, offset: int, limit: int) -> bytes:
         """Up to ``limit`` bytes from ``offset``, no further than the last refresh read."""
@@ -96,8 +123,9 @@ class SharedLog:
 class LogHub:
     """The shared readers of the logs being followed, by path."""
 
-    def __init__(self, interval: float) -> None:
+    def __init__(self, interval: float, window: int = WINDOW) -> None:
         self.interval = interval
+        self.window = window
         self._logs: dict[Path, SharedLog] = {}
         self._lock = threading.Lock()
 
@@ -106,7 +134,7 @@ class LogHub:
         with self._lock:
             shared = self._logs.get(path)
             if shared is None:
-                shared = self._logs[path] = SharedLog(path, lookup, self.interval)
+                shared = self._logs[path] = SharedLog(path, lookup, self.interval, self.window)
             shared.followers += 1
             return shared
 

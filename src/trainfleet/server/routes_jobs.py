@@ -1,14 +1,12 @@
 """``/api/v1/jobs``: submit, find, describe, cancel, delete a job; read and follow its events."""
 
 import re
-from collections.abc import AsyncIterator
 from functools import partial
 from pathlib import Path
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Header, Query, Request, Response
 from fastapi.concurrency import run_in_threadpool
-from fastapi.sse import EventSourceResponse, ServerSentEvent
 from pydantic import Field
 
 from trainfleet.control.access import Action
@@ -240,21 +238,22 @@ def router(
 
     @api.get(
         "/{job_id}/events/follow",
-        response_class=EventSourceResponse,
+        status_code=200,
+        response_class=sse.EventStream,
+        responses=sse.STREAM_RESPONSES,
     )
     async def follow_events(
         job: Annotated[JobRecord, Depends(readable_job)],
         who: Annotated[Principal, Depends(auth)],
         after: Annotated[int, Query(ge=0, le=2**62)] = 0,
         last_event_id: Annotated[int | None, Header(ge=0, le=2**62)] = None,
-    ) -> AsyncIterator[ServerSentEvent]:
+    ) -> sse.EventStream:
         """Server-Sent Events: `event` for each event (id: its id), then `end`; cut off
         within about a second of the caller losing access (token revoked, user disabled,
         taken out of the job's team)."""
         feed = EventFeed(engine, job.id, after if last_event_id is None else last_event_id)
         holds = sse.still_allowed(engine.store, who, job.team)
-        async for item in sse.follow(feed, settings.poll_interval, holds):
-            yield item
+        return sse.EventStream(sse.follow(feed, settings.poll_interval, holds))
 
     return api
 

@@ -1,11 +1,9 @@
 """``/api/v1/jobs/{id}/tasks/{role}/{index}/log``: a task's log by byte range, or followed live."""
 
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Header, Query, Response
-from fastapi.sse import EventSourceResponse, ServerSentEvent
 
 from trainfleet.control.access import Action
 from trainfleet.control.engine import Engine
@@ -63,7 +61,7 @@ def router(engine: Engine, settings: Settings, auth: Authenticate) -> APIRouter:
         return engine.log_path(job_id, role, index)
 
     LogPath = Annotated[Path, Depends(log_path)]
-    hub = LogHub(settings.poll_interval)
+    hub = LogHub(settings.poll_interval, settings.log_window)
 
     @api.get("/tasks/{role}/{index}/log", response_class=Response, responses=RANGE_RESPONSES)
     def read_log(path: LogPath, start: Offset = 0, end: Offset | None = None) -> Response:
@@ -75,22 +73,26 @@ def router(engine: Engine, settings: Settings, auth: Authenticate) -> APIRouter:
         """The job's ``setup`` phase, as ``read_log``: the builds of its Python environments."""
         return _range(engine.data_dir.setup_log(job.id), start, end)
 
-    @api.get("/tasks/{role}/{index}/log/follow", response_class=EventSourceResponse)
+    @api.get(
+        "/tasks/{role}/{index}/log/follow",
+        status_code=200,
+        response_class=sse.EventStream,
+        responses=sse.STREAM_RESPONSES,
+    )
     async def follow_log(
         job: Readable,
         path: LogPath,
         who: Annotated[Principal, Depends(auth)],
         start: Offset = 0,
         last_event_id: Annotated[int | None, Header(ge=0, le=2**62)] = None,
-    ) -> AsyncIterator[ServerSentEvent]:
+    ) -> sse.EventStream:
         """Server-Sent Events: `log` with new complete lines (id: the byte offset after
-        them), then `end` once the job has ended and its log is read to the end; cut off
+        them), then `end` once the job has ended and its log is read to its end; cut off
         within about a second of the caller losing access to the job."""
         offset = start if last_event_id is None else last_event_id
-        feed = LogFeed(engine, job.id, hub, path, offset)
+        feed = LogFeed(engine, job.id, hub, path, offset, settings.log_read)
         holds = sse.still_allowed(engine.store, who, job.team)
-        async for item in sse.follow(feed, settings.poll_interval, holds):
-            yield item
+        return sse.EventStream(sse.follow(feed, settings.poll_interval, holds))
 
     return api
 

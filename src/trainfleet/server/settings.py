@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from trainfleet.server.host_paths import HostPaths
+from trainfleet.server.hub import READ, WINDOW
 from trainfleet.spec.limits import DEFAULT_MAX_ROLES, DEFAULT_MAX_TASKS, JobLimits
 from trainfleet.workdirs.pack import DEFAULT_CAP as DEFAULT_WORKDIR_CAP
 
@@ -30,6 +31,10 @@ class Settings:
     """The folders of this machine jobs may run in place in and mount (any by default)."""
     poll_interval: float = 0.1
     """Seconds between two looks at a followed log or event list."""
+    log_window: int = WINDOW
+    """Latest bytes of a followed log kept in memory for its followers."""
+    log_read: int = READ
+    """Most bytes of a log one follower reads at a time."""
     audit_retention: float | None = None
     """Days an audit record is kept: older ones are pruned at start, then daily (None:
     every record is kept)."""
