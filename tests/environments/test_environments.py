@@ -101,6 +101,40 @@ def test_a_build_that_fails_fails_the_job_with_uvs_words(
     assert "environment.requirements: cannot read" in engine.get(no_file).reason
 
 
+def test_trainfleet_run_builds_from_a_requirements_file(tmp_path: Path, data_dir: Path) -> None:
+    """A requirements file, beside a package of the job's own named by a relative path:
+    the file was written into the environment's folder before uv made it, and every such
+    job stayed ``starting`` (``trainfleet run`` hung)."""
+    (tmp_path / "own" / "own").mkdir(parents=True)
+    (tmp_path / "own" / "own" / "__init__.py").write_text("WHO = 'own package'\n")
+    (tmp_path / "own" / "pyproject.toml").write_text(
+        '[project]\nname = "own"\nversion = "1"\n[build-system]\n'
+        'requires = ["setuptools"]\nbuild-backend = "setuptools.build_meta"\n'
+    )
+    (tmp_path / "requirements.txt").write_text("six\n./own\n")
+    (tmp_path / "job.yaml").write_text(
+        "name: reqs\nenvironment: {requirements: requirements.txt}\nroles:\n"
+        "  worker: {command: [python, -c, 'import own, six; print(own.WHO)']}\n"
+    )
+    done = run_cli("run", tmp_path / "job.yaml", cwd=tmp_path, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "own package" in done.stdout
+
+
+def test_a_requirements_file_that_is_a_link_is_not_read(engine: Engine, tmp_path: Path) -> None:
+    (tmp_path / "requirements.txt").symlink_to("/etc/passwd")
+    job_id = _run(
+        engine,
+        "name: linked\nenvironment: {requirements: requirements.txt}\n"
+        "roles:\n  worker: {command: 'true'}\n",
+        tmp_path,
+    )
+    reason = engine.get(job_id).reason
+    assert reason.startswith("environment build failed: environment.requirements: cannot read")
+    assert "a link" in reason and "root:" not in reason, reason
+    assert not engine.data_dir.setup_log(job_id).exists()  # nothing was built from it
+
+
 def test_least_recently_used_environments_go_but_never_one_in_use(tmp_path: Path) -> None:
     cache = EnvironmentCache(tmp_path / "environments", size=1)  # nothing fits: keep only in use
     log = tmp_path / "setup.log"
