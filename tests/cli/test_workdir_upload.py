@@ -75,8 +75,9 @@ def test_submit_from_the_job_folder_with_a_server(job_folder: Path, tmp_path: Pa
             (job_folder / "data.txt").write_text("the job's own data\n")
             again = _submitted(_cli(job_folder, env, "submit", "job.yaml"))
             client.wait(again)
-            trees = sorted(p.name for p in (tmp_path / "server-data" / "workdirs").iterdir())
-            stored = (tmp_path / "server-data" / "workdirs" / trees[0] / "data.txt").read_text()
+            admins = tmp_path / "server-data" / "workdirs" / "admin"  # an administrator's
+            trees = sorted(p.name for p in admins.iterdir())
+            stored = (admins / trees[0] / "data.txt").read_text()
     finally:
         server.stop()
     assert "the job's own data" in log and "no-big" in log, log
@@ -148,4 +149,4 @@ def test_api_refuses_hostile_and_unauthenticated_uploads(tmp_path: Path) -> None
     assert absent.status_code == 404 and bad_digest.status_code == 422
     assert named.status_code == 422 and "no stored tree" in named.json()["detail"]
     assert not (tmp_path / "escape.sh").exists()
-    assert not list((tmp_path / "server-data" / "workdirs").glob("[0-9a-f]*"))
+    assert not list((tmp_path / "server-data" / "workdirs").rglob("[0-9a-f]*"))

@@ -27,7 +27,7 @@ from trainfleet.server.params import JobId, known_query_only
 from trainfleet.server.settings import Settings
 from trainfleet.spec.loading import load_job_text
 from trainfleet.wire import API_PREFIX, JobDetails, Submitted
-from trainfleet.workdirs.store import DIGEST, TREE_MARKER, WorkdirStore
+from trainfleet.workdirs.store import DIGEST, TREE_MARKER, WorkdirStore, owner, whose
 
 MAX_PAGE = 1000
 INLINE_TEXT = 16 << 10
@@ -114,7 +114,6 @@ def router(
         if tree is not None and workdir is not None:
             raise ApiError(422, "give workdir (in place) or tree (a copy), not both")
         directory = _workdir(workdir, settings.workdir)
-        fill = partial(workdirs.copy, tree) if tree is not None else None
         read = partial(
             load_job_text,
             text,
@@ -130,7 +129,9 @@ def router(
         change.team = queue_teams.team_of(loaded.spec.queue)
         change.detail = f"{loaded.spec.name} in queue {loaded.spec.queue}"
         spec, team = queue_teams.for_submission(who.caller, loaded.spec)
-        runs_in = workdirs.path(tree) if tree is not None else directory
+        whom = owner(None if who.caller.admin else team)  # whose trees the job may use
+        fill = _tree(workdirs, tree, whom)
+        runs_in = workdirs.path(whom, tree) if tree is not None else directory
         settings.host_paths.check(spec, runs_in, in_place=workdir is not None)
         change.team, change.detail = team, f"{spec.name} in queue {spec.queue}"
         submit = partial(
@@ -265,6 +266,20 @@ def _workdir(given: str | None, default: Path) -> Path:
     if "\0" in given or not path.is_absolute() or not path.is_dir():
         raise ApiError(422, f"workdir {given!r} is not an absolute path to a directory")
     return path
+
+
+def _tree(workdirs: WorkdirStore, tree: str | None, whom: str) -> partial[None] | None:
+    """What fills the job's own folder from ``tree``, sent before by ``whom`` (the job's
+    team, or the administrators); 422 naming the field where they have no such tree."""
+    if tree is None:
+        return None
+    if not workdirs.has(whom, tree):
+        raise ApiError(
+            422,
+            f"tree: no stored tree {tree} of {whose(whom)}: send it first "
+            f"(PUT {API_PREFIX}/workdirs/{tree})",
+        )
+    return partial(workdirs.copy, whom, tree)
 
 
 def _labels(pairs: list[str]) -> dict[str, str]:

@@ -1,11 +1,13 @@
-"""``/api/v1/workdirs/{tree}``: job directories sent by clients, stored once by digest.
+"""``/api/v1/workdirs/{tree}``: job directories sent by clients, stored by team and digest.
 
 A client asks whether the server has a tree (``HEAD``) and sends it only when not
 (``PUT``, a tar.gz of at most ``--max-workdir`` bytes, its unpacked files at most that
 too); a submission naming the tree (``?tree=``) runs in a copy of it of its own.
-"""
 
-from __future__ import annotations
+A tree is stored for the teams the caller may submit jobs in (an administrator's, for the
+administrators), and a digest names nothing for anyone else: ``HEAD`` answers 404 until
+the caller's own teams have the tree.
+"""
 
 import tempfile
 from typing import Annotated
@@ -13,11 +15,13 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Path, Request, Response
 from fastapi.concurrency import run_in_threadpool
 
-from trainfleet.server.auth import Authenticate
+from trainfleet.control.access import Action, Caller
+from trainfleet.domain.errors import Forbidden
+from trainfleet.server.auth import Authenticate, Principal
 from trainfleet.server.errors import ApiError, responses
 from trainfleet.server.params import known_query_only
 from trainfleet.store.space import require_free
-from trainfleet.workdirs.store import DIGEST, WorkdirStore
+from trainfleet.workdirs.store import DIGEST, WorkdirStore, owner
 
 Tree = Annotated[
     str, Path(pattern=DIGEST.pattern, description="The tree's digest (sha256 of its files).")
@@ -26,8 +30,17 @@ SPOOL = 8 << 20
 """Bytes of an upload kept in memory before it goes to a temporary file."""
 
 
+def owners(caller: Caller) -> list[str]:
+    """Whose trees the caller sends: each team's it may submit jobs in, or the
+    administrators'; Forbidden where it may submit nowhere."""
+    if caller.admin:
+        return [owner(None)]
+    return [owner(team) for team in caller.teams_allowed(Action.SUBMIT_JOB) or ()]
+
+
 def router(store: WorkdirStore, auth: Authenticate) -> APIRouter:
-    """Any token may ask for and send trees; a tree holds nothing until a job runs in it."""
+    """Any member may ask for and send trees, its teams' own; a tree holds nothing until a
+    job runs in it."""
     api = APIRouter(
         prefix="/workdirs",
         tags=["workdirs"],
@@ -36,9 +49,14 @@ def router(store: WorkdirStore, auth: Authenticate) -> APIRouter:
     )
 
     @api.head("/{tree}", responses={200: {"description": "Stored."}})
-    def has_tree(tree: Tree) -> Response:
-        """200 when the server has this tree (nothing to send), 404 when not."""
-        if not store.has(tree):
+    def has_tree(tree: Tree, who: Annotated[Principal, Depends(auth)]) -> Response:
+        """200 when the server has this tree for each of the caller's teams (nothing to
+        send), 404 when not."""
+        try:
+            mine = owners(who.caller)
+        except Forbidden:  # no team to send for: nothing is stored for it
+            mine = []
+        if not mine or not all(store.has(name, tree) for name in mine):
             raise ApiError(404, f"no stored tree {tree}")
         return Response(status_code=200)
 
@@ -54,14 +72,22 @@ def router(store: WorkdirStore, auth: Authenticate) -> APIRouter:
             }
         },
         responses=responses(
+            _403="The caller may submit jobs in no team.",
             _413="Over --max-workdir, sent or unpacked.",
             _422="Not a tar.gz, a member it may not hold, or not the tree named.",
             _507="The server's disk has no room.",
         ),
     )
-    async def put_tree(tree: Tree, request: Request, response: Response) -> None:
-        """Store a job's directory, sent as a tar.gz of its files (200: stored already)."""
-        if store.has(tree):
+    async def put_tree(
+        tree: Tree,
+        request: Request,
+        response: Response,
+        who: Annotated[Principal, Depends(auth)],
+    ) -> None:
+        """Store a job's directory for the caller's teams, sent as a tar.gz of its files
+        (200: stored already)."""
+        mine = owners(who.caller)
+        if all(store.has(name, tree) for name in mine):
             response.status_code = 200
             return
         require_free(store.root.parent)
@@ -69,7 +95,7 @@ def router(store: WorkdirStore, auth: Authenticate) -> APIRouter:
             async for chunk in request.stream():  # bounded by the request guard
                 upload.write(chunk)
             upload.seek(0)
-            if not await run_in_threadpool(store.add, tree, upload):
+            if not await run_in_threadpool(store.add, mine, tree, upload):
                 response.status_code = 200
 
     return api

@@ -1,4 +1,11 @@
-"""The server's side: job directories stored once by digest, and a copy for each job.
+"""The server's side: job directories stored by owner and digest, and a copy for each job.
+
+A tree is its owner's: a team's (``teams/<team>/<digest>``), or the administrators'
+(``admin/<digest>``). A digest names nothing for another owner, so knowing one (it is no
+secret: it is the digest of files) never reaches another team's files; the same tree sent
+by two teams is stored for each (hard links: stored trees are never written). Its files
+are owner-only (the server's), and so is the marker beside a job's copy; the job's own
+copy is what its tasks get.
 
 A tree is unpacked into a temporary folder beside the others and renamed into place only
 once it is whole and its digest checked, so a tree under its digest is always complete.
@@ -13,11 +20,12 @@ import gzip
 import os
 import re
 import shutil
+import stat
 import tarfile
 import tempfile
 import time
 import zlib
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import IO
 
@@ -27,8 +35,12 @@ from trainfleet.workdirs.pack import WorkdirTooLarge
 from trainfleet.workdirs.tree import digest, walk
 
 DIGEST = re.compile(r"^[0-9a-f]{64}$")
+TEAM = re.compile(r"^[a-z0-9][a-z0-9._-]{0,252}$")
+"""A team name that is safe as a folder name (every name the server takes is)."""
+ADMINS = "admin"
+"""The owner of trees that administrators send."""
 TREE_MARKER = "workdir.tree"
-"""Beside a job's copy: the digest of the tree it was copied from (kept while the job is)."""
+"""Beside a job's copy: its tree, ``<owner>/<digest>`` (kept while the job is; owner-only)."""
 SWEEP_AFTER = 3600.0
 """Seconds a tree no job uses is kept, for the submission that follows its upload."""
 
@@ -37,30 +49,47 @@ class BadArchive(BadInput):
     """An uploaded job directory that cannot be stored as sent; the message says why."""
 
 
+def owner(team: str | None) -> str:
+    """Whose trees a caller sends and uses: ``teams/<team>``, or ``admin`` (None)."""
+    if team is None:
+        return ADMINS
+    if not TEAM.match(team):
+        raise BadInput(f"team: {team!r} cannot own a job directory (not a plain name)")
+    return f"teams/{team}"
+
+
+def whose(owner: str) -> str:
+    """``team 'vision'`` or ``the administrators``, for messages."""
+    return "the administrators" if owner == ADMINS else f"team {owner.removeprefix('teams/')!r}"
+
+
 class WorkdirStore:
-    """Trees by digest under ``root``, each unpacked at most ``cap`` bytes."""
+    """Trees by owner and digest under ``root``, each unpacked at most ``cap`` bytes."""
 
     def __init__(self, root: Path, cap: int) -> None:
         self.root = root
         self.cap = cap
 
-    def path(self, tree: str) -> Path:
+    def path(self, owner: str, tree: str) -> Path:
         if not DIGEST.match(tree):
             raise BadArchive(f"tree {tree!r} is not a sha256 digest (64 hex digits)")
-        return self.root / tree
+        if owner != ADMINS and not (owner.startswith("teams/") and TEAM.match(owner[6:])):
+            raise ValueError(f"not an owner of trees: {owner!r}")
+        return self.root / owner / tree
 
-    def has(self, tree: str) -> bool:
-        return self.path(tree).is_dir()
+    def has(self, owner: str, tree: str) -> bool:
+        return self.path(owner, tree).is_dir()
 
-    def add(self, tree: str, archive: IO[bytes]) -> bool:
-        """Store the tree sent as ``archive`` (tar, gzip) under its digest ``tree``.
+    def add(self, owners: Sequence[str], tree: str, archive: IO[bytes]) -> bool:
+        """Store the tree sent as ``archive`` (tar, gzip) under its digest ``tree``, for
+        each of ``owners`` that lacks it.
 
-        Returns False where it was stored already. Raises BadArchive (nothing stored) for
+        Returns False where each had it already. Raises BadArchive (nothing stored) for
         an archive that is broken, holds what it may not, or is not the tree it names,
         and WorkdirTooLarge past the cap.
         """
-        final = self.path(tree)
-        if final.is_dir():
+        lacking = [self.path(name, tree) for name in owners if not self.has(name, tree)]
+        if not lacking:
             return False
         self.root.mkdir(parents=True, exist_ok=True, mode=0o700)
         staging = Path(tempfile.mkdtemp(prefix=".upload-", dir=self.root))
@@ -69,38 +98,68 @@ class WorkdirStore:
             found = digest(staging, walk(staging))
             if found != tree:
                 raise BadArchive(f"the archive holds tree {found}, not {tree} as it says")
+            _owner_only(staging)
+            return any([self._place(staging, final) for final in lacking])
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+
+    def _place(self, staging: Path, final: Path) -> bool:
+        """A whole tree at ``final``, of hard links to ``staging``'s files; False where
+        another upload of the same tree put it there meanwhile."""
+        final.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        linked = Path(tempfile.mkdtemp(prefix=".upload-", dir=self.root))
+        try:
+            shutil.copytree(staging, linked, symlinks=True, copy_function=_link, dirs_exist_ok=True)
             try:
-                os.rename(staging, final)
+                os.rename(linked, final)
             except OSError:  # stored meanwhile by another upload of the same tree
                 if not final.is_dir():
                     raise
                 return False
             return True
         finally:
-            shutil.rmtree(staging, ignore_errors=True)
+            shutil.rmtree(linked, ignore_errors=True)
 
-    def copy(self, tree: str, destination: Path) -> None:
-        """A copy of the tree at ``destination``, a job's own (edits stay there), with the
-        tree's digest beside it (``TREE_MARKER``) while the job is kept."""
-        source = self.path(tree)
+    def copy(self, owner: str, tree: str, destination: Path) -> None:
+        """A copy of the owner's tree at ``destination``, a job's own (edits stay there),
+        with ``<owner>/<digest>`` beside it (``TREE_MARKER``) while the job is kept."""
+        source = self.path(owner, tree)
         if not source.is_dir():
-            raise BadArchive(f"no stored tree {tree}: upload it first (PUT /workdirs/{tree})")
+            raise BadArchive(
+                f"tree: no stored tree {tree} of {whose(owner)}: send it first "
+                f"(PUT /api/v1/workdirs/{tree})"
+            )
         shutil.copytree(source, destination, symlinks=True)
-        (destination.parent / TREE_MARKER).write_text(tree)
+        marker = destination.parent / TREE_MARKER
+        flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC
+        with open(os.open(marker, flags, 0o600), "w") as handle:
+            os.fchmod(handle.fileno(), 0o600)
+            handle.write(f"{owner}/{tree}")
         os.utime(source)  # used now: swept last
 
     def sweep(self, used: Iterable[str], after: float = SWEEP_AFTER) -> list[str]:
-        """Delete the trees that no job in ``used`` was copied from, and that nothing
-        sent or used for ``after`` seconds; returns their digests."""
+        """Delete the trees that no job in ``used`` (markers' texts) was copied from, and
+        that nothing sent or used for ``after`` seconds; returns them (``<owner>/<digest>``,
+        or a bare digest: a tree stored before trees had owners, which nobody can use)."""
         keep, now = set(used), time.time()
         gone = []
-        for path in self.root.glob("*"):
-            if not DIGEST.match(path.name) or path.name in keep:
+        for name, path in self._trees():
+            if name in keep:
                 continue
             if now - path.stat().st_mtime >= after:
                 shutil.rmtree(path, ignore_errors=True)
-                gone.append(path.name)
+                gone.append(name)
         return gone
+
+    def _trees(self) -> Iterator[tuple[str, Path]]:
+        """Every stored tree, named as its marker names it."""
+        folders = [(f"{ADMINS}/", self.root / ADMINS)]
+        folders += [(f"teams/{team.name}/", team) for team in (self.root / "teams").glob("*")]
+        folders.append(("", self.root))
+        for prefix, folder in folders:
+            for path in folder.glob("*"):
+                if DIGEST.match(path.name):
+                    yield f"{prefix}{path.name}", path
 
     def _unpack(self, archive: IO[bytes], into: Path) -> None:
         unpacked = 0
@@ -124,3 +183,23 @@ class WorkdirStore:
             if error.errno == errno.ENOSPC:
                 raise DiskFull(f"no room to store the job's directory: {error}") from None
             raise
+
+
+def _owner_only(top: Path) -> None:
+    """Make a tree's folders 0700 and its files 0600 (0700 where executable): the
+    server's alone. Links are left as they are (their own mode means nothing)."""
+    for folder, _, files in os.walk(top):  # not into links
+        os.chmod(folder, 0o700)
+        for name in files:
+            path = os.path.join(folder, name)
+            mode = os.lstat(path).st_mode
+            if stat.S_ISREG(mode):
+                os.chmod(path, 0o700 if mode & 0o111 else 0o600)
+
+
+def _link(source: str, destination: str) -> None:
+    """Hard-link a stored file (never written once stored); copy it where links fail."""
+    try:
+        os.link(source, destination)
+    except OSError:
+        shutil.copy2(source, destination)
