@@ -29,6 +29,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import IO
 
+from trainfleet.datadir.files import write_new
 from trainfleet.domain.errors import BadInput
 from trainfleet.store.space import DiskFull
 from trainfleet.workdirs.pack import WorkdirTooLarge
@@ -130,11 +131,7 @@ class WorkdirStore:
                 f"(PUT /api/v1/workdirs/{tree})"
             )
         shutil.copytree(source, destination, symlinks=True)
-        marker = destination.parent / TREE_MARKER
-        flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC
-        with open(os.open(marker, flags, 0o600), "w") as handle:
-            os.fchmod(handle.fileno(), 0o600)
-            handle.write(f"{owner}/{tree}")
+        write_new(destination.parent, TREE_MARKER, f"{owner}/{tree}".encode())  # 0600
         os.utime(source)  # used now: swept last
 
     def sweep(self, used: Iterable[str], after: float = SWEEP_AFTER) -> list[str]:
