@@ -34,7 +34,7 @@ from trainfleet.control.engine import Engine
 from trainfleet.store.layout import DataDir
 from trainfleet.wire import API_PREFIX
 
-from .harness import LiveServer
+from .harness import LiveServer, ServerProcess
 
 VALUE = f"tf-secret-{secrets.token_hex(16)}"
 JOB = """\
@@ -144,6 +144,22 @@ def test_a_job_cancelled_at_any_step_of_its_start_leaves_no_secret_value(
                 assert value not in path.read_bytes(), (step, path)
         with sqlite3.connect(data / "trainfleet.db") as db:
             assert value.decode() not in "\n".join(db.iterdump())
+
+
+def test_a_server_start_removes_the_mask_files_earlier_versions_left(tmp_path: Path) -> None:
+    """Earlier versions left ``<record>.mask`` (the values in base64) where an attempt was
+    stopped before its shim read it; a server start removes them, and only them."""
+    run = tmp_path / "data" / "jobs" / "masked-0123abcd" / "run"
+    run.mkdir(parents=True)
+    left = run / "worker-0-0.mask"
+    left.write_bytes(base64.b64encode(VALUE.encode()) + b"\n")
+    (run / "worker-0-0.exit").write_text("-15")
+    server = ServerProcess(tmp_path / "data")
+    try:
+        assert not left.exists()
+        assert (run / "worker-0-0.exit").read_text() == "-15"
+    finally:
+        server.stop()
 
 
 def _read(path: Path) -> bytes:

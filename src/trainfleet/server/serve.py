@@ -18,6 +18,7 @@ import uvicorn
 from trainfleet.backends.accounts import TeamAccounts, open_to_tasks
 from trainfleet.backends.api import Backend
 from trainfleet.backends.local.firewall import Firewall
+from trainfleet.backends.supervision.records import remove_mask_files
 from trainfleet.backends.task_environment import SERVERS, TaskBase
 from trainfleet.control.engine import Engine
 from trainfleet.server.app import create_app
@@ -215,6 +216,7 @@ def serve(
             engine.firewall = Firewall.open(str(root))
     elif not engine.backend.queues_tasks:
         Firewall.clear(str(engine.data_dir.root))  # what an isolating start left
+    remove_mask_files(engine.data_dir.root / "jobs")  # secret values earlier versions left
     engine.secrets = Secrets(engine.store, KeySource(engine.data_dir.root))
     rotated = engine.secrets.rotate()  # the keys are checked now: a bad one stops the start
     if rotated:

@@ -33,3 +33,14 @@ def last_attempt(run_dir: Path, role: str, index: int, suffixes: tuple[str, ...]
         and (number := path.name[len(prefix) : -len(path.suffix)]).isdigit()
     ]
     return max(attempts, default=None)
+
+
+def remove_mask_files(jobs: Path) -> int:
+    """Delete the ``<prefix>.mask`` files (secret values, in base64) that earlier versions
+    wrote for a shim to read, and left where its attempt was stopped before it had: no
+    shim reads one any more. How many there were."""
+    removed = 0
+    for path in jobs.glob("*/run/*.mask"):
+        path.unlink(missing_ok=True)
+        removed += 1
+    return removed
