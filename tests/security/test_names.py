@@ -12,12 +12,11 @@ from pathlib import Path
 import httpx
 import pytest
 from server.harness import LiveServer
+from spec.test_spec_kubeflow import TFJOB  # a manifest of the Kubeflow tests
 
 from trainfleet.spec.errors import SpecError
 from trainfleet.spec.loading import load_job_text
 from trainfleet.spec.names import file_name
-
-from spec.test_spec_kubeflow import TFJOB  # noqa: I001 - a manifest of the Kubeflow tests
 
 API = "/api/v1"
 NOT_NAMES = ["", ".", "..", "a/b", "../x", "a\0b", "x" * 254]
