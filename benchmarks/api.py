@@ -39,6 +39,13 @@ figures are the server's rather than an HTTP client library's.
 
 (followers) with --followers N, only this: GET /healthz and a 4 KiB log-range read of a
          running job's log, paced, beside the same with N open SSE followers of that log.
+(memory)  with --followers alone, only this, on a server of its own: 20 jobs that each
+         wrote a 20 MiB log (100-byte lines) and 20 that wrote 1 KB, all ended; a follower
+         per log from byte 0 to its end (reading as fast as it comes), the small logs' 20
+         at once, then the big logs' 20 at once. Reports the server's peak RSS during each
+         (goal: big within 100 MiB of small), /healthz beside them, whether each follow
+         reached its log's end, and the RSS before and --follower-settle (60) seconds
+         after they left (goal: within 50 MiB of before).
 
 (authz)  with --authz, only (submit) and (get) as above, each against three servers:
          (a) a server of this tree with the token of a user who is a member of team
@@ -55,11 +62,13 @@ figures are the server's rather than an HTTP client library's.
          paced), with the ratios a/c and b/c; each probe's own figures are in the JSON.
 
 usage: python benchmarks/api.py [--submit-count 2000] [--followers 400] [--out FILE]
+       python benchmarks/api.py --followers [--follower-logs 20] [--follower-log-mib 20]
        python benchmarks/api.py --outage [--outage-kind stop|hang] [--submit-count 2000]
                                 [--outage-seconds 20]
        python benchmarks/api.py --authz [--baseline-src DIR] [--authz-rounds 2]
 Prints a table and writes the figures as JSON (default benchmarks/results/api.json, or
-benchmarks/results/api-outage.json with --outage, api-authz.json with --authz).
+benchmarks/results/api-outage.json with --outage, api-authz.json with --authz,
+api-followers.json with --followers alone).
 """
 
 from __future__ import annotations
@@ -1028,6 +1037,189 @@ def followers_table(results: dict[str, Any]) -> str:
     return "\n".join(rows)
 
 
+# -- follower memory (--followers alone) --------------------------------------
+
+MIB = 1 << 20
+LINES_PER_MIB = 10_486
+"""100-byte lines in a MiB of log (1,048,600 bytes)."""
+SMALL_LOG = 10 * 100
+"""Bytes of a small log: 10 lines."""
+
+
+def _writer_job(name: str, mib: int, lines: int = LINES_PER_MIB) -> bytes:
+    """A job whose task writes ``mib`` times ``lines`` lines of 100 bytes, then ends."""
+    code = f'import sys; [sys.stdout.buffer.write((b"x"*99+b"\\n")*{lines}) for _ in range({mib})]'
+    return json.dumps(
+        {"name": name, "roles": {"worker": {"command": f"python -c '{code}'"}}}
+    ).encode()
+
+
+def _rss(pid: int) -> int:
+    """The resident memory of process ``pid``, in bytes."""
+    status = Path(f"/proc/{pid}/status").read_text()
+    found = re.search(r"VmRSS:\s+(\d+) kB", status)
+    return int(found.group(1)) * 1024 if found else 0
+
+
+async def _ended_logs(load: Load, bodies: list[bytes]) -> list[str]:
+    """Submit the jobs and wait for them to succeed; each one's log path."""
+    ids = []
+    for body in bodies:
+        status, answer = await load.one("POST", f"{API}/jobs", body)
+        assert status == 201, answer
+        ids.append(json.loads(answer)["job"]["id"])
+    for job_id in ids:
+        while not State((job := await _job(load, job_id))["state"]).is_final:
+            await asyncio.sleep(0.2)
+        assert job["state"] == "succeeded", job
+    return [f"{API}/jobs/{job_id}/tasks/worker/0/log" for job_id in ids]
+
+
+async def _job(load: Load, job_id: str) -> dict[str, Any]:
+    job: dict[str, Any] = json.loads((await load.one("GET", f"{API}/jobs/{job_id}"))[1])["job"]
+    return job
+
+
+async def _follow_to_end(port: int, token: str, target: str) -> dict[str, Any]:
+    """One SSE client of ``target`` from byte 0 to its ``end``, reading as fast as it can:
+    the bytes it received, and the log offset its last ``log`` message reached."""
+    reader, writer = await asyncio.open_connection(HOST, port)
+    received, tail = 0, b""
+    try:
+        head = f"GET {target} HTTP/1.1\r\nHost: {HOST}:{port}\r\n"
+        writer.write(f"{head}Authorization: Bearer {token}\r\n\r\n".encode())
+        while data := await reader.read(1 << 16):
+            received += len(data)
+            tail = (tail + data)[-512:]
+            if b"event: end" in tail:
+                break
+    finally:
+        writer.close()
+    offsets = re.findall(rb'"offset":(\d+)', tail)
+    reached = int(offsets[-1]) if offsets else 0
+    return {"received": received, "ended": b"event: end" in tail, "reached": reached}
+
+
+async def _followed(
+    server: Server, load: Load, token: str, logs: list[str], size: int
+) -> dict[str, Any]:
+    """A follower per log, all at once, to their ends: the server's peak RSS meanwhile
+    (sampled every 10 ms) and /healthz beside them (every 50 ms)."""
+    peak = _rss(server.process.pid)
+    health: list[float] = []
+
+    async def watch() -> None:
+        nonlocal peak
+        while True:
+            peak = max(peak, _rss(server.process.pid))
+            await asyncio.sleep(0.01)
+
+    async def probe() -> None:
+        while True:
+            started = time.perf_counter()
+            await load.one("GET", "/healthz")
+            health.append(time.perf_counter() - started)
+            await asyncio.sleep(0.05)
+
+    side = [asyncio.create_task(watch()), asyncio.create_task(probe())]
+    started = time.perf_counter()
+    try:
+        follows = await asyncio.gather(
+            *(_follow_to_end(server.port, token, f"{log}/follow") for log in logs)
+        )
+    finally:
+        for task in side:
+            task.cancel()
+        await asyncio.gather(*side, return_exceptions=True)
+    return {
+        "followers": len(logs),
+        "log_bytes": size,
+        "received_bytes": sum(follow["received"] for follow in follows),
+        "ended": sum(follow["ended"] for follow in follows),
+        "read_to_the_end": sum(follow["reached"] == size for follow in follows),
+        "wall_s": time.perf_counter() - started,
+        "peak_rss_mib": max(peak, _rss(server.process.pid)) / MIB,
+        "healthz": _latency(health) if health else {},
+    }
+
+
+async def bench_follower_memory(
+    server: Server, token: str, args: argparse.Namespace
+) -> dict[str, Any]:
+    """Peak server RSS with a follower per finished big log beside the same with a follower
+    per finished small log, and the RSS ``args.follower_settle`` seconds after they left."""
+    load = Load(server.port, token)
+    count, mib = args.follower_logs, args.follower_log_mib
+    small = await _ended_logs(load, [_writer_job(f"small-{n}", 1, 10) for n in range(count)])
+    big = await _ended_logs(load, [_writer_job(f"big-{n}", mib) for n in range(count)])
+    await asyncio.sleep(1)
+    results: dict[str, Any] = {"rss_before_mib": _rss(server.process.pid) / MIB}
+    results["small"] = await _followed(server, load, token, small, SMALL_LOG)
+    results["big"] = await _followed(server, load, token, big, mib * LINES_PER_MIB * 100)
+    await asyncio.sleep(args.follower_settle)
+    results["settle_s"] = args.follower_settle
+    results["rss_after_mib"] = _rss(server.process.pid) / MIB
+    results["peak_over_small_mib"] = (
+        results["big"]["peak_rss_mib"] - results["small"]["peak_rss_mib"]
+    )
+    results["after_over_before_mib"] = results["rss_after_mib"] - results["rss_before_mib"]
+    return results
+
+
+def run_follower_memory(args: argparse.Namespace) -> dict[str, Any]:
+    """The --followers run: a fresh server of its own (SQLite), its jobs, its followers."""
+    token = secrets.token_hex(16)
+    results: dict[str, Any] = {
+        "cpus": os.cpu_count(),
+        "database": "sqlite",
+        "client": "asyncio (uvloop) raw SSE connections, each read as fast as it comes",
+        "log_mib": args.follower_log_mib,
+        "small_log_bytes": SMALL_LOG,
+    }
+    with tempfile.TemporaryDirectory(prefix="trainfleet-bench-followers-") as tmp:
+        server = Server(Path(tmp) / "data", token, None)
+        try:
+            with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+                memory = bench_follower_memory(server, token, args)
+                results.update(runner.run(asyncio.wait_for(memory, args.timeout)))
+        except BaseException:
+            print("\n".join(server.tail), file=sys.stderr)
+            raise
+        finally:
+            results["server_exit_code"] = server.stop()
+    return results
+
+
+def follower_memory_table(results: dict[str, Any]) -> str:
+    rows: list[tuple[str, ...]] = [
+        ("followers of finished logs", "peak RSS", "/healthz p50", "p99", "whole", "wall")
+    ]
+    for label in ("small", "big"):
+        run = results[label]
+        size = "1 KB" if label == "small" else f"{results['log_mib']} MiB"
+        health = run["healthz"] or {"p50_ms": math.nan, "p99_ms": math.nan}
+        rows.append(
+            (
+                f"{run['followers']} of {size} logs",
+                f"{run['peak_rss_mib']:.0f} MiB",
+                f"{health['p50_ms']:.1f} ms",
+                f"{health['p99_ms']:.1f} ms",
+                f"{run['read_to_the_end']}/{run['followers']}",
+                f"{run['wall_s']:.1f} s",
+            )
+        )
+    over, after = results["peak_over_small_mib"], results["after_over_before_mib"]
+    return "\n".join(
+        [
+            _rows_table(rows),
+            f"RSS before: {results['rss_before_mib']:.0f} MiB; "
+            f"{results['settle_s']:.0f} s after they left: {results['rss_after_mib']:.0f} MiB",
+            f"peak with big logs within 100 MiB of small ({over:+.0f} MiB): {_met(over <= 100)}",
+            f"RSS after within 50 MiB of before ({after:+.0f} MiB): {_met(after <= 50)}",
+        ]
+    )
+
+
 # -- authorisation (--authz) --------------------------------------------------
 
 AUTHZ_TEAM = "bench"
@@ -1237,10 +1429,21 @@ def main() -> None:
     parser.add_argument(
         "--followers",
         type=int,
-        default=0,
-        help="run only the followers probe, with this many SSE followers (e.g. 400)",
+        nargs="?",
+        const=0,
+        help="with N: run only the followers probe, with N SSE followers (e.g. 400); "
+        "alone: run only the memory of followers of big logs",
     )
     parser.add_argument("--follower-requests", type=int, default=300)
+    parser.add_argument(
+        "--follower-logs", type=int, default=20, help="--followers: logs of each size"
+    )
+    parser.add_argument(
+        "--follower-log-mib", type=int, default=20, help="--followers: big log size"
+    )
+    parser.add_argument(
+        "--follower-settle", type=float, default=60, help="--followers: seconds after they left"
+    )
     parser.add_argument(
         "--authz", action="store_true", help="only (submit) and (get): authorisation on/before"
     )
@@ -1255,6 +1458,11 @@ def main() -> None:
         authz = run_authz(args)
         print(authz_table(authz))
         _write(args.out or HERE / "results" / "api-authz.json", authz)
+        return
+    if args.followers == 0:
+        memory = run_follower_memory(args)
+        print(follower_memory_table(memory))
+        _write(args.out or HERE / "results" / "api-followers.json", memory)
         return
     if args.outage:
         outage = run_outage(args)
