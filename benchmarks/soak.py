@@ -303,7 +303,8 @@ class Soak:
         self.turn = 0
         self.errors: Counter[str] = Counter()
         self.cancels: Counter[str] = Counter()
-        self.follows: Counter[str] = Counter()
+        self.follows: dict[str, Counter[str]] = {kind: Counter() for kind in INTENDED}
+        """Follows by the kind of the job followed and how they ended."""
         self.short_follows: list[dict[str, Any]] = []
         self.reads = 0
         self.health: list[float] = []
@@ -406,13 +407,10 @@ class Soak:
             return
         finally:
             stream.close()
+        ended = "left early" if left else "to the end, " + ("whole" if got == size else "short")
         with self.lock:
-            if left:
-                self.follows["left early"] += 1
-            elif got == size:
-                self.follows["to the end, whole"] += 1
-            else:
-                self.follows["to the end, short"] += 1
+            self.follows[job.kind][ended] += 1
+            if ended == "to the end, short":
                 where = {"job": job.id, "kind": job.kind, "task": f"{role}/{index}"}
                 self.short_follows.append({**where, "got": got, "log_size": size})
 
@@ -744,7 +742,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             }
             results["samples"] = soak.samples
             results["healthz"] = _latency(soak.health) if soak.health else {}
-            results["follows"] = dict(soak.follows)
+            results["follows"] = {kind: dict(ended) for kind, ended in soak.follows.items()}
             results["short_follows"] = soak.short_follows[:50]
             results["reads"] = soak.reads
             results["cancels_ok"] = soak.cancels["ok"]
@@ -806,6 +804,7 @@ def table(results: dict[str, Any]) -> str:
         for action, count in audit["changes"].items()
     )
     found = results["secrets"]["found"]
+    follows = sum((Counter(ended) for ended in results["follows"].values()), Counter())
     rows: list[tuple[str, ...]] = [
         ("measure", "figure"),
         ("length, rate", f"{results['seconds']:g} s at {results['rate_jobs_per_s']:g} jobs/s"),
@@ -822,7 +821,11 @@ def table(results: dict[str, Any]) -> str:
             f"({health.get('requests', 0):,} probes)",
         ),
         ("audit records ok / changes", per_change),
-        ("follows", ", ".join(f"{k} {n}" for k, n in sorted(results["follows"].items()))),
+        ("follows", ", ".join(f"{k} {n}" for k, n in sorted(follows.items()))),
+        (
+            "  of big logs",
+            ", ".join(f"{k} {n}" for k, n in sorted(results["follows"]["big"].items())),
+        ),
         ("reads (list, describe)", f"{results['reads']:,}"),
         (
             "searched for the secrets",
