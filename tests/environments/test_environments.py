@@ -6,7 +6,8 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
-from helpers import run_cli
+import psutil
+from helpers import run_cli, wait_for
 from server.harness import ServerProcess
 
 from trainfleet.client import Client
@@ -133,6 +134,46 @@ def test_a_requirements_file_that_is_a_link_is_not_read(engine: Engine, tmp_path
     assert reason.startswith("environment build failed: environment.requirements: cannot read")
     assert "a link" in reason and "root:" not in reason, reason
     assert not engine.data_dir.setup_log(job_id).exists()  # nothing was built from it
+
+
+SLOW_BACKEND = """\
+import os, time
+
+def get_requires_for_build_wheel(config_settings=None):
+    with open({mark!r}, "w") as file:
+        file.write(str(os.getpid()))
+    time.sleep(600)
+    return []
+"""
+
+
+def test_a_job_stopped_while_its_environment_builds_stops_at_once(
+    engine: Engine, tmp_path: Path
+) -> None:
+    """A build hook that takes ten minutes: cancel ends the job within seconds, the build
+    (and the hook) with it, and leaves no environment behind."""
+    package, mark = tmp_path / "slow", tmp_path / "hook.pid"
+    package.mkdir()
+    (package / "pyproject.toml").write_text(
+        '[build-system]\nrequires = []\nbuild-backend = "slow"\nbackend-path = ["."]\n'
+        '[project]\nname = "slow"\nversion = "1"\n'
+    )
+    (package / "slow.py").write_text(SLOW_BACKEND.format(mark=str(mark)))
+    spec = load_job_text(
+        f"name: slow\nenvironment: {{pip: ['slow @ file://{package}']}}\n"
+        "roles:\n  worker: {command: 'true'}\n",
+        "job.yaml",
+    ).spec
+    job = engine.submit(spec, tmp_path, start=True)
+    wait_for(mark.exists, timeout=120, what="the build hook running")
+    hook = int(mark.read_text())
+    engine.cancel(job.id, "no longer needed")
+    assert engine.wait_ended(job.id, timeout=10), engine.describe(job.id)
+    ended = engine.get(job.id)
+    assert ended.state == State.CANCELLED and ended.reason == "no longer needed", ended
+    wait_for(lambda: not psutil.pid_exists(hook), timeout=10, what="the hook ended")
+    root = engine.data_dir.root / "environments"
+    assert not [p for p in root.iterdir() if p.is_dir() and not p.name.startswith(".")]
 
 
 def test_least_recently_used_environments_go_but_never_one_in_use(tmp_path: Path) -> None:

@@ -66,10 +66,12 @@ def passable() -> Iterator[Path]:
     shutil.rmtree(folder, ignore_errors=True)
 
 
-def start_team_server(passable: Path, args: list[str] | None = None) -> TeamServer:
+def start_team_server(
+    passable: Path, args: list[str] | None = None, env: dict[str, str] | None = None
+) -> TeamServer:
     """A server on ``passable/data`` isolating teams vision and audio, with ana and bo."""
     data = passable / "data"
-    server = ServerProcess(data, args=["--isolate-teams", *(args or [])])
+    server = ServerProcess(data, env=env, args=["--isolate-teams", *(args or [])])
     try:
         admin = server.admin_token
         assert admin

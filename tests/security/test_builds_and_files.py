@@ -11,11 +11,17 @@ from __future__ import annotations
 import os
 import pwd
 import secrets
+import shutil
 import stat
+import subprocess
+import tarfile
 import time
 from pathlib import Path
 
-from security.conftest import TeamServer
+import psutil
+
+from security.conftest import TeamServer, start_team_server
+from trainfleet.backends.accounts import BUILDER
 from trainfleet.client import Client
 from trainfleet.domain.records import JobRecord
 
@@ -172,3 +178,58 @@ roles:
     assert "***" in log, log
     assert target.read_text() == "root's own\n"
     assert list(plant.iterdir()) == []
+
+
+LINGER = """\
+import os, subprocess
+
+def _linger():
+    quiet = subprocess.DEVNULL  # as a daemon does: uv waits for nothing of it
+    subprocess.Popen(
+        ["sleep", "4242"], start_new_session=True, stdin=quiet, stdout=quiet, stderr=quiet
+    )
+
+def get_requires_for_build_wheel(config_settings=None):
+    _linger()
+    return []
+
+def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
+    raise RuntimeError("no wheel")
+"""
+
+
+def test_a_shared_build_leaves_nothing_running(passable: Path) -> None:
+    """A package of the index (here: of uv's find-links) whose build hook starts a process
+    that outlives the build, to change the next shared environment as it is built: the
+    hook runs as the shared builder, and nothing of that account runs once its build ends."""
+    links = passable / "links"
+    source = links / "linger-1"
+    source.mkdir(parents=True)
+    (source / "pyproject.toml").write_text(PYPROJECT.replace('name = "hook"', 'name = "linger"'))
+    (source / "hook.py").write_text(LINGER)
+    (source / "PKG-INFO").write_text("Metadata-Version: 2.1\nName: linger\nVersion: 1\n")
+    with tarfile.open(links / "linger-1.tar.gz", "w:gz") as archive:
+        archive.add(source, "linger-1")
+    shutil.rmtree(source)
+    links.chmod(0o755)
+    teams = start_team_server(passable, env={"UV_FIND_LINKS": str(links)})
+    try:
+        with teams.client(teams.ana) as ana:
+            job = ana.submit(
+                "name: linger\nenvironment: {pip: [linger==1]}\n"
+                "roles:\n  worker: {command: 'true'}\n"
+            )
+            ended = _finished(ana, job.id)
+        assert ended.state == "failed" and "environment build failed" in ended.reason, ended
+        builder = pwd.getpwnam(BUILDER).pw_uid
+        left = [p.pid for p in psutil.process_iter(["uids"]) if p.info["uids"].real == builder]
+        assert left == []
+        lingering = [
+            p.pid
+            for p in psutil.process_iter(["cmdline"])
+            if p.info["cmdline"] == ["sleep", "4242"]
+        ]
+        assert lingering == []  # the hook's process, as root, lived on before
+    finally:
+        teams.server.stop()
+        subprocess.run(["pkill", "-f", "^sleep 4242"], check=False)

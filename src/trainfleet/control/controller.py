@@ -14,6 +14,7 @@ import logging
 import os
 import queue
 import shutil
+import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -24,7 +25,7 @@ from trainfleet.backends.api import Backend, JobLaunch, NotStarted, Outside, Tas
 from trainfleet.backends.task_environment import SERVERS, TaskBase
 from trainfleet.control import policies
 from trainfleet.domain.records import Reason, State
-from trainfleet.environments.build import BuildFailed
+from trainfleet.environments.build import BuildFailed, BuildStopped
 from trainfleet.environments.cache import Builders, EnvironmentCache, Lease
 from trainfleet.environments.recipe import MissingRequirementsFile, Recipe
 from trainfleet.scheduling.placement import Placement, TaskKey
@@ -119,6 +120,8 @@ class JobController:
         self._python_dirs: dict[str, Path] = {}
         self._tasks = {slot.key: _Task(slot.key) for slot in placement}
         self._inbox: queue.Queue[_Exited | _Placed | _Cancel | _Preempt] = queue.Queue()
+        self._stopping = threading.Event()
+        """Set with a cancel or a preemption: the environment build, if any, stops."""
         self._timers: list[tuple[float, int, Callable[[], None]]] = []
         self._sequence = itertools.count()
         self._outcome: tuple[State, str] | None = None
@@ -220,10 +223,14 @@ class JobController:
             recipe = found[digest]
             self._note(f"setup: preparing {recipe.describe()} for {', '.join(roles)}", state)
             try:
-                lease = self.environments.lease(recipe, log, self._builders, self.workdir)
+                lease = self.environments.lease(
+                    recipe, log, self._builders, self.workdir, self._stopping.is_set
+                )
             except BuildFailed as error:
                 self._finish(State.FAILED, Reason.ENVIRONMENT_BUILD_FAILED.because(error))
                 return False
+            except BuildStopped:
+                return False  # the job's stop, waiting in the inbox, ends it
             self._leases.append(lease)
             how = f"built in {lease.seconds:.1f}s" if lease.built else "cached"
             self._note(f"setup: {recipe.describe()} ready ({how})", state)
@@ -282,11 +289,13 @@ class JobController:
 
     def cancel(self, reason: str = "cancelled by user") -> None:
         """Stop the job (a second call kills what is still running)."""
+        self._stopping.set()  # a build under way ends at once
         self._inbox.put(_Cancel(reason))
 
     def preempt(self, reason: str) -> None:
         """Stop every task (SIGTERM, then SIGKILL after the grace period) and end the run
         with the job back in state ``queued``, to start again when it is admitted."""
+        self._stopping.set()
         self._inbox.put(_Preempt(reason))
 
     # -- the loop -------------------------------------------------------------

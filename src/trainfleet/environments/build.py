@@ -14,9 +14,12 @@ as the server's own user.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import subprocess
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import IO, Protocol
 
@@ -32,8 +35,16 @@ TAIL = 2000
 """Characters of the build log a failed build's reason keeps."""
 
 
+POLL = 0.2
+"""Seconds between two looks at whether a build should stop."""
+
+
 class BuildFailed(Exception):
     """uv could not build the environment; the message is the end of its output."""
+
+
+class BuildStopped(Exception):
+    """The build was stopped (its job was): nothing of it is kept."""
 
 
 class Builder(Protocol):
@@ -69,14 +80,16 @@ def build(
     builder: Builder | None = None,
     cache: Path | None = None,
     cwd: Path | None = None,
+    stop: Callable[[], bool] = lambda: False,
 ) -> None:
     """Build ``recipe`` as a virtual environment at ``target`` (an empty folder the builder
     may write); uv's output goes to ``log``. ``requirements``: the recipe's requirements
     file, written already where the builder may read it; ``builder``: the account uv runs
     as (None: this process's), with ``cache`` as its uv cache; ``cwd``: where uv runs
-    (a relative path in the requirements is relative to it).
+    (a relative path in the requirements is relative to it); ``stop``: asked while uv runs,
+    True ends it (and what it started) at once.
 
-    Raises BuildFailed with the tail of that output.
+    Raises BuildFailed with the tail of that output, BuildStopped once ``stop`` said so.
     """
     uv, env = find_uv_bin(), build_environment()
     if builder is not None:
@@ -93,21 +106,55 @@ def build(
         log.write(f"$ {' '.join(argv[1:])}\n".encode())
         log.flush()
         command = builder.command(argv) if builder is not None else argv
-        try:
-            done = subprocess.run(
-                command,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                env=env,
-                timeout=TIMEOUT,
-                check=False,
-                cwd=cwd if cwd is not None and cwd.is_dir() else "/",
-            )
-        except subprocess.TimeoutExpired:
-            raise BuildFailed(f"uv {argv[1]} took more than {TIMEOUT:.0f}s") from None
-        if done.returncode != 0:
+        where = cwd if cwd is not None and cwd.is_dir() else "/"
+        returncode = _run(command, log, env, where, stop, argv[1])
+        if returncode != 0:
             log.flush()
-            raise BuildFailed(_tail(log.name) or f"uv {argv[1]} exited {done.returncode}")
+            raise BuildFailed(_tail(log.name) or f"uv {argv[1]} exited {returncode}")
+
+
+def _run(
+    argv: list[str],
+    log: IO[bytes],
+    env: dict[str, str],
+    cwd: Path | str,
+    stop: Callable[[], bool],
+    step: str,
+) -> int:
+    """Run one uv command in a session of its own: its exit code, unless ``stop`` or the
+    time limit ends it and all it started first."""
+    process = subprocess.Popen(
+        argv, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=cwd, start_new_session=True
+    )
+    deadline = time.monotonic() + TIMEOUT
+    while True:
+        try:
+            return process.wait(timeout=POLL)
+        except subprocess.TimeoutExpired:
+            stopped, late = stop(), time.monotonic() > deadline
+            if not (stopped or late):
+                continue
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+        if stopped:
+            raise BuildStopped(f"stopped while uv {step} ran")
+        raise BuildFailed(f"uv {step} took more than {TIMEOUT:.0f}s")
+
+
+def end_processes_of(uid: int) -> int:
+    """Kill every process whose real uid is ``uid`` (what a build left running as an
+    account no task runs as); how many there were."""
+    import psutil  # imported here: only a server that isolates teams needs it
+
+    found = [
+        p for p in psutil.process_iter(["uids"]) if p.info["uids"] and p.info["uids"].real == uid
+    ]
+    for process in found:
+        with contextlib.suppress(psutil.Error):
+            process.kill()
+    psutil.wait_procs(found, timeout=5)
+    return len(found)
 
 
 def _tail(path: object) -> str:

@@ -11,20 +11,31 @@ own environment (see ``Recipe.shared``) as that team's, a shared one as an accou
 runs no task, so that no task can change what it builds while it builds. Once built, the
 environment is taken back (root's, read-only, walked without following a link): no task
 can change it afterwards either, and a team's own one is readable by that team alone.
+Shared builds run one at a time, and whatever a build left running as the shared builder
+(a package's build hook may start a process) is killed before the next: no build can
+change another.
 """
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
 import shutil
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from trainfleet.datadir.files import fresh_dir, own_tree, remove, write_new
 from trainfleet.domain.errors import Misconfigured
-from trainfleet.environments.build import Builder, build
+from trainfleet.environments.build import (
+    POLL,
+    Builder,
+    BuildStopped,
+    build,
+    end_processes_of,
+)
 from trainfleet.environments.recipe import Recipe
 from trainfleet.spec.quantity import size_setting
 
@@ -79,13 +90,15 @@ class EnvironmentCache:
         log: Path,
         builders: Builders | None = None,
         workdir: Path | None = None,
+        stop: Callable[[], bool] = lambda: False,
     ) -> Lease:
         """The environment of ``recipe``, built (output appended to ``log``) unless cached,
         as one of ``builders`` where given (else as this process); a team's own one in
         ``workdir`` (its job's folder: a relative path in its requirements names a file
-        there).
+        there). ``stop``: asked while it waits or builds; True ends that at once.
 
-        Waits while another job builds the same one. Raises BuildFailed (nothing left).
+        Waits while another job builds the same one. Raises BuildFailed, or BuildStopped
+        once ``stop`` said so (nothing left, either way).
         """
         self.root.mkdir(parents=True, exist_ok=True, mode=0o700)
         if builders is not None:  # their tasks pass through to the environments they use
@@ -95,14 +108,17 @@ class EnvironmentCache:
         lock = os.open(self.root / f"{digest}.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
         started = time.monotonic()
         try:
-            fcntl.flock(lock, fcntl.LOCK_SH)  # as every job that uses it holds it
+            _flock(lock, fcntl.LOCK_SH, stop)  # as every job that uses it holds it
             built = False
             if not ready.exists():
-                fcntl.flock(lock, fcntl.LOCK_EX)  # to build it: others wait, then use it
+                _flock(lock, fcntl.LOCK_EX, stop)  # to build it: others wait, then use it
                 built = not ready.exists()
             if built:
                 builder = builders.of(recipe) if builders is not None else None
-                self._build(recipe, path, log, builder, None if recipe.shared else workdir)
+                cwd = None if recipe.shared else workdir
+                shared_build = builder is not None and recipe.shared
+                with self._alone(stop) if shared_build else contextlib.nullcontext():
+                    self._build(recipe, path, log, builder, cwd, stop)
                 ready.write_text(str(_size(path)))
             os.utime(ready)  # used now: evicted last
             fcntl.flock(lock, fcntl.LOCK_SH)  # others may use it too; none may delete it
@@ -115,7 +131,13 @@ class EnvironmentCache:
         return lease
 
     def _build(
-        self, recipe: Recipe, path: Path, log: Path, builder: Builder | None, cwd: Path | None
+        self,
+        recipe: Recipe,
+        path: Path,
+        log: Path,
+        builder: Builder | None,
+        cwd: Path | None,
+        stop: Callable[[], bool],
     ) -> None:
         """Build ``recipe`` at ``path`` (what a build cut short left there goes first)."""
         requirements = self.root / f"{recipe.digest}.requirements"
@@ -140,15 +162,20 @@ class EnvironmentCache:
                 own_tree(cache, builder.uid, builder.gid, mode=0o700)
             with open(log, "ab") as output:
                 output.write(f"building {recipe.describe()}\n".encode())
-                build(
-                    recipe,
-                    path,
-                    output,
-                    requirements if recipe.requirements else None,
-                    builder,
-                    cache if builder is not None else None,
-                    cwd,
-                )
+                try:
+                    build(
+                        recipe,
+                        path,
+                        output,
+                        requirements if recipe.requirements else None,
+                        builder,
+                        cache if builder is not None else None,
+                        cwd,
+                        stop,
+                    )
+                finally:
+                    if builder is not None and recipe.shared:  # nothing of it lives on
+                        end_processes_of(builder.uid)
             if builder is not None:  # ours again, and no task's to change
                 shared = recipe.shared
                 gid = os.getgid() if shared else builder.gid
@@ -159,6 +186,18 @@ class EnvironmentCache:
         finally:
             remove(requirements)
             remove(cache)
+
+    @contextlib.contextmanager
+    def _alone(self, stop: Callable[[], bool]) -> Iterator[None]:
+        """Hold the lock of shared builds (one at a time, in every process)."""
+        lock = os.open(
+            self.root / "shared-builds.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600
+        )
+        try:
+            _flock(lock, fcntl.LOCK_EX, stop)
+            yield
+        finally:
+            os.close(lock)
 
     def evict(self) -> list[str]:
         """Delete the least recently used environments no job holds, until the rest fit."""
@@ -183,6 +222,19 @@ class EnvironmentCache:
             finally:
                 os.close(lock)
         return gone
+
+
+def _flock(descriptor: int, mode: int, stop: Callable[[], bool]) -> None:
+    """Take ``mode`` of the lock, waiting as long as it takes unless ``stop`` says so
+    (BuildStopped)."""
+    while True:
+        try:
+            fcntl.flock(descriptor, mode | fcntl.LOCK_NB)
+            return
+        except BlockingIOError:
+            if stop():
+                raise BuildStopped("stopped while another job built the same environment") from None
+            time.sleep(POLL)
 
 
 def cache_size(value: str | None = None) -> int:
