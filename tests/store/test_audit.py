@@ -60,8 +60,10 @@ def test_filters_and_pages(store: Store) -> None:
 
 
 def test_the_trail_has_no_way_to_change_or_delete_a_record() -> None:
+    """Records are added and read; the only removal is by age (``--audit-retention``),
+    never of a record chosen by what it says."""
     public = {name for name in dir(AuditTrail) if not name.startswith("_")}
-    assert public == {"record", "record_many", "find"}
+    assert public == {"record", "record_many", "find", "prune"}
 
 
 class _Down:
