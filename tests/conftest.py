@@ -5,14 +5,16 @@ under CI, so CI never skips it)."""
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import sys
+import tempfile
 import textwrap
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from helpers import fresh_postgres_database, kill_processes_under
+from helpers import fresh_postgres_database, kill_processes_under, missing
 
 from trainfleet.control.engine import Engine
 from trainfleet.store.layout import DataDir
@@ -71,3 +73,15 @@ def postgres_url() -> Iterator[str]:
     """The URL of a new, empty PostgreSQL database of this test only."""
     with fresh_postgres_database() as url:
         yield url
+
+
+@pytest.fixture
+def passable() -> Iterator[Path]:
+    """A folder other accounts may pass through (pytest's own is owner-only), for tests of
+    a root server that runs tasks as teams' accounts (skipped without root and setpriv)."""
+    if os.geteuid() != 0 or shutil.which("setpriv") is None:
+        missing("the server switches tasks to other accounts only as root, with setpriv")
+    folder = Path(tempfile.mkdtemp(prefix="trainfleet-accounts-", dir="/var/tmp"))
+    folder.chmod(0o711)
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)

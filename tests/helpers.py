@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import NoReturn
 from urllib.parse import urlsplit, urlunsplit
 
+import httpx
 import pytest
 
 from trainfleet.backends.local.groups import live_members
@@ -153,3 +154,24 @@ def fresh_postgres_database() -> Iterator[str]:
                     time.sleep(0.1)
             else:  # still there after 10 s: say why
                 connection.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+
+
+def every_answer(url: str, token: str, job_id: str, missing_ok: bool = False) -> bytes:
+    """The bodies of every reading endpoint of the server at ``url`` about the job and the
+    secrets, followed streams and the metrics included (``missing_ok``: a 404 counts too,
+    for a job stopped before it had a log)."""
+    paths = [
+        "/jobs", f"/jobs/{job_id}", f"/jobs/{job_id}/events", f"/jobs/{job_id}/events/follow",
+        f"/jobs/{job_id}/tasks/worker/0/log", f"/jobs/{job_id}/tasks/worker/0/log/follow",
+        f"/jobs/{job_id}/setup/log", "/secrets", "/queues", "/teams", "/users", "/whoami",
+    ]  # fmt: skip
+    allowed = (200, 404) if missing_ok else (200,)
+    bodies = b""
+    headers = {"Authorization": f"Bearer {token}"}
+    with httpx.Client(base_url=f"{url}/api/v1", headers=headers) as http:
+        for path in paths:
+            answer = http.get(path, timeout=60)
+            assert answer.status_code in allowed, (path, answer.text)
+            bodies += answer.content
+        bodies += http.get(f"{url}/metrics", timeout=60).content
+    return bodies

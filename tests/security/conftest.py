@@ -8,15 +8,11 @@ elsewhere, failed under CI.
 from __future__ import annotations
 
 import contextlib
-import os
-import shutil
-import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from helpers import missing
 from server.harness import ServerProcess
 
 from trainfleet.client import Client
@@ -53,17 +49,6 @@ class TeamServer:
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(text)
         return root
-
-
-@pytest.fixture
-def passable() -> Iterator[Path]:
-    """A folder other accounts may pass through (pytest's own is owner-only)."""
-    if os.geteuid() != 0 or shutil.which("setpriv") is None:
-        missing("the server switches tasks to other accounts only as root, with setpriv")
-    folder = Path(tempfile.mkdtemp(prefix="trainfleet-hostile-", dir="/var/tmp"))
-    folder.chmod(0o711)
-    yield folder
-    shutil.rmtree(folder, ignore_errors=True)
 
 
 def start_team_server(

@@ -10,14 +10,12 @@ from __future__ import annotations
 
 import os
 import pwd
-import shutil
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from container_images import base_image
-from helpers import fresh_postgres_database, missing, run_cli
+from helpers import fresh_postgres_database, run_cli
 
 from trainfleet.backends.accounts import TeamAccounts, account_name
 from trainfleet.client import Client
@@ -49,17 +47,6 @@ def database(request: pytest.FixtureRequest) -> Iterator[str | None]:
         return
     with fresh_postgres_database() as url:
         yield url
-
-
-@pytest.fixture
-def passable() -> Iterator[Path]:
-    """A folder other accounts may pass through (pytest's own is owner-only)."""
-    if os.geteuid() != 0 or shutil.which("setpriv") is None:
-        missing("the server switches tasks to other accounts only as root, with setpriv")
-    folder = Path(tempfile.mkdtemp(prefix="trainfleet-isolation-", dir="/var/tmp"))
-    folder.chmod(0o711)
-    yield folder
-    shutil.rmtree(folder, ignore_errors=True)
 
 
 def _run(server: ServerProcess, token: str, project: Path) -> tuple[int, str]:

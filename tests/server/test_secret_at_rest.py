@@ -21,9 +21,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
-from helpers import wait_for
+from helpers import every_answer, wait_for
 
 from trainfleet.backends.api import JobLaunch
 from trainfleet.backends.local import processes
@@ -32,7 +31,6 @@ from trainfleet.client import Client
 from trainfleet.control.controller import JobController
 from trainfleet.control.engine import Engine
 from trainfleet.store.layout import DataDir
-from trainfleet.wire import API_PREFIX
 
 from .harness import LiveServer, ServerProcess
 
@@ -135,7 +133,7 @@ def test_a_job_cancelled_at_any_step_of_its_start_leaves_no_secret_value(
         assert admin.wait(job.id).state == "cancelled"
         wait_for(lambda: not _processes_of(job.id), timeout=30, what="the job's processes gone")
         wait_for(lambda: _ended(admin, job.id), timeout=30, what="every task ended")
-        answers = _every_answer(server, job.id)
+        answers = every_answer(server.url, server.token, job.id, missing_ok=True)
     data = tmp_path / "data"
     for value in (VALUE.encode(), base64.b64encode(VALUE.encode())):
         assert value not in answers
@@ -183,21 +181,3 @@ def _processes_of(job_id: str) -> list[int]:
             if mark in environ:
                 found.append(int(entry.name))
     return found
-
-
-def _every_answer(server: LiveServer, job_id: str) -> bytes:
-    """The bodies of every reading endpoint about the job and the secrets."""
-    paths = [
-        "/jobs", f"/jobs/{job_id}", f"/jobs/{job_id}/events", f"/jobs/{job_id}/events/follow",
-        f"/jobs/{job_id}/tasks/worker/0/log", f"/jobs/{job_id}/tasks/worker/0/log/follow",
-        f"/jobs/{job_id}/setup/log", "/secrets", "/queues", "/teams", "/users", "/whoami",
-    ]  # fmt: skip
-    bodies = b""
-    headers = {"Authorization": f"Bearer {server.token}"}
-    with httpx.Client(base_url=f"{server.url}{API_PREFIX}", headers=headers) as http:
-        for path in paths:
-            answer = http.get(path, timeout=60)
-            assert answer.status_code in (200, 404), (path, answer.text)
-            bodies += answer.content
-        bodies += http.get(f"{server.url}/metrics", timeout=60).content
-    return bodies

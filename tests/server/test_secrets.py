@@ -16,12 +16,10 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
 import pytest
-from helpers import fresh_postgres_database, run_cli
+from helpers import every_answer, fresh_postgres_database, run_cli
 
 from trainfleet.client import BadRequest, Client, NotFound
-from trainfleet.wire import API_PREFIX as API
 from trainfleet.wire import UserBody
 
 from .harness import ServerProcess
@@ -132,7 +130,7 @@ def test_a_secret_reaches_only_its_task_and_never_an_answer_a_log_or_the_databas
         assert log == b"pw=***\n***\ndone\n", log
         assert ana.get(job.id).state == "succeeded"
         assert not (deployment.root / "data" / "jobs" / job.id / "secrets").exists()
-        answers = _every_answer(deployment, job.id)
+        answers = every_answer(deployment.server.url, deployment.server.admin_token, job.id)
         outputs = [
             deployment.cli(deployment.ana, *args)[1]
             for args in (("describe", job.id), ("list",), ("logs", job.id), ("secret", "list"))
@@ -146,25 +144,6 @@ def test_a_secret_reaches_only_its_task_and_never_an_answer_a_log_or_the_databas
             if path.is_file():
                 assert value not in path.read_bytes(), path
     assert "db" in outputs[3] and "cert, password" in outputs[3]
-
-
-def _every_answer(deployment: Deployment, job_id: str) -> bytes:
-    """The bodies of every reading endpoint about the job and the secrets, followed
-    streams included."""
-    headers = {"Authorization": f"Bearer {deployment.server.admin_token}"}
-    paths = [
-        "/jobs", f"/jobs/{job_id}", f"/jobs/{job_id}/events", f"/jobs/{job_id}/events/follow",
-        f"/jobs/{job_id}/tasks/worker/0/log", f"/jobs/{job_id}/tasks/worker/0/log/follow",
-        f"/jobs/{job_id}/setup/log", "/secrets", "/queues", "/teams", "/users", "/whoami",
-    ]  # fmt: skip
-    bodies = b""
-    with httpx.Client(base_url=f"{deployment.server.url}{API}", headers=headers) as http:
-        for path in paths:
-            answer = http.get(path, timeout=60)
-            assert answer.status_code == 200, (path, answer.text)
-            bodies += answer.content
-        bodies += http.get(f"{deployment.server.url}/metrics", timeout=60).content
-    return bodies
 
 
 def test_bad_references_are_refused_naming_the_field_and_other_teams_secrets_do_not_exist(
