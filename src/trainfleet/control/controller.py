@@ -185,6 +185,8 @@ class JobController:
     def _begin(self) -> None:
         # A job that waited in the queue has a waiting reason: it no longer applies.
         self.store.update_job(self.job_id, state=State.STARTING, started_at=time.time(), reason="")
+        if self._own_workdir():  # one sent with no folder gets an empty one now
+            self.workdir.mkdir(mode=0o700, parents=True, exist_ok=True)
         self._hand_over()  # a team's own environment may be built from its folder
         if not self._setup():
             return
@@ -331,10 +333,14 @@ class JobController:
         for private in (job_dir / "logs", self.data_dir.run_dir(self.job_id)):
             private.mkdir(mode=0o700, parents=True, exist_ok=True)
             os.chmod(private, 0o700)
-        own = self.workdir.is_relative_to(job_dir)  # its own copy, not a shared folder
-        if own and self.workdir.is_dir() and os.lstat(self.workdir).st_uid != self._account.uid:
+        own = self._own_workdir() and self.workdir.is_dir()
+        if own and os.lstat(self.workdir).st_uid != self._account.uid:
             self._account.hand_over(self.workdir)
         self._handed_over = True
+
+    def _own_workdir(self) -> bool:
+        """Whether the job runs in a folder of its own, not in a shared one."""
+        return self.workdir.is_relative_to(self.data_dir.job_dir(self.job_id))
 
     def _after(self, seconds: float, action: Callable[[], None]) -> None:
         heapq.heappush(self._timers, (time.monotonic() + seconds, next(self._sequence), action))

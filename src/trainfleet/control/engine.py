@@ -143,7 +143,7 @@ class Engine:
     def submit(
         self,
         spec: JobSpec,
-        workdir: Path,
+        workdir: Path | None,
         source: str = "trainfleet",
         user: str | None = None,
         start: bool = False,
@@ -152,8 +152,9 @@ class Engine:
     ) -> JobRecord:
         """Store the job, queued, and with ``start`` queue it for admission here at once.
 
-        ``fill_workdir``: the job runs in a folder of its own (``jobs/<id>/workdir``, gone
-        with the job), which this fills before the job is stored, instead of ``workdir``.
+        ``workdir``: where it runs; None: in an empty folder of its own (``jobs/<id>/
+        workdir``, gone with the job), made when it starts. ``fill_workdir``: in that
+        folder, which this fills before the job is stored.
         Raises Unschedulable when it could never be admitted, DiskFull when the data
         directory's disk has no room for it.
         """
@@ -169,9 +170,8 @@ class Engine:
             try:
                 if fill_workdir is not None:
                     fill_workdir(own)
-                job = self._store_new(
-                    job_id, spec, own if fill_workdir else workdir, source, user, team
-                )
+                runs_in = workdir if workdir is not None and fill_workdir is None else own
+                job = self._store_new(job_id, spec, runs_in, source, user, team)
             except BaseException as error:
                 if fill_workdir is not None:  # nothing half-stored
                     shutil.rmtree(own, ignore_errors=True)

@@ -1,7 +1,6 @@
 """``/api/v1/jobs``: submit, find, describe, cancel, delete a job; read and follow its events."""
 
 import re
-from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 from typing import Annotated, Any
@@ -131,14 +130,14 @@ def router(
         change.detail = f"{loaded.spec.name} in queue {loaded.spec.queue}"
         spec, team = queue_teams.for_submission(who.caller, loaded.spec)
         whom = owner(None if who.caller.admin else team)  # whose trees the job may use
-        fill = _tree(workdirs, tree, whom) if workdir is None else None
+        fill = _tree(workdirs, tree, whom)
         runs_in = workdirs.path(whom, tree) if tree is not None else directory
         settings.host_paths.check(spec, runs_in, in_place=workdir is not None)
         change.team, change.detail = team, f"{spec.name} in queue {spec.queue}"
         submit = partial(
             engine.submit,
             spec,
-            directory,
+            directory if workdir is not None else None,  # None: an empty folder of its own
             loaded.source,
             user=who.caller.user,
             start=True,
@@ -146,7 +145,7 @@ def router(
             team=team,
         )
         tasks = sum(role.replicas for role in loaded.spec.roles.values())
-        slow = large or tasks > INLINE_TASKS or tree is not None
+        slow = large or tasks > INLINE_TASKS or fill is not None
         job = await run_in_threadpool(submit) if slow else submit()
         change.target = job.id
         metrics.submissions.labels(job.source).inc()
@@ -269,13 +268,11 @@ def _workdir(given: str | None, default: Path) -> Path:
     return path
 
 
-def _tree(workdirs: WorkdirStore, tree: str | None, whom: str) -> Callable[[Path], None]:
-    """What fills the job's own folder: ``tree``, sent before by ``whom`` (the job's team,
-    or the administrators; 422 naming the field where they have no such tree), else
-    nothing (a job sent without a folder gets an empty one of its own, never the server's
-    own working directory)."""
+def _tree(workdirs: WorkdirStore, tree: str | None, whom: str) -> partial[None] | None:
+    """What fills the job's own folder from ``tree``, sent before by ``whom`` (the job's
+    team, or the administrators); 422 naming the field where they have no such tree."""
     if tree is None:
-        return _empty
+        return None
     if not workdirs.has(whom, tree):
         raise ApiError(
             422,
@@ -283,10 +280,6 @@ def _tree(workdirs: WorkdirStore, tree: str | None, whom: str) -> Callable[[Path
             f"(PUT {API_PREFIX}/workdirs/{tree})",
         )
     return partial(workdirs.copy, whom, tree)
-
-
-def _empty(folder: Path) -> None:
-    folder.mkdir(mode=0o700, parents=True)
 
 
 def _labels(pairs: list[str]) -> dict[str, str]:
