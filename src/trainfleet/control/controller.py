@@ -367,7 +367,6 @@ class JobController:
             team=self._team,
         )
         job.write_secret_files()
-        self._hand_over()
         queued = self.backend.queues_tasks
         for key, started in self.backend.start(job, self).items():
             task = self._tasks[key]
