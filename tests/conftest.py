@@ -17,7 +17,7 @@ import pytest
 from helpers import fresh_postgres_database, kill_processes_under, missing
 
 from trainfleet.control.engine import Engine
-from trainfleet.store.layout import DataDir
+from trainfleet.datadir.layout import DataDir
 
 
 def pytest_configure() -> None:

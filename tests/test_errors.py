@@ -17,13 +17,13 @@ from trainfleet.backends.api import BackendError
 from trainfleet.backends.local.gpus import GpuConfigError
 from trainfleet.cli.commands import user_errors
 from trainfleet.client import ClientError, NotFound, ServerError, Unreachable, Untrusted
+from trainfleet.datadir.space import DiskFull
 from trainfleet.domain import errors
 from trainfleet.domain.records import JobActive, JobNotFound
 from trainfleet.scheduling.placement import Unschedulable
 from trainfleet.server import errors as server_errors
 from trainfleet.spec.errors import SpecError
 from trainfleet.store.errors import StoreConflict, StoreUnavailable
-from trainfleet.store.space import DiskFull
 
 KINDS = {
     errors.BadInput: (422, 2),

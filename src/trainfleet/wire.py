@@ -7,7 +7,7 @@ module imports nothing of the server, the engine, the backends or the store, so 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -22,9 +22,6 @@ from trainfleet.domain.records import (
 from trainfleet.spec.models import NO_NUL_PATTERN
 from trainfleet.spec.names import ACCOUNT_NAME, SECRET_NAME, SecretKey
 from trainfleet.spec.queues import QueueConfig, QueueName, Quota
-
-if TYPE_CHECKING:
-    from trainfleet.control.queueing import QueueStatus
 
 API_PREFIX = "/api/v1"
 """Where every versioned endpoint lives."""
@@ -107,16 +104,6 @@ class QueueState(_Model):
     )
     running: list[str] = Field(description="Ids of its admitted jobs.")
     waiting: list[str] = Field(description="Ids of its waiting jobs, in the order they go.")
-
-    @classmethod
-    def of(cls, status: QueueStatus, team: str = "default") -> QueueState:
-        return cls(
-            queue=status.config,
-            team=team,
-            used=status.used,
-            running=status.admitted,
-            waiting=status.waiting,
-        )
 
 
 NAME_PATTERN = ACCOUNT_NAME

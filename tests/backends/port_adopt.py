@@ -16,9 +16,9 @@ from pathlib import Path
 from port_jobs import LISTEN
 
 from trainfleet.control.engine import Engine
+from trainfleet.datadir.layout import DataDir
 from trainfleet.domain.records import State
 from trainfleet.spec.models import JobSpec
-from trainfleet.store.layout import DataDir
 
 SLEEPER = JobSpec.model_validate({"name": "held", "roles": {"worker": {"command": "sleep 600"}}})
 LISTENING = {"command": ["python", "-S", "-c", LISTEN.format(options="")]}

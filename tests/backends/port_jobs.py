@@ -15,9 +15,9 @@ import sys
 from pathlib import Path
 
 from trainfleet.control.engine import Engine
+from trainfleet.datadir.layout import DataDir
 from trainfleet.domain.records import State
 from trainfleet.spec.models import JobSpec
-from trainfleet.store.layout import DataDir
 
 LISTEN = (
     "import os, socket; s = socket.socket(); {options}"

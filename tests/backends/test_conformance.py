@@ -33,10 +33,10 @@ from trainfleet.backends.local import LocalBackend
 from trainfleet.backends.supervision.ports import PORTS
 from trainfleet.backends.supervision.shim import ATTEMPT_VARIABLE, marked_processes
 from trainfleet.control.policies import exit_code
+from trainfleet.datadir.layout import DataDir
 from trainfleet.scheduling.placement import Placement, TaskKey, TaskSlot, task_keys
 from trainfleet.spec.backends import SlurmConfig
 from trainfleet.spec.models import JobSpec
-from trainfleet.store.layout import DataDir
 
 WORKER: TaskKey = ("worker", 0)
 READY = "echo ready; "

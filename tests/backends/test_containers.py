@@ -20,9 +20,9 @@ from trainfleet.backends.supervision.containers import (
     container_environment,
 )
 from trainfleet.control.engine import Engine
+from trainfleet.datadir.layout import DataDir
 from trainfleet.domain.records import Reason, State
 from trainfleet.spec.models import JobSpec, Resources
-from trainfleet.store.layout import DataDir
 
 
 def _launch(tmp_path: Path, **fields: object) -> TaskLaunch:

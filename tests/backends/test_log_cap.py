@@ -26,8 +26,8 @@ from trainfleet.cli.config import Target
 from trainfleet.cli.remote import RemoteService, RemoteTail
 from trainfleet.client import Client
 from trainfleet.control.engine import Engine
-from trainfleet.store.layout import DataDir
-from trainfleet.store.logs import LogTail
+from trainfleet.datadir.layout import DataDir
+from trainfleet.datadir.logs import LogTail
 
 CAP = 64 << 10
 # Prints numbered lines in three phases: PHASE1 bytes (within the cap), then, once the file

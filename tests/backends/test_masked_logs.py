@@ -19,11 +19,11 @@ from helpers import missing, wait_for
 from trainfleet.backends.api import JobLaunch, NotStarted, Outside
 from trainfleet.backends.local import LocalBackend
 from trainfleet.backends.supervision import SHIM
+from trainfleet.backends.supervision.masking import Masker
 from trainfleet.backends.supervision.shim import options as shim_options
+from trainfleet.datadir.layout import DataDir
 from trainfleet.scheduling.placement import Placement, TaskKey, TaskSlot, task_keys
 from trainfleet.spec.models import JobSpec
-from trainfleet.store.layout import DataDir
-from trainfleet.vault.masking import Masker
 
 SECRET = b"s3cr\x00t-\xff\nvalue-42"
 """Any byte may be in a value: a NUL, a newline, bytes that are no UTF-8."""

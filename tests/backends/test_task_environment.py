@@ -18,8 +18,8 @@ import pytest
 from helpers import run_cli, wait_for
 from server.harness import ServerProcess
 
-from trainfleet.backends.task_environment import BASE_VARIABLES, TaskBase
 from trainfleet.client import Client
+from trainfleet.environments.task_base import BASE_VARIABLES, TaskBase
 from trainfleet.frameworks.argv import standalone
 from trainfleet.programs import tf_server
 

@@ -19,8 +19,8 @@ from helpers import process_group_alive, run_cli, trainfleet, wait_for
 
 from trainfleet.backends.local.groups import live_members
 from trainfleet.control.engine import Engine
+from trainfleet.datadir.layout import DataDir
 from trainfleet.domain.records import JobRecord, State
-from trainfleet.store.layout import DataDir
 
 pytestmark = pytest.mark.usefixtures("reap")  # a failed test's runs and tasks are killed
 

@@ -19,8 +19,8 @@ from helpers import process_group_alive, wait_for
 
 from trainfleet.backends.supervision.shim import main as shim_main
 from trainfleet.control.engine import Engine
+from trainfleet.datadir.layout import DataDir
 from trainfleet.domain.records import State
-from trainfleet.store.layout import DataDir
 
 PROGRAMS = Path(__file__).parent.parent / "programs"
 

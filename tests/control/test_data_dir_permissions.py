@@ -9,9 +9,9 @@ import yaml
 from helpers import run_cli
 
 from trainfleet.control.engine import Engine
+from trainfleet.datadir.layout import DataDir
 from trainfleet.domain.records import State
 from trainfleet.spec.models import JobSpec
-from trainfleet.store.layout import DataDir
 
 
 def _modes(root: Path) -> dict[str, int]:

@@ -21,10 +21,10 @@ from helpers import wait_for
 from trainfleet.backends.api import JobLaunch
 from trainfleet.control.controller import JobController
 from trainfleet.control.engine import Engine
+from trainfleet.datadir.layout import DataDir
 from trainfleet.domain.records import State
 from trainfleet.environments.cache import EnvironmentCache
 from trainfleet.spec.models import JobSpec
-from trainfleet.store.layout import DataDir
 
 MARK = "3119"
 """In the tasks' command line: a process left behind is found by it."""

@@ -9,8 +9,8 @@ import time
 from pathlib import Path
 
 from trainfleet.control.engine import Engine
+from trainfleet.datadir.layout import DataDir
 from trainfleet.spec.loading import load_job_file
-from trainfleet.store.layout import DataDir
 
 engine = Engine(DataDir(Path(sys.argv[1])), supervised=True)
 for name in sys.argv[2:]:

@@ -25,12 +25,12 @@ from server.harness import LiveServer, ServerProcess, add_user
 
 from trainfleet.client import Client
 from trainfleet.control.engine import Engine
+from trainfleet.datadir.layout import DataDir
 from trainfleet.domain.records import AuditRecord, TeamRole
 from trainfleet.server.audit_writer import AuditPruner
 from trainfleet.server.throttle import Throttle
 from trainfleet.store.audit import PRUNE_BATCH
 from trainfleet.store.database import Store
-from trainfleet.store.layout import DataDir
 from trainfleet.wire import API_PREFIX as API
 
 TEAM = "vision"

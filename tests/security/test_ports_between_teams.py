@@ -30,9 +30,9 @@ from security.conftest import TeamServer
 from trainfleet.backends.accounts import TeamAccounts
 from trainfleet.backends.local.firewall import CHAIN, FAMILY, TABLE, Firewall
 from trainfleet.control.engine import Engine
+from trainfleet.datadir.layout import DataDir
 from trainfleet.domain.records import JobRecord, State
 from trainfleet.spec.models import JobSpec
-from trainfleet.store.layout import DataDir
 
 SERVE = """\
 import os, socket

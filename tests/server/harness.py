@@ -16,6 +16,7 @@ from typing import Any
 import uvicorn
 
 from trainfleet.control.engine import Engine
+from trainfleet.datadir.layout import DataDir
 from trainfleet.domain.records import TeamRole, TokenRecord, UserRecord
 from trainfleet.server.app import create_app
 from trainfleet.server.auth import bootstrap, new_record, new_token
@@ -23,7 +24,6 @@ from trainfleet.server.host_paths import HostPaths
 from trainfleet.server.serve import GRACEFUL_SHUTDOWN
 from trainfleet.server.settings import Settings
 from trainfleet.store.database import Store
-from trainfleet.store.layout import DataDir
 
 
 class LiveServer:

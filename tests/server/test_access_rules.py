@@ -23,10 +23,10 @@ from trainfleet.cli.main import cli
 from trainfleet.client import BadRequest, Client, Conflict, Forbidden, NotFound, Unauthorized
 from trainfleet.control.access import RULES, Action, Caller
 from trainfleet.control.engine import Engine
+from trainfleet.datadir.layout import DataDir
 from trainfleet.domain.records import TeamRole
 from trainfleet.spec.loading import load_job_text
 from trainfleet.store.database import Store
-from trainfleet.store.layout import DataDir
 from trainfleet.wire import API_PREFIX as API
 from trainfleet.wire import QueueBody, UserBody
 

@@ -24,12 +24,12 @@ from trainfleet.cli.audit import since_of
 from trainfleet.cli.errors import UserError
 from trainfleet.client import Client, Forbidden, NotFound
 from trainfleet.control.engine import Engine
+from trainfleet.datadir.layout import DataDir
 from trainfleet.domain.records import AuditRecord, TeamRole
 from trainfleet.server.auth import digest
 from trainfleet.server.throttle import Throttle
 from trainfleet.spec.loading import load_job_text
 from trainfleet.store.errors import StoreUnavailable
-from trainfleet.store.layout import DataDir
 from trainfleet.wire import API_PREFIX as API
 from trainfleet.wire import QueueBody, UserBody
 

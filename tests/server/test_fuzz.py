@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 from schemathesis import GenerationMode, checks
 
 from trainfleet.control.engine import Engine
-from trainfleet.store.layout import DataDir
+from trainfleet.datadir.layout import DataDir
 
 from .harness import LiveServer
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from trainfleet.datadir.logs import CHUNK
 from trainfleet.server.hub import WINDOW, LogHub
-from trainfleet.store.logs import CHUNK
 
 
 def test_a_follower_far_behind_reads_everything_while_the_window_stays_bounded(

@@ -30,7 +30,7 @@ from trainfleet.backends.local.processes import LocalBackend
 from trainfleet.client import Client
 from trainfleet.control.controller import JobController
 from trainfleet.control.engine import Engine
-from trainfleet.store.layout import DataDir
+from trainfleet.datadir.layout import DataDir
 
 from .harness import LiveServer, ServerProcess
 

@@ -9,7 +9,7 @@ import importlib
 from hypothesis import given
 from hypothesis import strategies as st
 
-from trainfleet.vault.masking import MIN_LENGTH, Masker
+from trainfleet.backends.supervision.masking import MIN_LENGTH, Masker
 
 SECRET = b"tok-3f9\x00\xffZ"
 

@@ -25,8 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from trainfleet.datadir.files import own_tree
+from trainfleet.datadir.layout import PASSABLE_DIR
 from trainfleet.domain.errors import Misconfigured
-from trainfleet.store.layout import PASSABLE_DIR
 
 PREFIX = "tf-"
 BUILDER = "trainfleet-build"

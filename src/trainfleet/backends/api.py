@@ -19,16 +19,16 @@ from typing import NamedTuple, NewType, Protocol
 
 from trainfleet.backends.accounts import Account
 from trainfleet.backends.supervision.shim import ATTEMPT_VARIABLE
-from trainfleet.backends.task_environment import SERVERS, TaskBase
 from trainfleet.datadir.files import fresh_dir, write_new
+from trainfleet.datadir.layout import DataDir
 from trainfleet.domain.errors import USAGE_ERROR, Unavailable
+from trainfleet.environments.task_base import SERVERS, TaskBase
 from trainfleet.frameworks import task_argv, task_environment
 from trainfleet.frameworks.base import TaskContext
 from trainfleet.programs import TF_SERVER
 from trainfleet.scheduling.cluster import Node
 from trainfleet.scheduling.placement import Placement, TaskKey
 from trainfleet.spec.models import JobSpec, Resources, SecretRef
-from trainfleet.store.layout import DataDir
 
 TaskHandle = NewType("TaskHandle", str)
 """A started task, as its backend knows it (a process id, a Slurm job and task, a pod)."""
@@ -108,7 +108,7 @@ class TaskLaunch:
     """True: the role gives no command, and ``argv`` are arguments to the image's own
     ENTRYPOINT (as Kubernetes runs a container with ``args`` alone)."""
     mask: tuple[bytes, ...] = field(default=(), repr=False)
-    """Secret values its log shows as ``***`` (see ``vault.masking``), never in a repr."""
+    """Secret values its log shows as ``***`` (see ``supervision.masking``), never in a repr."""
     account: Account | None = None
     """The Unix account it runs as (its team's, see ``backends.accounts``); None: ours."""
 
@@ -129,7 +129,7 @@ class JobLaunch:
     attempts: Mapping[TaskKey, int]
     """The tasks to start, each with the number of its attempt (0: the first start)."""
     base: TaskBase = SERVERS
-    """Where each task's environment starts (see ``task_environment``)."""
+    """Where each task's environment starts (see ``environments.task_base``)."""
     python_dirs: Mapping[str, Path] = field(default_factory=dict)
     """Per role with a Python environment of its own: its ``bin`` folder (``python``)."""
     mask: tuple[bytes, ...] = field(default=(), repr=False)

@@ -19,15 +19,15 @@ from typing import TYPE_CHECKING
 
 import click
 
-from trainfleet.backends.task_environment import USERS_OWN
 from trainfleet.cli.errors import UserError
 from trainfleet.cli.reading import StoreReader
 from trainfleet.cli.service import JobInput
 from trainfleet.control import local_admission
 from trainfleet.control.engine import Engine, JobActive
+from trainfleet.datadir.layout import DataDir, create_private
 from trainfleet.domain.records import JobRecord, State
+from trainfleet.environments.task_base import USERS_OWN
 from trainfleet.spec.loading import LoadedJob, load_job_file
-from trainfleet.store.layout import DataDir, create_private
 
 if TYPE_CHECKING:
     from trainfleet.wire import QueueBody, QueueState
@@ -109,11 +109,10 @@ class EngineService(StoreReader):
         return self.engine.wait_ended(job_id, timeout)
 
     def queues(self) -> list[QueueState]:
-        from trainfleet.wire import QueueState
 
         teams = self.engine.store.accounts.queue_teams()
         return [
-            QueueState.of(status, teams.get(status.config.name, "default"))
+            status.state(teams.get(status.config.name, "default"))
             for status in self.engine.queues()
         ]
 

@@ -6,8 +6,8 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
 from trainfleet.cli.service import JobReader
+from trainfleet.datadir.logs import CHUNK, LogTail
 from trainfleet.domain.records import EventRecord
-from trainfleet.store.logs import CHUNK, LogTail
 
 
 @dataclass

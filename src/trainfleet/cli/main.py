@@ -365,10 +365,10 @@ def server(
 
     from trainfleet.backends.choose import backend_for
     from trainfleet.backends.local.processes import log_cap_setting
-    from trainfleet.backends.task_environment import server_task_base
     from trainfleet.cli.config import backend_config
     from trainfleet.domain.errors import TrainfleetError
     from trainfleet.environments.cache import cache_size
+    from trainfleet.environments.task_base import server_task_base
     from trainfleet.server.host_paths import HostPaths
     from trainfleet.server.serve import (
         audit_retention_of,

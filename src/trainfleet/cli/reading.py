@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from trainfleet.datadir.layout import DataDir
+from trainfleet.datadir.logs import LogTail, read_range
 from trainfleet.domain.records import (
     EventRecord,
     JobDetails,
@@ -19,8 +21,6 @@ from trainfleet.domain.records import (
     TaskRecord,
 )
 from trainfleet.store.database import Store
-from trainfleet.store.layout import DataDir
-from trainfleet.store.logs import LogTail, read_range
 
 
 class StoreReader:

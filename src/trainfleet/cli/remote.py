@@ -26,11 +26,11 @@ from trainfleet.client import (
     Unauthorized,
     Untrusted,
 )
+from trainfleet.datadir.logs import CHUNK, LogTail
 from trainfleet.domain.errors import BadInput
 from trainfleet.domain.records import EventRecord, JobDetails, JobRecord, State, TaskRecord
 from trainfleet.spec.loading import load_job_file, read_job_text
 from trainfleet.spec.models import JobSpec
-from trainfleet.store.logs import CHUNK, LogTail
 from trainfleet.wire import QueueBody, QueueState
 
 T = TypeVar("T")

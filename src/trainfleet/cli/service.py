@@ -15,9 +15,9 @@ from typing import TYPE_CHECKING, Protocol
 if TYPE_CHECKING:
     from trainfleet.cli.config import Target
     from trainfleet.cli.remote import RemoteService
+    from trainfleet.datadir.logs import LogTail
     from trainfleet.domain.records import EventRecord, JobDetails, JobRecord, TaskRecord
     from trainfleet.spec.submarine import SubmarineArgs
-    from trainfleet.store.logs import LogTail
     from trainfleet.wire import QueueBody, QueueState
 
 

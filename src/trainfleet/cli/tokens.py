@@ -19,11 +19,11 @@ import click
 
 from trainfleet.cli.errors import UserError
 from trainfleet.cli.tables import print_rows
+from trainfleet.datadir.layout import DataDir
 from trainfleet.domain.records import Audited, AuditRecord, TeamRole, TokenRecord, UserRecord
 from trainfleet.server.auth import LOCAL, new_record, new_token
 from trainfleet.store.database import Store
 from trainfleet.store.errors import StoreConflict, StoreError
-from trainfleet.store.layout import DataDir
 from trainfleet.wire import NAME_PATTERN
 
 

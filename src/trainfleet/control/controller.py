@@ -22,17 +22,17 @@ from pathlib import Path
 
 from trainfleet.backends.accounts import Account, open_to_tasks
 from trainfleet.backends.api import Backend, JobLaunch, NotStarted, Outside, TaskHandle
-from trainfleet.backends.task_environment import SERVERS, TaskBase
 from trainfleet.control import policies
+from trainfleet.datadir.layout import DataDir
 from trainfleet.domain.records import Reason, State
 from trainfleet.environments.build import BuildFailed, BuildStopped
 from trainfleet.environments.cache import Builders, EnvironmentCache, Lease
 from trainfleet.environments.recipe import MissingRequirementsFile, Recipe
+from trainfleet.environments.task_base import SERVERS, TaskBase
 from trainfleet.scheduling.placement import Placement, TaskKey
 from trainfleet.spec.models import JobSpec, RestartPolicy
 from trainfleet.store.database import Store
 from trainfleet.store.errors import StoreUnavailable
-from trainfleet.store.layout import DataDir
 
 log = logging.getLogger("trainfleet.control")
 
@@ -94,7 +94,7 @@ class JobController:
         team: str = "default",
         builders: Builders | None = None,
     ) -> None:
-        """``base``: where its tasks' environments start (see ``task_environment``);
+        """``base``: where its tasks' environments start (see ``environments.task_base``);
         ``environments``: where the Python environments its roles ask for are built;
         ``secrets``: the values of the secrets the job names; ``account``: the Unix
         account its tasks run as (its team's), None for this process's own; ``team``:

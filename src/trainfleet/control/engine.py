@@ -18,16 +18,18 @@ from typing import TYPE_CHECKING
 from trainfleet.backends.api import Address, Backend, JobLaunch, Preview
 from trainfleet.backends.local import LocalBackend
 from trainfleet.backends.local.firewall import Firewall, FirewallError
-from trainfleet.backends.task_environment import SERVERS, TaskBase
 from trainfleet.control import queueing
 from trainfleet.control.admitter import Admitter
 from trainfleet.control.controller import JobController
 from trainfleet.control.runner import Runner
+from trainfleet.datadir.layout import DataDir
+from trainfleet.datadir.space import require_free
 from trainfleet.domain.records import EventRecord, JobPage, JobRecord, Reason, State, TaskRecord
 from trainfleet.domain.records import JobActive as JobActive  # kept importable from here
 from trainfleet.domain.records import JobDetails as JobDetails
 from trainfleet.domain.records import JobNotFound as JobNotFound
 from trainfleet.environments.cache import Builders, EnvironmentCache, cache_size
+from trainfleet.environments.task_base import SERVERS, TaskBase
 from trainfleet.scheduling.admission import Admission, GangJob, Scheduler
 from trainfleet.scheduling.cluster import TaskAllocation
 from trainfleet.scheduling.placement import (
@@ -40,8 +42,6 @@ from trainfleet.spec.errors import SpecError
 from trainfleet.spec.models import JobSpec
 from trainfleet.store.database import Store
 from trainfleet.store.errors import StoreConflict
-from trainfleet.store.layout import DataDir
-from trainfleet.store.space import require_free
 
 if TYPE_CHECKING:
     from trainfleet.backends.accounts import TeamAccounts

@@ -24,8 +24,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from trainfleet.datadir.layout import DataDir
 from trainfleet.domain.records import JobRecord, Reason, State
-from trainfleet.store.layout import DataDir
 
 if TYPE_CHECKING:
     from trainfleet.control.engine import Engine

@@ -16,6 +16,7 @@ from trainfleet.scheduling.placement import task_demands
 from trainfleet.scheduling.queues import QueueSpec
 from trainfleet.scheduling.resources import GPU_UNIT, Resources
 from trainfleet.spec.models import JobSpec
+from trainfleet.wire import QueueState
 
 if TYPE_CHECKING:
     from trainfleet.spec.queues import QueueConfig, Quota
@@ -73,6 +74,16 @@ class QueueStatus:
     used: dict[str, int]
     admitted: list[str]
     waiting: list[str]
+
+    def state(self, team: str = "default") -> QueueState:
+        """As the API shows it, for the team that owns the queue."""
+        return QueueState(
+            queue=self.config,
+            team=team,
+            used=self.used,
+            running=self.admitted,
+            waiting=self.waiting,
+        )
 
 
 def queue_statuses(scheduler: Scheduler, configs: dict[str, QueueConfig]) -> list[QueueStatus]:

@@ -25,8 +25,8 @@ from typing import IO, Protocol
 
 from uv import find_uv_bin
 
-from trainfleet.backends.task_environment import TaskBase
 from trainfleet.environments.recipe import Recipe
+from trainfleet.environments.task_base import TaskBase
 
 PASSED_ON = ("SSL_CERT_FILE", "SSL_CERT_DIR", "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY")
 TIMEOUT = 3600.0

@@ -8,10 +8,10 @@ from pathlib import Path
 from fastapi.sse import ServerSentEvent
 
 from trainfleet.control.engine import Engine, JobNotFound
+from trainfleet.datadir.logs import lines_end
 from trainfleet.domain.records import JobRecord, State
 from trainfleet.server.hub import READ, LogHub, SharedLog
 from trainfleet.server.sse import Poll
-from trainfleet.store.logs import lines_end
 from trainfleet.wire import ErrorBody, JobEnd, LogChunk
 
 

@@ -15,8 +15,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import NamedTuple
 
+from trainfleet.datadir.logs import CHUNK
 from trainfleet.domain.records import JobRecord, State
-from trainfleet.store.logs import CHUNK
 
 WINDOW = CHUNK
 """Most bytes of a log kept in memory for its followers (the latest ones): the output of

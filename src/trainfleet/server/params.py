@@ -7,9 +7,9 @@ from typing import Annotated
 
 from fastapi import Path, Request
 
+from trainfleet.datadir.layout import JOB_ID
 from trainfleet.server.errors import ApiError
 from trainfleet.spec.models import ROLE_NAME
-from trainfleet.store.layout import JOB_ID
 
 JobId = Annotated[str, Path(pattern=JOB_ID.pattern, description="The job's id.")]
 Role = Annotated[str, Path(pattern=ROLE_NAME.pattern, description="A role of the job.")]

@@ -7,6 +7,7 @@ from fastapi import APIRouter, Depends, Header, Query, Response
 
 from trainfleet.control.access import Action
 from trainfleet.control.engine import Engine
+from trainfleet.datadir.logs import read_range
 from trainfleet.domain.records import JobRecord
 from trainfleet.server import sse
 from trainfleet.server.auth import Authenticate, Principal
@@ -20,7 +21,6 @@ from trainfleet.server.hub import LogHub
 from trainfleet.server.ownership import job_for
 from trainfleet.server.params import Index, JobId, Role, known_query_only
 from trainfleet.server.settings import Settings
-from trainfleet.store.logs import read_range
 
 MAX_RANGE = 8 << 20
 """Most bytes one read returns; ``X-Log-End`` tells where to go on from."""

@@ -31,8 +31,7 @@ def router(engine: Engine, auth: Authenticate, audit: Audit, queue_teams: QueueT
 
     def visible(caller: Caller) -> list[QueueState]:
         states = (
-            QueueState.of(status, queue_teams.team_of(status.config.name))
-            for status in engine.queues()
+            status.state(queue_teams.team_of(status.config.name)) for status in engine.queues()
         )
         return [state for state in states if caller.sees(Action.READ_QUEUE, state.team)]
 

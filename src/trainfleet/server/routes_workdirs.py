@@ -16,11 +16,11 @@ from fastapi import APIRouter, Depends, Path, Request, Response
 from fastapi.concurrency import run_in_threadpool
 
 from trainfleet.control.access import Action, Caller
+from trainfleet.datadir.space import require_free
 from trainfleet.domain.errors import Forbidden
 from trainfleet.server.auth import Authenticate, Principal
 from trainfleet.server.errors import ApiError, responses
 from trainfleet.server.params import known_query_only
-from trainfleet.store.space import require_free
 from trainfleet.workdirs.store import DIGEST, WorkdirStore, owner
 
 Tree = Annotated[

@@ -18,15 +18,15 @@ import uvicorn
 from trainfleet.backends.accounts import TeamAccounts, open_to_tasks
 from trainfleet.backends.api import Backend
 from trainfleet.backends.local.firewall import Firewall
-from trainfleet.backends.supervision.records import remove_mask_files
-from trainfleet.backends.task_environment import SERVERS, TaskBase
 from trainfleet.control.engine import Engine
+from trainfleet.datadir.layout import DataDir
+from trainfleet.datadir.records import remove_mask_files
+from trainfleet.environments.task_base import SERVERS, TaskBase
 from trainfleet.server.app import create_app
 from trainfleet.server.audit_writer import AuditPruner
 from trainfleet.server.auth import bootstrap
 from trainfleet.server.settings import Settings
 from trainfleet.spec.queues import QueuesFile
-from trainfleet.store.layout import DataDir
 from trainfleet.vault.secrets import KeySource, Secrets
 
 GRACEFUL_SHUTDOWN = 3

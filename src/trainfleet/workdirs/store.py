@@ -30,8 +30,8 @@ from pathlib import Path
 from typing import IO
 
 from trainfleet.datadir.files import write_new
+from trainfleet.datadir.space import DiskFull
 from trainfleet.domain.errors import BadInput
-from trainfleet.store.space import DiskFull
 from trainfleet.workdirs.pack import WorkdirTooLarge
 from trainfleet.workdirs.tree import digest, walk
 

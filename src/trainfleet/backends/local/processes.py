@@ -25,19 +25,20 @@ from trainfleet.backends.api import (
 from trainfleet.backends.local.gpus import gpu_inventory
 from trainfleet.backends.local.groups import end_attempt, live_members, signal_group
 from trainfleet.backends.local.machine import local_node
-from trainfleet.backends.supervision import SHIM, records
+from trainfleet.backends.supervision import SHIM
 from trainfleet.backends.supervision.containers import Containers
 from trainfleet.backends.supervision.ports import PooledAddresses
 from trainfleet.backends.supervision.shim import ATTEMPT_VARIABLE, FROM_STDIN
 from trainfleet.backends.supervision.shim import options as shim_options
+from trainfleet.datadir import records
+from trainfleet.datadir.layout import DataDir, create_private
+from trainfleet.datadir.space import DiskFull, is_disk_full, require_free
 from trainfleet.domain.errors import Misconfigured
 from trainfleet.domain.records import Reason
 from trainfleet.scheduling.cluster import Node
 from trainfleet.scheduling.placement import TaskKey
 from trainfleet.spec.models import JobSpec
 from trainfleet.spec.quantity import size_setting
-from trainfleet.store.layout import DataDir, create_private
-from trainfleet.store.space import DiskFull, is_disk_full, require_free
 
 GROUP_POLL_SECONDS = 0.02
 ExitCallback = Callable[[TaskKey, int], None]

@@ -38,16 +38,17 @@ from trainfleet.backends.slurm.script import (
     components,
     task_shape,
 )
-from trainfleet.backends.supervision import SHIM, records
+from trainfleet.backends.supervision import SHIM
 from trainfleet.backends.supervision.containers import Containers
 from trainfleet.backends.supervision.ports import PooledAddresses
+from trainfleet.datadir import records
+from trainfleet.datadir.layout import DataDir
 from trainfleet.scheduling.cluster import Node
 from trainfleet.scheduling.placement import Placement, TaskKey, Unschedulable
 from trainfleet.scheduling.resources import GPU_UNIT, Resources
 from trainfleet.spec.backends import SlurmConfig
 from trainfleet.spec.frameworks import Framework
 from trainfleet.spec.models import JobSpec
-from trainfleet.store.layout import DataDir
 
 BOOTSTRAP = Path(__file__).with_name("bootstrap.py")
 MIB = 1024**2

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from trainfleet.backends.api import BackendError
-from trainfleet.backends.task_environment import BASE_VARIABLES
+from trainfleet.environments.task_base import BASE_VARIABLES
 
 TIMEOUT_SECONDS = 60
 

@@ -1,7 +1,7 @@
 """Masks secret values in a byte stream fed in chunks: each occurrence becomes ``***``.
 
-The one implementation, used both by trainfleet (``trainfleet.vault.masking`` re-exports
-it) and by the task's shim, which loads this file from its own directory only when it has
+The one implementation, used both by trainfleet and by the task's shim, which loads this
+file from its own directory only when it has
 values to mask: so, like the shim, standard library only and no trainfleet import.
 
 Values shorter than ``MIN_LENGTH`` bytes are not masked: a secret of one or two bytes

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from trainfleet.store.layout import DataDir
-from trainfleet.store.logs import LogTail, read_range
+from trainfleet.datadir.layout import DataDir
+from trainfleet.datadir.logs import LogTail, read_range
 
 
 def test_job_ids_that_look_like_paths_are_refused(tmp_path: Path) -> None:
