@@ -97,11 +97,11 @@ from urllib.parse import quote
 import httptools
 import uvloop
 
+from trainfleet.datadir.layout import DataDir
 from trainfleet.domain.records import JobRecord, State, TaskRecord
 from trainfleet.spec.models import JobSpec
 from trainfleet.store.connection import STATEMENT_WAIT
 from trainfleet.store.database import Store
-from trainfleet.store.layout import DataDir
 
 HERE = Path(__file__).resolve().parent
 HOST = "127.0.0.1"

@@ -24,7 +24,7 @@ from pathlib import Path
 
 from api import fill_store
 
-from trainfleet.store.layout import DataDir
+from trainfleet.datadir.layout import DataDir
 
 HERE = Path(__file__).resolve().parent
 TARGET_MS = 150.0

@@ -37,9 +37,9 @@ from functools import partial
 from pathlib import Path
 
 from trainfleet.control.engine import Engine
+from trainfleet.datadir.layout import DataDir
 from trainfleet.domain.records import State
 from trainfleet.spec.models import JobSpec
-from trainfleet.store.layout import DataDir
 
 HERE = Path(__file__).resolve().parent
 BIN = Path(sys.executable).parent

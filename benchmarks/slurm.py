@@ -41,10 +41,10 @@ from pathlib import Path
 
 from trainfleet.backends.slurm.backend import SlurmBackend
 from trainfleet.control.engine import Engine
+from trainfleet.datadir.layout import DataDir
 from trainfleet.domain.records import State
 from trainfleet.spec.backends import SlurmConfig
 from trainfleet.spec.models import JobSpec
-from trainfleet.store.layout import DataDir
 
 HERE = Path(__file__).resolve().parent
 TASKS = 4
