@@ -36,8 +36,8 @@ from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 
+from trainfleet.control.assembly import engine_at
 from trainfleet.control.engine import Engine
-from trainfleet.datadir.layout import DataDir
 from trainfleet.domain.records import State
 from trainfleet.spec.models import JobSpec
 
@@ -84,7 +84,7 @@ def _spec(text: str) -> JobSpec:
 def bench_submit(work: Path, runs: int) -> dict[str, object]:
     """(a) from engine.submit() to the last of 4 tasks running (its process started),
     admission by the engine's scheduler included."""
-    engine = Engine(DataDir(work / "a"))
+    engine = engine_at(work / "a")
     spec = _spec("""
         name: submit
         grace_period: 1
@@ -142,7 +142,7 @@ def bench_run_vs_torchx(work: Path, runs: int) -> dict[str, object]:
 
 def bench_restart(work: Path, runs: int) -> dict[str, object]:
     """(c) from kill -9 of a worker to its restarted process running, with backoff 0."""
-    engine = Engine(DataDir(work / "c"))
+    engine = engine_at(work / "c")
     spec = _spec(f"""
         name: restart
         grace_period: 1
@@ -396,7 +396,7 @@ def _restarts_with(engine: Engine, work: Path, image: str | None, runs: int) -> 
 
 def bench_images(work: Path, runs: int) -> dict[str, object]:
     """(f) jobs in containers of an image, beside the same jobs without, and podman by hand."""
-    engine = Engine(DataDir(work / "f"))
+    engine = engine_at(work / "f")
     boxed, plain, by_hand = [], [], []
     for _ in range(runs):
         boxed.append(_start_with(engine, work, IMAGE))

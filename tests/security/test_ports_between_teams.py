@@ -29,7 +29,7 @@ from server.harness import ServerProcess
 from security.conftest import TeamServer
 from trainfleet.backends.accounts import TeamAccounts
 from trainfleet.backends.local.firewall import CHAIN, FAMILY, TABLE, Firewall
-from trainfleet.control.engine import Engine
+from trainfleet.control.assembly import engine_at
 from trainfleet.datadir.layout import DataDir
 from trainfleet.domain.records import JobRecord, State
 from trainfleet.spec.models import JobSpec
@@ -160,9 +160,12 @@ def test_a_job_whose_ports_cannot_be_guarded_fails_saying_why(passable: Path) ->
     its tasks starts, saying why."""
     false = shutil.which("false")
     assert false is not None
-    engine = Engine(DataDir(passable / "data"), supervised=True)
-    engine.team_accounts = TeamAccounts({"default": "nobody"})
-    engine.firewall = Firewall("a test", false)
+    engine = engine_at(
+        passable / "data",
+        supervised=True,
+        team_accounts=TeamAccounts({"default": "nobody"}),
+        firewall=Firewall("a test", false),
+    )
     try:
         spec = JobSpec.model_validate({"name": "guarded", "roles": {"worker": {"command": "true"}}})
         job = engine.wait(engine.submit(spec, passable, start=True).id, timeout=60)

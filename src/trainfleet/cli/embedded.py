@@ -24,9 +24,8 @@ from trainfleet.cli.reading import StoreReader
 from trainfleet.cli.service import JobInput
 from trainfleet.control import local_admission
 from trainfleet.control.engine import Engine, JobActive
-from trainfleet.datadir.layout import DataDir, create_private
+from trainfleet.datadir.layout import create_private
 from trainfleet.domain.records import JobRecord, State
-from trainfleet.environments.task_base import USERS_OWN
 from trainfleet.spec.loading import LoadedJob, load_job_file
 
 if TYPE_CHECKING:
@@ -66,13 +65,10 @@ class EngineService(StoreReader):
     @classmethod
     def open(cls, data_dir: str | None) -> EngineService:
         """The engine, on the backend the config file names (this machine by default)."""
-        from trainfleet.backends.choose import backend_for
-        from trainfleet.cli.config import backend_config
+        from trainfleet.control.assembly import embedded_engine
+        from trainfleet.control.settings import Settings
 
-        engine = Engine(
-            DataDir.resolve(data_dir), backend_for(backend_config()), task_base=USERS_OWN
-        )
-        return cls(engine)
+        return cls(embedded_engine(Settings.resolve(data_dir=data_dir)))
 
     def submit(self, job: JobInput, *, detach: bool) -> JobRecord:
         if job.server_workdir is not None:
