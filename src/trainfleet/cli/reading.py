@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from trainfleet.control.settings import data_dir_of
 from trainfleet.datadir.layout import DataDir
 from trainfleet.datadir.logs import LogTail, read_range
 from trainfleet.domain.records import (
@@ -34,7 +35,7 @@ class StoreReader:
 
     @classmethod
     def open(cls, data_dir: str | None) -> StoreReader:
-        resolved = DataDir.resolve(data_dir)
+        resolved = data_dir_of(data_dir)
         resolved.ensure()
         return cls(resolved, Store.open(resolved.database))
 

@@ -19,7 +19,7 @@ import click
 
 from trainfleet.cli.errors import UserError
 from trainfleet.cli.tables import print_rows
-from trainfleet.datadir.layout import DataDir
+from trainfleet.control.settings import data_dir_of
 from trainfleet.domain.records import Audited, AuditRecord, TeamRole, TokenRecord, UserRecord
 from trainfleet.server.auth import LOCAL, new_record, new_token
 from trainfleet.store.database import Store
@@ -30,7 +30,7 @@ from trainfleet.wire import NAME_PATTERN
 @contextmanager
 def store_of(data_dir: str | None, database: str | None) -> Iterator[Store]:
     """The server's store: ``database`` (a URL) or the data directory's SQLite file."""
-    root = DataDir.resolve(data_dir)
+    root = data_dir_of(data_dir)
     if database is None and not root.database.exists():
         raise UserError(f"no trainfleet data in {root.root} (give the server's --data-dir)")
     try:
@@ -135,6 +135,6 @@ def rotate_secret_key(store: Store, data_dir: str | None) -> int:
             f"the keys come from {KEY_VARIABLE}: put a new key first in it (keeping the old), "
             "restart the server, and it encrypts the secrets again"
         )
-    root = DataDir.resolve(data_dir).root
+    root = data_dir_of(data_dir).root
     rotate_key_file(root / KEY_FILE)
     return Secrets(store, KeySource(root)).rotate()

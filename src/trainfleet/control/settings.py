@@ -218,6 +218,12 @@ class Settings:
             raise SettingsError(str(error)) from None
 
 
+def data_dir_of(given: str | os.PathLike[str] | None) -> DataDir:
+    """The data directory: ``given`` (``--data-dir``), else as the environment says
+    (``Settings.data_dir``)."""
+    return Settings.resolve(data_dir=given).data_dir
+
+
 def _resolve(name: str, knob: Knob, flag: Any, environ: Mapping[str, str]) -> Setting:
     """One setting: the flag, else the environment variable, else unset (the file's keys
     are read by ``Settings.file``)."""
