@@ -13,16 +13,15 @@ from subprocess import PIPE
 import pytest
 from container_images import base_image, fake_cdi_gpus
 
-from trainfleet.backends.launch import Mount, TaskLaunch
+from trainfleet.backends.api import Mount, TaskLaunch
 from trainfleet.backends.supervision.containers import (
     Containers,
     ImageUnavailable,
     container_environment,
 )
-from trainfleet.control.assembly import engine_at
 from trainfleet.control.engine import Engine
-from trainfleet.domain.conditions import Code
-from trainfleet.domain.records import State
+from trainfleet.datadir.layout import DataDir
+from trainfleet.domain.records import Reason, State
 from trainfleet.spec.models import JobSpec, Resources
 
 
@@ -138,7 +137,7 @@ def test_each_container_holds_its_own_gpus_seen_from_0(
     devices (CDI, fake ones: see fake_cdi_gpus) and sees them as 0 and 1."""
     image = base_image()
     monkeypatch.setenv("TRAINFLEET_GPUS", "0,1,2,3")
-    engine = engine_at(tmp_path / "data")
+    engine = Engine(DataDir(tmp_path / "data"))
     try:
         with fake_cdi_gpus():
             spec = _spec(image, SHOW_GPUS, replicas=2, resources={"gpu": 2})
@@ -214,7 +213,7 @@ def test_a_missing_image_fails_the_job_with_the_reason(
     assert ended.state == State.FAILED
     assert message in ended.reason
     (task,) = engine.tasks(ended.id)
-    assert task.code == Code.COULD_NOT_START and message in task.reason
+    assert Reason.of(task.reason) is Reason.COULD_NOT_START and message in task.reason
 
 
 def test_pull_always_pulls_at_every_start(tmp_path: Path) -> None:
@@ -232,14 +231,14 @@ def test_the_config_file_chooses_the_runtime(tmp_path: Path, job_file, monkeypat
     refused before anything runs, naming the key."""
     from helpers import run_cli
 
-    from trainfleet.control.assembly import backend_of
-    from trainfleet.control.settings import Settings
+    from trainfleet.backends.choose import backend_for
+    from trainfleet.cli.config import backend_config
 
     config = tmp_path / "config" / "trainfleet" / "config.yaml"
     config.parent.mkdir(parents=True)
     env = {"XDG_CONFIG_HOME": str(config.parent.parent)}
     config.write_text("container_runtime: docker\n")
-    backend = backend_of(Settings.resolve(env))
+    backend = backend_for(backend_config(env))
     assert backend.containers.runtime == "docker"  # type: ignore[attr-defined]
     config.write_text("container_runtime: rkt\n")
     monkeypatch.setenv("XDG_CONFIG_HOME", env["XDG_CONFIG_HOME"])

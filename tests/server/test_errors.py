@@ -11,7 +11,7 @@ import pytest
 from helpers import wait_for
 
 from trainfleet.client import BadRequest, Client, NotFound, Unauthorized, Unreachable
-from trainfleet.server.auth import digest
+from trainfleet.control.services.tokens import digest
 from trainfleet.spec.errors import SpecError
 from trainfleet.spec.loading import load_job_text
 

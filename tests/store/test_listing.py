@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 
-from trainfleet.domain.conditions import Code, Condition
 from trainfleet.domain.records import JobPage, JobRecord, State
 from trainfleet.store.database import SELECT_JOBS, Store
 from trainfleet.store.paging import encode_cursor
@@ -80,7 +79,7 @@ def test_filters_by_state_name_and_user(store: Store, make_job: MakeJob) -> None
             [],
         )
         if n % 4 == 0:
-            store.transition(f"j-{n}", State.RUNNING, Condition(Code.STARTED))
+            store.update_job(f"j-{n}", state=State.RUNNING)
 
     def ids(**filters: object) -> list[str]:
         return [job.id for page in _all_pages(store, limit=2, **filters) for job in page.jobs]

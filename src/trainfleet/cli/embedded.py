@@ -23,12 +23,16 @@ from trainfleet.cli.errors import UserError
 from trainfleet.cli.reading import StoreReader
 from trainfleet.cli.service import JobInput
 from trainfleet.control import local_admission
+from trainfleet.control.access import EMBEDDED
 from trainfleet.control.engine import Engine, JobActive
-from trainfleet.datadir.layout import create_private
+from trainfleet.control.services.reads import JobReads
+from trainfleet.datadir.layout import DataDir, create_private
 from trainfleet.domain.records import JobRecord, State
+from trainfleet.environments.task_base import USERS_OWN
 from trainfleet.spec.loading import LoadedJob, load_job_file
 
 if TYPE_CHECKING:
+    from trainfleet.control.services.queues import Queues
     from trainfleet.wire import QueueBody, QueueState
 
 STOP_TIMEOUT = 60.0
@@ -59,16 +63,19 @@ class EngineService(StoreReader):
     Reads as ``StoreReader`` does, through the engine's store."""
 
     def __init__(self, engine: Engine) -> None:
-        super().__init__(engine.data_dir, engine.store)
+        super().__init__(engine.data_dir, JobReads.of(engine))
         self.engine = engine
 
     @classmethod
     def open(cls, data_dir: str | None) -> EngineService:
         """The engine, on the backend the config file names (this machine by default)."""
-        from trainfleet.control.assembly import embedded_engine
-        from trainfleet.control.settings import Settings
+        from trainfleet.backends.choose import backend_for
+        from trainfleet.cli.config import backend_config
 
-        return cls(embedded_engine(Settings.resolve(data_dir=data_dir)))
+        engine = Engine(
+            DataDir.resolve(data_dir), backend_for(backend_config()), task_base=USERS_OWN
+        )
+        return cls(engine)
 
     def submit(self, job: JobInput, *, detach: bool) -> JobRecord:
         if job.server_workdir is not None:
@@ -105,19 +112,16 @@ class EngineService(StoreReader):
         return self.engine.wait_ended(job_id, timeout)
 
     def queues(self) -> list[QueueState]:
-
-        teams = self.engine.store.accounts.queue_teams()
-        return [
-            status.state(teams.get(status.config.name, "default"))
-            for status in self.engine.queues()
-        ]
+        return self._queues().visible(EMBEDDED)
 
     def put_queue(self, name: str, body: QueueBody) -> QueueState:
-        from trainfleet.spec.queues import queue_config
+        return self._queues().put(EMBEDDED, name, body)
 
-        config = queue_config(name, body.model_dump(exclude={"team"}))
-        self.engine.set_queue(config, body.team or "default")
-        return next(queue for queue in self.queues() if queue.queue.name == name)
+    def _queues(self) -> Queues:
+        """The queues service: it decides each queue's team, as for a server."""
+        from trainfleet.control.services.queues import Queues
+
+        return Queues.of(self.engine)
 
     def cancel(self, job_id: str, reason: str = "cancelled by user") -> JobRecord:
         """Stop the job here, or ask the local process that runs it to stop it (SIGTERM)."""

@@ -1,4 +1,5 @@
-"""``JobReader`` on this machine's store alone, for ``list``, ``describe``, ``logs``, ``events``.
+"""``JobReader`` on this machine's jobs (``control.services.reads``), for ``list``, ``describe``,
+``logs``, ``events``.
 
 The read commands need no engine: building one loads the backends, the scheduler and the
 controller, which cost most of a read command's time. A job whose runner is gone is still
@@ -10,18 +11,16 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from trainfleet.control.settings import data_dir_of
+from trainfleet.control.services.reads import JobReads
 from trainfleet.datadir.layout import DataDir
 from trainfleet.datadir.logs import LogTail, read_range
 from trainfleet.domain.records import (
     EventRecord,
     JobDetails,
-    JobNotFound,
     JobRecord,
     State,
     TaskRecord,
 )
-from trainfleet.store.database import Store
 
 
 class StoreReader:
@@ -29,31 +28,23 @@ class StoreReader:
 
     poll_interval = 0.05
 
-    def __init__(self, data_dir: DataDir, store: Store) -> None:
+    def __init__(self, data_dir: DataDir, jobs: JobReads) -> None:
         self.data_dir = data_dir
-        self.store = store
+        self.jobs = jobs
 
     @classmethod
     def open(cls, data_dir: str | None) -> StoreReader:
-        resolved = data_dir_of(data_dir)
-        resolved.ensure()
-        return cls(resolved, Store.open(resolved.database))
+        resolved = DataDir.resolve(data_dir)
+        return cls(resolved, JobReads.open(resolved))
 
     def get(self, job_id: str) -> JobRecord:
-        job = self.store.get_job(job_id)
-        if job is None:
-            raise JobNotFound(f"no job {job_id!r}")
-        return self._checked(job)
+        return self._checked(self.jobs.get(job_id))
 
     def describe(self, job_id: str) -> JobDetails:
-        job = self.get(job_id)
-        return JobDetails(job, self.store.list_tasks(job_id), self.store.list_events(job_id))
+        return self.jobs.details(self.get(job_id))
 
     def tasks(self, job_id: str) -> list[TaskRecord]:
-        tasks = self.store.list_tasks(job_id)
-        if not tasks:  # every job has a task: this one does not exist
-            self.get(job_id)
-        return tasks
+        return self.jobs.tasks(job_id)
 
     def find(
         self,
@@ -64,21 +55,21 @@ class StoreReader:
         labels: Mapping[str, str],
         limit: int,
     ) -> list[JobRecord]:
-        page = self.store.find_jobs(state=state, name=name, user=user, labels=labels, limit=limit)
+        page = self.jobs.page(state=state, name=name, user=user, labels=labels, limit=limit)
         return [self._checked(job) for job in page.jobs]
 
     def events(self, job_id: str, after: int) -> list[EventRecord]:
-        return self.store.list_events(job_id, after=after)
+        return self.jobs.events(job_id, after=after)
 
     def log_tail(self, job_id: str, role: str, index: int) -> LogTail:
-        return LogTail(self.data_dir.log_path(job_id, role, index))
+        return LogTail(self.jobs.log_path(job_id, role, index))
 
     def setup_log(self, job_id: str) -> bytes:
         self.get(job_id)
-        return read_range(self.data_dir.setup_log(job_id))
+        return read_range(self.jobs.setup_log(job_id))
 
     def close(self) -> None:
-        self.store.close()
+        self.jobs.close()
 
     def _checked(self, job: JobRecord) -> JobRecord:
         """The job, recorded as failed first if the process that ran it is gone."""

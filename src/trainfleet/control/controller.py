@@ -21,11 +21,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from trainfleet.backends.accounts import Account, open_to_tasks
-from trainfleet.backends.api import Backend, NotStarted, Outside, TaskHandle
-from trainfleet.backends.launch import JobLaunch
+from trainfleet.backends.api import Backend, JobLaunch, NotStarted, Outside, TaskHandle
 from trainfleet.control import policies
 from trainfleet.datadir.layout import DataDir
-from trainfleet.domain.conditions import Code, Condition
 from trainfleet.domain.records import Reason, State
 from trainfleet.environments.build import BuildFailed, BuildStopped
 from trainfleet.environments.cache import Builders, EnvironmentCache, Lease
@@ -37,7 +35,6 @@ from trainfleet.store.database import Store
 from trainfleet.store.errors import StoreUnavailable
 
 log = logging.getLogger("trainfleet.control")
-SUBMITTED = Condition(Code.SUBMITTED)
 
 
 @dataclass
@@ -51,7 +48,7 @@ class _Task:
     """Its process may still run: an exit is still to come (or is queued)."""
     handle: TaskHandle | None = None
     """Its current attempt's, while it may run."""
-    condition: Condition = SUBMITTED
+    reason: str = ""
 
 
 @dataclass(frozen=True)
@@ -70,12 +67,12 @@ class _Placed:
 
 @dataclass(frozen=True)
 class _Cancel:
-    condition: Condition
+    reason: str
 
 
 @dataclass(frozen=True)
 class _Preempt:
-    condition: Condition
+    reason: str
 
 
 class JobController:
@@ -127,7 +124,7 @@ class JobController:
         """Set with a cancel or a preemption: the environment build, if any, stops."""
         self._timers: list[tuple[float, int, Callable[[], None]]] = []
         self._sequence = itertools.count()
-        self._outcome: tuple[State, Condition] | None = None
+        self._outcome: tuple[State, str] | None = None
         self._job_running = False
         """Whether the job was marked running (once all its tasks ran)."""
         self._job_restart_at: float | None = None
@@ -166,9 +163,9 @@ class JobController:
             self._begin()
         while self._outcome is None or any(task.alive for task in self._tasks.values()):
             self._step()
-        state, condition = self._outcome
-        finished_at = None if state is State.QUEUED else time.time()  # preempted: it waits
-        self.store.transition(self.job_id, state, condition, finished_at=finished_at)
+        state, reason = self._outcome
+        ended = {} if state is State.QUEUED else {"finished_at": time.time()}
+        self.store.update_job(self.job_id, message=reason, state=state, reason=reason, **ended)
         return state
 
     def _broke(self, error: Exception) -> State:
@@ -176,17 +173,18 @@ class JobController:
         saying what, and nothing of it runs on."""
         log.error("job %s: its controller failed", self.job_id, exc_info=error)
         self._kill_remaining()
-        broke = Reason.INTERNAL_ERROR.condition(f"{type(error).__name__}: {error}")
+        reason = Reason.INTERNAL_ERROR.because(f"{type(error).__name__}: {error}")
         for task in self._tasks.values():
             if not task.state.is_final:
-                self._set_task(task, State.FAILED, broke, finished_at=time.time())
-        self.store.transition(self.job_id, State.FAILED, broke, finished_at=time.time())
+                self._set_task(task, State.FAILED, reason, finished_at=time.time())
+        self.store.update_job(
+            self.job_id, reason, state=State.FAILED, reason=reason, finished_at=time.time()
+        )
         return State.FAILED
 
     def _begin(self) -> None:
-        # The transition clears why the job waited in the queue: it no longer applies.
-        admitted = Condition(Code.ADMITTED)
-        self.store.transition(self.job_id, State.STARTING, admitted, started_at=time.time())
+        # A job that waited in the queue has a waiting reason: it no longer applies.
+        self.store.update_job(self.job_id, state=State.STARTING, started_at=time.time(), reason="")
         if self._own_workdir():  # one sent with no folder gets an empty one now
             self.workdir.mkdir(mode=0o700, parents=True, exist_ok=True)
         self._hand_over()  # a team's own environment may be built from its folder
@@ -220,7 +218,7 @@ class JobController:
                     found[recipe.digest] = recipe
                     recipes.setdefault(recipe.digest, []).append(role)
         except MissingRequirementsFile as error:
-            self._finish(State.FAILED, Reason.ENVIRONMENT_BUILD_FAILED.condition(error))
+            self._finish(State.FAILED, Reason.ENVIRONMENT_BUILD_FAILED.because(error))
             return False
         log = self.data_dir.setup_log(self.job_id)
         for digest, roles in recipes.items():
@@ -231,7 +229,7 @@ class JobController:
                     recipe, log, self._builders, self.workdir, self._stopping.is_set
                 )
             except BuildFailed as error:
-                self._finish(State.FAILED, Reason.ENVIRONMENT_BUILD_FAILED.condition(error))
+                self._finish(State.FAILED, Reason.ENVIRONMENT_BUILD_FAILED.because(error))
                 return False
             except BuildStopped:
                 return False  # the job's stop, waiting in the inbox, ends it
@@ -242,19 +240,19 @@ class JobController:
         return True
 
     def _note(self, message: str, state: State) -> None:
-        """An event of the setup that changes no state (the job stays in ``state``); a job
-        that has not started yet waits for it."""
-        building = Condition(Code.WAITING_FOR_ENVIRONMENT, message)
-        self.store.note(self.job_id, state, building, waiting=state is State.STARTING)
+        """An event of the job that changes nothing (the job stays in ``state``)."""
+        self.store.update_job(self.job_id, message=message, state=state)
 
     def _recover(self, started_at: float) -> None:
         """Rebuild what an earlier controller knew from the store and the task records."""
         never_started = []
         for stored in self.store.list_tasks(self.job_id):
             task = self._tasks[(stored.role, stored.index)]
-            task.state, task.restarts = State(stored.state), stored.restarts
-            code = stored.code if isinstance(stored.code, Code) else Code.STARTED
-            task.condition = Condition(code, stored.reason)
+            task.state, task.restarts, task.reason = (
+                State(stored.state),
+                stored.restarts,
+                stored.reason,
+            )
             if task.state.is_final:
                 continue
             attempt = self.backend.last_attempt(self.data_dir, self.job_id, task.key)
@@ -280,8 +278,8 @@ class JobController:
         task.handle = handle
         if handle is not None:
             status = self.backend.describe(handle)
-            adopted = Condition(Code.ADOPTED, f"adopted, {status.where}")
-            self._set_task(task, State.RUNNING, adopted, pid=status.pid, restarts=task.restarts)
+            note = f"adopted, {status.where}"
+            self._set_task(task, State.RUNNING, note, pid=status.pid, restarts=task.restarts)
 
     def exited(self, key: TaskKey, returncode: int, outside: Outside | None = None) -> None:
         """The backend's report that a task ended (any thread)."""
@@ -294,13 +292,13 @@ class JobController:
     def cancel(self, reason: str = "cancelled by user") -> None:
         """Stop the job (a second call kills what is still running)."""
         self._stopping.set()  # a build under way ends at once
-        self._inbox.put(_Cancel(Condition(Code.CANCELLED, reason)))
+        self._inbox.put(_Cancel(reason))
 
     def preempt(self, reason: str) -> None:
         """Stop every task (SIGTERM, then SIGKILL after the grace period) and end the run
         with the job back in state ``queued``, to start again when it is admitted."""
         self._stopping.set()
-        self._inbox.put(_Preempt(Condition(Code.PREEMPTED, reason)))
+        self._inbox.put(_Preempt(reason))
 
     # -- the loop -------------------------------------------------------------
 
@@ -316,11 +314,11 @@ class JobController:
             self._on_placed(message)
         elif isinstance(message, _Cancel):
             if self._outcome is None:
-                self._finish(State.CANCELLED, message.condition)
+                self._finish(State.CANCELLED, message.reason)
             else:
                 self._kill_remaining()
         elif isinstance(message, _Preempt) and self._outcome is None:
-            self._finish(State.QUEUED, message.condition)
+            self._finish(State.QUEUED, message.reason)
         while self._timers and self._timers[0][0] <= time.monotonic():
             heapq.heappop(self._timers)[2]()
 
@@ -373,8 +371,7 @@ class JobController:
         for key, started in self.backend.start(job, self).items():
             task = self._tasks[key]
             if isinstance(started, NotStarted):
-                failed = Reason.COULD_NOT_START.condition(started.reason)
-                self._set_task(task, State.FAILED, failed)
+                self._set_task(task, State.FAILED, Reason.COULD_NOT_START.because(started.reason))
                 continue
             task.alive, task.handle = True, started
             status = self.backend.describe(started)
@@ -384,7 +381,7 @@ class JobController:
             self._set_task(
                 task,
                 State.STARTING if queued else State.RUNNING,
-                Condition(Code.STARTED, f"{verb}, {status.where}"),
+                f"{verb}, {status.where}",
                 pid=status.pid,
                 started_at=time.time(),
                 restarts=task.restarts,
@@ -397,18 +394,17 @@ class JobController:
         task = self._tasks[placed.key]
         if not task.alive or task.state.is_final or task.state is State.RESTARTING:
             return
-        if not placed.address:  # in the cluster's queue
-            self._set_task(task, task.state, Condition(Code.WAITING_FOR_RESOURCES, placed.note))
+        if not placed.address:
+            self._set_task(task, task.state, placed.note)
             return
-        placed_at = Condition(Code.STARTED, placed.note)
-        self._set_task(task, State.RUNNING, placed_at, address=placed.address)
+        self._set_task(task, State.RUNNING, placed.note, address=placed.address)
         if all(t.state is State.RUNNING for t in self._tasks.values() if t.alive):
             self._mark_running()
 
     def _mark_running(self) -> None:
         if self._outcome is None and not self._job_running:
             self._job_running = True
-            self.store.transition(self.job_id, State.RUNNING, Condition(Code.STARTED))
+            self.store.update_job(self.job_id, state=State.RUNNING)
 
     def _restart(self, keys: Iterable[TaskKey]) -> None:
         if self._outcome is not None:
@@ -424,16 +420,15 @@ class JobController:
         exit_text = policies.describe_exit(code) + (f" ({outside.what})" if outside else "")
         done: dict[str, object] = {"exit_code": code, "finished_at": time.time()}
         if outside is not None and outside.cancelled and self._outcome is None:
-            self._set_task(task, State.CANCELLED, Condition(Code.CANCELLED, exit_text), **done)
-            self._finish(State.CANCELLED, Condition(Code.CANCELLED, outside.what))
+            self._set_task(task, State.CANCELLED, exit_text, **done)
+            self._finish(State.CANCELLED, outside.what)
             return
         if self._outcome is not None:
-            state, condition = self._stopped_state(key, code)
-            self._set_task(task, state, condition, **done)
+            state, reason = self._stopped_state(key, code)
+            self._set_task(task, state, reason, **done)
             return
         if self._job_restart_at is not None:  # stopped (or died) for the job's restart
-            restarting = Condition(Code.RESTARTING, f"{exit_text}; {task.condition.message}")
-            self._set_task(task, State.RESTARTING, restarting, **done)
+            self._set_task(task, State.RESTARTING, f"{exit_text}; {task.reason}", **done)
             self._restart_job_when_stopped()
             return
         restart, policy = self.spec.restart, self.spec.restart_policy_of(key[0])
@@ -444,21 +439,18 @@ class JobController:
         if wants_restart and task.restarts < restart.max_restarts:
             delay = restart.backoff.delay(task.restarts)
             if self.spec.restart_scope() == "job" or self.backend.restarts_whole_jobs:
-                restarting = Condition(Code.RESTARTING, f"{exit_text}; restarting the job")
-                self._set_task(task, State.RESTARTING, restarting, **done)
+                self._set_task(task, State.RESTARTING, f"{exit_text}; restarting the job", **done)
                 self._restart_job(key, delay)
             else:
-                restarting = Condition(Code.RESTARTING, f"{exit_text}; restarting in {delay:g}s")
-                self._set_task(task, State.RESTARTING, restarting, **done)
+                message = f"{exit_text}; restarting in {delay:g}s"
+                self._set_task(task, State.RESTARTING, message, **done)
                 self._after(delay, lambda: self._restart([key]))
             return
-        ended = Code.NODE_LOST if outside is not None else Code.EXITED
         if code == 0:
-            self._set_task(task, State.SUCCEEDED, Condition(ended, exit_text), **done)
+            self._set_task(task, State.SUCCEEDED, exit_text, **done)
         else:
             tries = f" after {task.restarts} restart(s)" if task.restarts else ""
-            failed = Condition(ended, f"exited with {exit_text}{tries}")
-            self._set_task(task, State.FAILED, failed, **done)
+            self._set_task(task, State.FAILED, f"exited with {exit_text}{tries}", **done)
         self._evaluate()
 
     def _restart_job(self, failed: TaskKey, delay: float) -> None:
@@ -469,7 +461,7 @@ class JobController:
         restarts all its local workers.
         """
         self._job_restart_at = time.monotonic() + delay
-        because = Condition(Code.RESTARTING, f"restarting with {policies.task_name(failed)}")
+        because = f"restarting with {policies.task_name(failed)}"
         for key, task in self._tasks.items():
             if key != failed:
                 self._set_task(task, State.RESTARTING, because)
@@ -485,18 +477,16 @@ class JobController:
         self._job_restart_at = None
         self._restart(self._tasks)
 
-    def _stopped_state(self, key: TaskKey, code: int) -> tuple[State, Condition]:
+    def _stopped_state(self, key: TaskKey, code: int) -> tuple[State, str]:
         """The end of a task that exited while the job was being stopped."""
         assert self._outcome is not None
-        outcome, why = self._outcome
-        if outcome is State.QUEUED:
-            preempted = f"{policies.describe_exit(code)}; {why.message}"
-            return State.QUEUED, Condition(Code.PREEMPTED, preempted)
+        if self._outcome[0] is State.QUEUED:
+            return State.QUEUED, f"{policies.describe_exit(code)}; {self._outcome[1]}"
         if code == 0:
-            return State.SUCCEEDED, Condition(Code.EXITED, "exit code 0")
-        if outcome is State.SUCCEEDED and not self.spec.is_tracked(key[0]):
-            return State.SUCCEEDED, Reason.STOPPED.condition("training finished")
-        return State.CANCELLED, Reason.STOPPED.condition(why.message)
+            return State.SUCCEEDED, "exit code 0"
+        if self._outcome[0] is State.SUCCEEDED and not self.spec.is_tracked(key[0]):
+            return State.SUCCEEDED, "stopped: training finished"
+        return State.CANCELLED, Reason.STOPPED.because(self._outcome[1])
 
     def _succeeds_job(self, key: TaskKey) -> bool:
         states = {k: t.state for k, t in self._tasks.items()}
@@ -504,50 +494,42 @@ class JobController:
         outcome = policies.job_outcome(self.spec, states, {})
         return outcome is not None and outcome[0] is State.SUCCEEDED
 
-    def _set_task(self, task: _Task, state: State, condition: Condition, **fields: object) -> None:
-        task.state, task.condition = state, condition
-        self.store.transition(self.job_id, state, condition, task=task.key, **fields)
+    def _set_task(self, task: _Task, state: State, message: str, **fields: object) -> None:
+        task.state, task.reason = state, message
+        role, index = task.key
+        self.store.update_task(
+            self.job_id, role, index, message=message, state=state, reason=message, **fields
+        )
 
     # -- the job --------------------------------------------------------------
 
     def _evaluate(self) -> None:
         states = {key: task.state for key, task in self._tasks.items()}
-        reasons = {key: task.condition.message for key, task in self._tasks.items()}
+        reasons = {key: task.reason for key, task in self._tasks.items()}
         outcome = policies.job_outcome(self.spec, states, reasons)
         if outcome is not None:
-            state, message = outcome
-            self._finish(state, Condition(self._end_code(state), message))
-
-    def _end_code(self, state: State) -> Code:
-        """A job that fails because a task failed ends with that task's code (the first
-        one's, as ``job_outcome`` names it); else with its state's."""
-        if state is State.SUCCEEDED:
-            return Code.SUCCEEDED
-        failed = (t.condition.code for t in self._tasks.values() if t.state is State.FAILED)
-        return next(failed, Code.FAILED)
+            self._finish(*outcome)
 
     def _deadline_passed(self) -> None:
         if self._outcome is None:
-            deadline = Reason.DEADLINE_EXCEEDED.condition(f"{self.spec.deadline:g}s")
-            self._finish(State.FAILED, deadline)
+            self._finish(State.FAILED, Reason.DEADLINE_EXCEEDED.because(f"{self.spec.deadline:g}s"))
 
-    def _finish(self, state: State, condition: Condition) -> None:
+    def _finish(self, state: State, reason: str) -> None:
         """Decide the job's end and stop every task still running or waiting to restart.
 
         On success, tracked tasks still running are finishing too (a torchrun agent in
         its exit barrier, a worker writing its last lines): they get one grace period
         to end on their own before they are stopped like the rest.
         """
-        self._outcome = (state, condition)
+        self._outcome = (state, reason)
         if any(task.alive for task in self._tasks.values()):  # shown while they stop
-            self.store.update_job(self.job_id, code=condition.code.value, reason=condition.message)
+            self.store.update_job(self.job_id, reason=reason)
         for task in self._tasks.values():
             if not task.alive and not task.state.is_final:
                 if state is State.QUEUED:
-                    self._set_task(task, State.QUEUED, condition)
+                    self._set_task(task, State.QUEUED, reason)
                 else:
-                    not_started = Reason.NOT_STARTED.condition(condition.message)
-                    self._set_task(task, State.CANCELLED, not_started)
+                    self._set_task(task, State.CANCELLED, Reason.NOT_STARTED.because(reason))
         if state is State.SUCCEEDED:
             self._terminate(lambda key: not self.spec.is_tracked(key[0]))
             self._after(self.spec.grace_period, lambda: self._terminate(lambda key: True))

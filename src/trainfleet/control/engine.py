@@ -15,8 +15,8 @@ from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from trainfleet.backends.api import Address, Backend, Preview
-from trainfleet.backends.launch import JobLaunch
+from trainfleet.backends.api import Address, Backend, JobLaunch, Preview
+from trainfleet.backends.local import LocalBackend
 from trainfleet.backends.local.firewall import Firewall, FirewallError
 from trainfleet.control import queueing
 from trainfleet.control.admitter import Admitter
@@ -24,12 +24,11 @@ from trainfleet.control.controller import JobController
 from trainfleet.control.runner import Runner
 from trainfleet.datadir.layout import DataDir
 from trainfleet.datadir.space import require_free
-from trainfleet.domain.conditions import Code, Condition
 from trainfleet.domain.records import EventRecord, JobPage, JobRecord, Reason, State, TaskRecord
 from trainfleet.domain.records import JobActive as JobActive  # kept importable from here
 from trainfleet.domain.records import JobDetails as JobDetails
 from trainfleet.domain.records import JobNotFound as JobNotFound
-from trainfleet.environments.cache import Builders, EnvironmentCache
+from trainfleet.environments.cache import Builders, EnvironmentCache, cache_size
 from trainfleet.environments.task_base import SERVERS, TaskBase
 from trainfleet.scheduling.admission import Admission, GangJob, Scheduler
 from trainfleet.scheduling.cluster import TaskAllocation
@@ -63,34 +62,34 @@ class Engine:
     def __init__(
         self,
         data_dir: DataDir,
-        store: Store,
-        backend: Backend,
-        environments: EnvironmentCache,
-        *,
+        backend: Backend | None = None,
         supervised: bool = False,
+        database: str | None = None,
         task_base: TaskBase = SERVERS,
-        secrets: Secrets | None = None,
-        team_accounts: TeamAccounts | None = None,
-        firewall: Firewall | None = None,
+        environment_cache: int | None = None,
     ) -> None:
-        """The engine of parts made by ``control.assembly`` (``build_engine``).
+        """``supervised`` (a server): tasks outlive this process and ``resume`` adopts them.
 
-        ``supervised`` (a server): tasks outlive this process and ``resume`` adopts them.
+        ``database``: a PostgreSQL or SQLite URL; the data directory's SQLite file otherwise.
         ``task_base``: where tasks' environments start: a server's small base by default,
         the user's own environment for their own runs (``USERS_OWN``).
+        ``environment_cache``: bytes of built Python environments kept (TRAINFLEET_ENVIRONMENT_
+        CACHE, else 20 GiB, by default).
         """
+        data_dir.ensure()
         self.data_dir = data_dir
-        self.store = store
-        self.backend = backend
-        self.environments = environments
         self.supervised = supervised
         self.task_base = task_base
-        self.secrets = secrets
+        size = environment_cache if environment_cache is not None else cache_size()
+        self.environments = EnvironmentCache(data_dir.root / "environments", size)
+        self.secrets: Secrets | None = None
         """Teams' secrets, where a server keeps them (an embedded engine has none)."""
-        self.team_accounts = team_accounts
+        self.team_accounts: TeamAccounts | None = None
         """Where each team's tasks run as its own Unix account (``--isolate-teams``)."""
-        self.firewall = firewall
+        self.firewall: Firewall | None = None
         """Keeps other accounts off each job's ports on this machine (with team accounts)."""
+        self.store = Store.open(database or data_dir.database)
+        self.backend: Backend = backend or LocalBackend(supervised=supervised)
         self.runner = Runner(self.controller, on_end=self._ended, on_broken=self._broken)
         self._queues = _stored_queues(self.store)
         self._admitter: Admitter | None = None
@@ -112,8 +111,8 @@ class Engine:
                     preempt=lambda preemption: self.runner.preempt(
                         preemption.job, preemption.reason
                     ),
-                    note_waiting=lambda job_id, reason: self.store.note(
-                        job_id, State.QUEUED, Condition.waiting(reason), waiting=True, event=False
+                    note_waiting=lambda job_id, reason: self.store.update_job(
+                        job_id, reason=reason
                     ),
                 )
             return self._admitter
@@ -216,9 +215,7 @@ class Engine:
             team=team,
             labels=dict(spec.labels),
             created_at=time.time(),
-            code=Code.SUBMITTED,
-            waiting_code=Code.WAITING_FOR_ADMISSION,
-            waiting=WAITING,
+            reason=WAITING,
         )
         tasks = [
             TaskRecord(job_id=job.id, role=role, index=index) for role, index in task_keys(spec)
@@ -255,7 +252,7 @@ class Engine:
 
     def _broken(self, job_id: str, error: Exception) -> None:
         """No controller could be made for an admitted job: it fails, saying why."""
-        self._end_unstarted(job_id, State.FAILED, Reason.INTERNAL_ERROR.condition(error))
+        self._end_unstarted(job_id, State.FAILED, Reason.INTERNAL_ERROR.because(error))
 
     def dry_run(self, spec: JobSpec, workdir: Path) -> Preview:
         """What ``run`` would start, without storing or starting anything.
@@ -274,7 +271,7 @@ class Engine:
         job = self.get(job_id)
         self._queue(job, JobSpec.model_validate_json(job.spec))
 
-    def admit_beside(self, job_id: str, others: Sequence[JobRecord]) -> Condition | None:
+    def admit_beside(self, job_id: str, others: Sequence[JobRecord]) -> str | None:
         """Queue a stored job here if it fits beside ``others`` (jobs that other processes
         run on this machine, holding what they were given), and wait until it has started.
 
@@ -295,8 +292,7 @@ class Engine:
                 if State(self.get(job_id).state).is_final:  # cancelled meanwhile
                     return None
                 if cluster.place(job_id, gang.tasks) is None:
-                    lacks = _held_elsewhere(gang.total.shortfall(cluster.free), others)
-                    return Condition(Code.WAITING_FOR_RESOURCES, lacks)
+                    return _held_elsewhere(gang.total.shortfall(cluster.free), others)
                 cluster.release(job_id)
                 self._queue(job, spec)
             self.admitter.wait(lambda: job_id not in self.scheduler.pending(), PASS_SECONDS)
@@ -306,7 +302,7 @@ class Engine:
                     if job_id in self.scheduler.pending():  # held back here (a quota)
                         reason = self.scheduler.waiting_reason(job_id) or "waiting"
                         self.admitter.withdraw(job_id)
-                        return Condition.waiting(reason)
+                        return reason
                 time.sleep(0.005)
             return None
         finally:
@@ -335,7 +331,7 @@ class Engine:
             addresses = self.backend.reserve(job.id, spec)
         except Exception as error:  # no free port (or a fault): fail now, saying why
             code = Reason.NO_FREE_PORT if isinstance(error, OSError) else Reason.INTERNAL_ERROR
-            self._fail_launch(job.id, code.condition(error))
+            self._fail_launch(job.id, code.because(error))
             return
         nodes = self.scheduler.cluster.nodes
         try:
@@ -353,7 +349,7 @@ class Engine:
             )
         except FirewallError as error:  # never started with its ports open to all
             self._free_ports(job.id)
-            self._fail_launch(job.id, Reason.COULD_NOT_START.condition(error))
+            self._fail_launch(job.id, Reason.COULD_NOT_START.because(error))
             return
         except BaseException:  # it waits again: its next launch reserves ports anew
             self._free_ports(job.id)
@@ -363,9 +359,9 @@ class Engine:
             self.data_dir.run_dir(job.id).mkdir(parents=True, exist_ok=True)
         self.runner.start(job.id)
 
-    def _fail_launch(self, job_id: str, condition: Condition) -> None:
+    def _fail_launch(self, job_id: str, reason: str) -> None:
         self.admitter.finished(job_id)
-        self._end_unstarted(job_id, State.FAILED, condition)
+        self._end_unstarted(job_id, State.FAILED, reason)
 
     def _guard(self, job: JobRecord, addresses: Iterable[Address]) -> None:
         """Only the job's own account (and root) may connect to its ports here."""
@@ -472,7 +468,7 @@ class Engine:
                 holder = self._holder_elsewhere(job_id)
                 if holder is not None:
                     raise JobActive(f"job {job_id} is {job.state} in {holder}")
-            self._end_unstarted(job_id, State.CANCELLED, Condition(Code.CANCELLED, reason))
+            self._end_unstarted(job_id, State.CANCELLED, reason)
             self.admitter.lock.notify_all()
         return self.get(job_id)
 
@@ -488,19 +484,28 @@ class Engine:
             return "another trainfleet process"  # no runner record: a server's job
         return None
 
-    def _end_unstarted(self, job_id: str, state: State, condition: Condition) -> None:
+    def _end_unstarted(self, job_id: str, state: State, reason: str) -> None:
         """End a job no controller runs (never started, or its controller died): what is
-        left of its tasks is ended, and the job recorded as ``state`` for ``condition``."""
+        left of its tasks is ended, and the job recorded as ``state`` for ``reason``."""
         for task in self.store.list_tasks(job_id):
             if State(task.state).is_final:
                 continue
             if task.state != State.QUEUED:  # it may have started: nothing of it runs on
                 self.backend.abandon(self.data_dir, job_id, (task.role, task.index))
-                ended = Reason.STOPPED.condition(condition.message)
+                message = Reason.STOPPED.because(reason)
             else:
-                ended = Reason.NOT_STARTED.condition(condition.message)
-            self.store.transition(job_id, State.CANCELLED, ended, task=(task.role, task.index))
-        self.store.transition(job_id, state, condition, finished_at=time.time())
+                message = Reason.NOT_STARTED.because(reason)
+            self.store.update_task(
+                job_id,
+                task.role,
+                task.index,
+                message=message,
+                state=State.CANCELLED,
+                reason=message,
+            )
+        self.store.update_job(
+            job_id, message=reason, state=state, reason=reason, finished_at=time.time()
+        )
 
     def delete(self, job_id: str, force: bool = False) -> None:
         """Forget an ended job and its logs; ``force`` stops a running one first."""

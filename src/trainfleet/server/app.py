@@ -3,13 +3,13 @@
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from importlib.metadata import version
-from typing import Annotated
 
 from fastapi import Depends, FastAPI, Response
 from fastapi.concurrency import run_in_threadpool
 
 from trainfleet.control.access import Action
 from trainfleet.control.engine import Engine
+from trainfleet.control.services.bundle import Services
 from trainfleet.server import (
     errors,
     openapi,
@@ -22,32 +22,30 @@ from trainfleet.server import (
     routes_workdirs,
 )
 from trainfleet.server.audit import Auditor
-from trainfleet.server.auth import Principal, Tokens, authenticator
+from trainfleet.server.auth import Tokens, Who
 from trainfleet.server.guard import RequestGuard
+from trainfleet.server.hub import LogHub
 from trainfleet.server.metrics import CONTENT_TYPE, LatencyMiddleware, Metrics
-from trainfleet.server.ownership import QueueTeams
 from trainfleet.server.params import known_query_only
 from trainfleet.server.readiness import Readiness
 from trainfleet.server.settings import Settings
+from trainfleet.vault.secrets import KeySource, Secrets
 from trainfleet.wire import API_PREFIX, Health
 from trainfleet.workdirs.store import WorkdirStore
 
 
 def create_app(engine: Engine, settings: Settings) -> FastAPI:
-    """The API over ``engine`` (``control.assembly.server_engine``, or ``build_engine`` with
-    its vault); when the server stops, the jobs it runs are stopped."""
+    """The API over ``engine``; when the server stops, the jobs it runs are stopped."""
 
-    readiness = Readiness(engine.store)
-    secrets = engine.secrets
-    if secrets is None:
-        raise ValueError("a server keeps teams' secrets: build its engine with a vault")
+    engine.secrets = engine.secrets or Secrets(engine.store, KeySource(engine.data_dir.root))
+    services = Services.of(engine)
+    readiness = Readiness(services.problem)
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         yield
         readiness.close()
-        await run_in_threadpool(auditor.writer.flush)
-        await run_in_threadpool(engine.shutdown)
+        await run_in_threadpool(services.shutdown)
 
     app = FastAPI(
         title="trainfleet",
@@ -59,10 +57,8 @@ def create_app(engine: Engine, settings: Settings) -> FastAPI:
         lifespan=lifespan,
     )
     errors.install(app)
-    tokens = Tokens(engine.store)
-    auditor = Auditor(engine.store.audit)
-    auth = authenticator(engine.store, tokens, refused=auditor.refused)
-    audit = auditor.dependency(auth)
+    tokens = Tokens(services.accounts)
+    auditor = Auditor(services.audit)
     app.add_middleware(
         RequestGuard,
         tokens=tokens,
@@ -72,22 +68,25 @@ def create_app(engine: Engine, settings: Settings) -> FastAPI:
         public=(f"{API_PREFIX}/openapi.json", f"{API_PREFIX}/docs"),
         larger={f"{API_PREFIX}/workdirs/": settings.max_workdir},
     )
-    metrics = Metrics(engine.store)
+    metrics = Metrics(services.jobs)
     app.add_middleware(LatencyMiddleware, metrics=metrics)  # outermost: it sees every answer
-    workdirs = WorkdirStore(engine.data_dir.root / "workdirs", settings.max_workdir)
-    queue_teams = QueueTeams(engine.store)
-    app.include_router(
-        routes_jobs.router(engine, settings, auth, audit, metrics, workdirs, queue_teams),
-        prefix=API_PREFIX,
-    )
-    app.include_router(routes_workdirs.router(workdirs, auth), prefix=API_PREFIX)
-    app.include_router(routes_logs.router(engine, settings, auth), prefix=API_PREFIX)
-    app.include_router(routes_queues.router(engine, auth, audit, queue_teams), prefix=API_PREFIX)
-    app.include_router(routes_accounts.router(engine, auth, audit, queue_teams), prefix=API_PREFIX)
-    app.include_router(routes_secrets.router(secrets, auth, audit), prefix=API_PREFIX)
-    app.include_router(
-        routes_audit.router(engine.store.audit, auth, auditor.writer.flush), prefix=API_PREFIX
-    )
+    app.state.services = services
+    app.state.settings = settings
+    app.state.tokens = tokens
+    app.state.auditor = auditor  # what writes the audit trail (tests tune its throttle)
+    app.state.metrics = metrics
+    app.state.workdirs = WorkdirStore(engine.data_dir.root / "workdirs", settings.max_workdir)
+    app.state.log_hub = LogHub(settings.poll_interval, settings.log_window)
+    for routes in (
+        routes_jobs,
+        routes_workdirs,
+        routes_logs,
+        routes_queues,
+        routes_accounts,
+        routes_secrets,
+        routes_audit,
+    ):
+        app.include_router(routes.router, prefix=API_PREFIX)
 
     @app.get(
         "/healthz",
@@ -127,11 +126,10 @@ def create_app(engine: Engine, settings: Settings) -> FastAPI:
             **errors.responses(_403="Administrators only."),
         },
     )
-    def metrics_text(who: Annotated[Principal, Depends(auth)]) -> Response:
+    def metrics_text(who: Who) -> Response:
         """Prometheus metrics of every team (scrape with an administrator's token)."""
         who.caller.require(Action.READ_METRICS)
         return Response(metrics.render(), media_type=CONTENT_TYPE)
 
-    app.state.auditor = auditor  # what writes the audit trail (tests tune its throttle)
     app.openapi = lambda: openapi.document(app)  # type: ignore[method-assign]
     return app

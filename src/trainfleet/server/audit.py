@@ -14,7 +14,7 @@ user: a flood of bad tokens or of forbidden requests cannot fill the disk. Chang
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from typing import Annotated, Any, Protocol
+from typing import Any
 
 from fastapi import Depends, Request
 from fastapi.concurrency import run_in_threadpool
@@ -22,13 +22,13 @@ from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException
 from starlette.types import Scope
 
+from trainfleet.control.services.audit import AuditLog
+from trainfleet.control.services.tokens import Principal
 from trainfleet.domain.errors import TrainfleetError
 from trainfleet.domain.records import Audited, AuditRecord
-from trainfleet.server.audit_writer import AuditWriter
-from trainfleet.server.auth import Authenticate, Principal, TokenRefused
+from trainfleet.server.auth import TokenRefused, Who
 from trainfleet.server.errors import validation_message
 from trainfleet.server.throttle import Skipped, Throttle
-from trainfleet.store.audit import AuditTrail
 
 OK = "ok"
 REASON_LENGTH = 160
@@ -44,21 +44,14 @@ class Change:
     detail: str = ""
 
 
-class Audit(Protocol):
-    """``audit(action, target_param)``: the dependency (a ``Depends``) whose ``Change`` a
-    changing endpoint fills in; ``target_param``: the path parameter naming the target."""
-
-    def __call__(self, action: Audited, target_param: str = "") -> Any: ...
-
-
 class Auditor:
-    """Writes one server's audit records into ``trail``."""
+    """Writes one server's audit records into ``log``, behind the answers."""
 
     def __init__(
-        self, trail: AuditTrail, throttle: Throttle | None = None, refusals: Throttle | None = None
+        self, log: AuditLog, throttle: Throttle | None = None, refusals: Throttle | None = None
     ) -> None:
-        self.trail = trail
-        self.writer = AuditWriter(trail)
+        self.trail = log.trail
+        self.writer = log.writer
         self.throttle = throttle or Throttle()
         """Failed authentications, by source address."""
         self.refusals = refusals or Throttle()
@@ -95,31 +88,29 @@ class Auditor:
         outcome = f"401 {error.reason}"
         await self.record(scope, None, Audited.AUTH_FAILED, change, outcome)
 
-    def dependency(self, auth: Authenticate) -> Audit:
-        """``audit(action, target_param)`` for the endpoints behind ``auth``."""
 
-        def audit(action: Audited, target_param: str = "") -> Any:
-            async def change(
-                request: Request, who: Annotated[Principal, Depends(auth)]
-            ) -> AsyncIterator[Change]:
-                noted = Change(target=str(request.path_params.get(target_param, "")))
-                try:
-                    yield noted
-                except Exception as error:
-                    status, outcome = status_of(error), outcome_of(error)
-                    if 400 <= status < 500:  # refused: a few a minute per user
-                        skipped = self.refusals.admit(who.caller.user)
-                        if skipped is None:
-                            raise
-                        noted.detail = _with_left_out(noted.detail, skipped, "user")
-                    await self.record(request.scope, who, action, noted, outcome)
+def audit(action: Audited, target_param: str = "") -> Any:
+    """The dependency (a ``Depends``) whose ``Change`` a changing endpoint fills in, written
+    by the application's ``Auditor``; ``target_param``: the path parameter naming the target."""
+
+    async def change(request: Request, who: Who) -> AsyncIterator[Change]:
+        auditor: Auditor = request.app.state.auditor
+        noted = Change(target=str(request.path_params.get(target_param, "")))
+        try:
+            yield noted
+        except Exception as error:
+            status, outcome = status_of(error), outcome_of(error)
+            if 400 <= status < 500:  # refused: a few a minute per user
+                skipped = auditor.refusals.admit(who.caller.user)
+                if skipped is None:
                     raise
-                await self.record(request.scope, who, action, noted, OK)
+                noted.detail = _with_left_out(noted.detail, skipped, "user")
+            await auditor.record(request.scope, who, action, noted, outcome)
+            raise
+        await auditor.record(request.scope, who, action, noted, OK)
 
-            # "function": recorded when the endpoint ends, before the answer is sent.
-            return Depends(change, scope="function")
-
-        return audit
+    # "function": recorded when the endpoint ends, before the answer is sent.
+    return Depends(change, scope="function")
 
 
 def status_of(error: Exception) -> int:

@@ -7,9 +7,9 @@ from pathlib import Path
 
 from fastapi.sse import ServerSentEvent
 
-from trainfleet.control.engine import Engine, JobNotFound
+from trainfleet.control.services.reads import JobReads
 from trainfleet.datadir.logs import lines_end
-from trainfleet.domain.records import JobRecord, State
+from trainfleet.domain.records import JobNotFound, JobRecord, State
 from trainfleet.server.hub import READ, LogHub, SharedLog
 from trainfleet.server.sse import Poll
 from trainfleet.wire import ErrorBody, JobEnd, LogChunk
@@ -18,13 +18,13 @@ from trainfleet.wire import ErrorBody, JobEnd, LogChunk
 class _JobFeed:
     """The part both feeds share: the job's state, and the message that ends the stream."""
 
-    def __init__(self, engine: Engine, job_id: str) -> None:
-        self.engine = engine
+    def __init__(self, jobs: JobReads, job_id: str) -> None:
+        self.jobs = jobs
         self.job_id = job_id
 
     def job(self) -> JobRecord | None:
         try:
-            return self.engine.get(self.job_id)
+            return self.jobs.get(self.job_id)
         except JobNotFound:
             return None
 
@@ -34,7 +34,7 @@ class _JobFeed:
     def end(self, job: JobRecord | None) -> ServerSentEvent:
         if job is None:  # deleted while followed
             return ServerSentEvent(event="error", data=ErrorBody(detail=f"no job {self.job_id!r}"))
-        end = JobEnd(job_id=job.id, state=State(job.state), code=job.code, reason=job.reason)
+        end = JobEnd(job_id=job.id, state=State(job.state), reason=job.reason)
         return ServerSentEvent(event="end", data=end)
 
 
@@ -49,14 +49,14 @@ class LogFeed(_JobFeed):
 
     def __init__(
         self,
-        engine: Engine,
+        jobs: JobReads,
         job_id: str,
         hub: LogHub,
         path: Path,
         offset: int,
         read: int = READ,
     ) -> None:
-        super().__init__(engine, job_id)
+        super().__init__(jobs, job_id)
         self.hub = hub
         self.shared: SharedLog | None = hub.join(path, self.job)
         self.read = read
@@ -108,13 +108,13 @@ class LogFeed(_JobFeed):
 class EventFeed(_JobFeed):
     """A job's events after a given id, until the job has ended and all were sent."""
 
-    def __init__(self, engine: Engine, job_id: str, after: int) -> None:
-        super().__init__(engine, job_id)
+    def __init__(self, jobs: JobReads, job_id: str, after: int) -> None:
+        super().__init__(jobs, job_id)
         self.after = after
 
     def poll(self) -> Poll:
         job = self.job()  # read before the events: a final state's event is then among them
-        events = self.engine.store.list_events(self.job_id, after=self.after)
+        events = self.jobs.events(self.job_id, after=self.after)
         if events:
             self.after = events[-1].id
         messages = [ServerSentEvent(event="event", data=e, id=str(e.id)) for e in events]

@@ -12,10 +12,8 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-
-from trainfleet.store.database import Store
-from trainfleet.store.errors import StoreError
 
 WAIT = 1.0
 """Seconds one check waits for the store."""
@@ -24,10 +22,11 @@ FRESH = 1.0
 
 
 class Readiness:
-    """Asks ``store`` whether it answers, at most once per ``FRESH`` seconds."""
+    """Asks ``check`` (given the seconds to wait: why the store cannot answer, or None)
+    at most once per ``FRESH`` seconds."""
 
-    def __init__(self, store: Store) -> None:
-        self._store = store
+    def __init__(self, check: Callable[[float], str | None]) -> None:
+        self._check_store = check
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="readyz")
         self._lock = asyncio.Lock()
         self._checked_at = -FRESH
@@ -49,11 +48,7 @@ class Readiness:
             return self._problem
 
     def _check(self) -> str | None:
-        try:
-            self._store.check(wait=WAIT)
-        except StoreError as error:
-            return f"the store cannot answer: {error}"
-        return None
+        return self._check_store(WAIT)
 
     def close(self) -> None:
         self._executor.shutdown(wait=False, cancel_futures=True)

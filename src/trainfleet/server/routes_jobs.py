@@ -9,25 +9,28 @@ from fastapi import APIRouter, Depends, Header, Query, Request, Response
 from fastapi.concurrency import run_in_threadpool
 from pydantic import Field
 
-from trainfleet.control.access import Action
-from trainfleet.control.engine import Engine
 from trainfleet.domain.records import Audited, EventRecord, JobPage, JobRecord, State
 from trainfleet.server import body, sse
-from trainfleet.server.audit import Audit, Change
-from trainfleet.server.auth import Authenticate, Principal
+from trainfleet.server.audit import Change, audit
+from trainfleet.server.auth import Who, authenticate
 from trainfleet.server.errors import (
     ERROR_RESPONSES,
     ApiError,
     responses,
 )
 from trainfleet.server.feeds import EventFeed
-from trainfleet.server.metrics import Metrics
-from trainfleet.server.ownership import QueueTeams, allowed_job, job_for
 from trainfleet.server.params import JobId, known_query_only
-from trainfleet.server.settings import Settings
+from trainfleet.server.state import (
+    AccountsDep,
+    JobsDep,
+    MetricsDep,
+    Readable,
+    SettingsDep,
+    WorkdirsDep,
+)
 from trainfleet.spec.loading import load_job_text
 from trainfleet.wire import API_PREFIX, JobDetails, Submitted
-from trainfleet.workdirs.store import DIGEST, TREE_MARKER, WorkdirStore, owner, whose
+from trainfleet.workdirs.store import DIGEST, WorkdirStore, owner, whose
 
 MAX_PAGE = 1000
 INLINE_TEXT = 16 << 10
@@ -51,212 +54,209 @@ SUBMIT_BODY: dict[str, Any] = {
 }
 
 
-def router(
-    engine: Engine,
-    settings: Settings,
-    auth: Authenticate,
-    audit: Audit,
-    metrics: Metrics,
-    workdirs: WorkdirStore,
-    queue_teams: QueueTeams,
-) -> APIRouter:
-    """The job endpoints, each behind ``auth`` and checked by ``access.RULES``; each change
-    recorded by ``audit``."""
-    api = APIRouter(
-        prefix="/jobs",
-        tags=["jobs"],
-        dependencies=[Depends(auth), Depends(known_query_only)],
-        responses=ERROR_RESPONSES,
-    )
+router = APIRouter(
+    prefix="/jobs",
+    tags=["jobs"],
+    dependencies=[Depends(authenticate), Depends(known_query_only)],
+    responses=ERROR_RESPONSES,
+)
+"""The job endpoints, each behind a token and checked by ``access.RULES``; each change
+audited."""
 
-    async def readable_job(job_id: JobId, who: Annotated[Principal, Depends(auth)]) -> JobRecord:
-        """The job, if the caller sees it; 404 before a stream starts, not inside it."""
-        return job_for(engine, who.caller, job_id, Action.READ_JOB)
 
-    @api.post(
-        "",
-        status_code=201,
-        openapi_extra=SUBMIT_BODY,
-        responses=responses(
-            _413="The job text is larger than the server accepts.",
-            _415="The body is not YAML, JSON or plain text.",
-            _422="The job cannot be read or placed: `detail` and `problems` say where and why.",
+@router.post(
+    "",
+    status_code=201,
+    openapi_extra=SUBMIT_BODY,
+    responses=responses(
+        _413="The job text is larger than the server accepts.",
+        _415="The body is not YAML, JSON or plain text.",
+        _422="The job cannot be read or placed: `detail` and `problems` say where and why.",
+    ),
+)
+async def submit_job(
+    request: Request,
+    response: Response,
+    who: Who,
+    change: Annotated[Change, audit(Audited.JOB_SUBMIT)],
+    jobs: JobsDep,
+    settings: SettingsDep,
+    metrics: MetricsDep,
+    workdirs: WorkdirsDep,
+    workdir: Annotated[
+        str | None,
+        Query(
+            max_length=4096,
+            description="Directory on the server the job runs in, as it is (a shared file system).",
         ),
+    ] = None,
+    tree: Annotated[
+        str | None,
+        Query(
+            pattern=DIGEST.pattern,
+            description="A job directory sent before (PUT /workdirs/{tree}): the job runs "
+            "in its own copy of it.",
+        ),
+    ] = None,
+    filename: Annotated[
+        str, Query(max_length=255, description="The job file's name, for error messages.")
+    ] = "<request>",
+) -> Submitted:
+    """Store a job and queue it for admission; answers at once with the queued job."""
+    media_type = body.check_media_type(request)
+    text = body.decode(await body.read_limited(request, settings.max_body), filename)
+    if tree is not None and workdir is not None:
+        raise ApiError(422, "give workdir (in place) or tree (a copy), not both")
+    directory = _workdir(workdir, settings.workdir)
+    read = partial(
+        load_job_text,
+        text,
+        filename,
+        limits=settings.limits,
+        json_only=media_type == "application/json",
     )
-    async def submit_job(
-        request: Request,
-        response: Response,
-        who: Annotated[Principal, Depends(auth)],
-        change: Annotated[Change, audit(Audited.JOB_SUBMIT)],
-        workdir: Annotated[
-            str | None,
-            Query(
-                max_length=4096,
-                description="Directory on the server the job runs in, as it is (a shared "
-                "file system).",
-            ),
-        ] = None,
-        tree: Annotated[
-            str | None,
-            Query(
-                pattern=DIGEST.pattern,
-                description="A job directory sent before (PUT /workdirs/{tree}): the job runs "
-                "in its own copy of it.",
-            ),
-        ] = None,
-        filename: Annotated[
-            str, Query(max_length=255, description="The job file's name, for error messages.")
-        ] = "<request>",
-    ) -> Submitted:
-        """Store a job and queue it for admission; answers at once with the queued job."""
-        media_type = body.check_media_type(request)
-        text = body.decode(await body.read_limited(request, settings.max_body), filename)
-        if tree is not None and workdir is not None:
-            raise ApiError(422, "give workdir (in place) or tree (a copy), not both")
-        directory = _workdir(workdir, settings.workdir)
-        read = partial(
-            load_job_text,
-            text,
-            filename,
-            limits=settings.limits,
-            json_only=media_type == "application/json",
+    # Small jobs on the event loop, like the quick reads: parsing and one short
+    # transaction cost less than a trip to a worker thread (benchmarks/api.py: 15% more
+    # submissions/s). Large ones in a worker thread, so that other requests go on.
+    large = len(text) > INLINE_TEXT
+    loaded = await run_in_threadpool(read) if large else read()
+    change.team = jobs.team_of_queue(loaded.spec.queue)
+    change.detail = f"{loaded.spec.name} in queue {loaded.spec.queue}"
+    spec, team = jobs.placed(who.caller, loaded.spec)
+    whom = owner(None if who.caller.admin else team)  # whose trees the job may use
+    fill = _tree(workdirs, tree, whom)
+    runs_in = workdirs.path(whom, tree) if tree is not None else directory
+    settings.host_paths.check(spec, runs_in, in_place=workdir is not None)
+    change.team, change.detail = team, f"{spec.name} in queue {spec.queue}"
+    submit = partial(
+        jobs.submit,
+        who.caller,
+        spec,
+        team,
+        directory if workdir is not None else None,  # None: an empty folder of its own
+        loaded.source,
+        fill_workdir=fill,
+    )
+    tasks = sum(role.replicas for role in loaded.spec.roles.values())
+    slow = large or tasks > INLINE_TASKS or fill is not None
+    job = await run_in_threadpool(submit) if slow else submit()
+    change.target = job.id
+    metrics.submissions.labels(job.source).inc()
+    response.headers["Location"] = f"{API_PREFIX}/jobs/{job.id}"
+    return Submitted(job=job, warnings=loaded.warnings)
+
+
+# Quick reads run on the event loop: a trip to a worker thread costs more than they do.
+@router.get("")
+async def find_jobs(
+    who: Who,
+    jobs: JobsDep,
+    state: State | None = None,
+    name: Annotated[str | None, Query(max_length=100)] = None,
+    user: Annotated[str | None, Query(max_length=200)] = None,
+    label: Annotated[
+        list[Annotated[str, Field(pattern=LABEL.pattern)]],
+        Query(description="`key=value`; repeat to require several."),
+    ] = [],  # noqa: B006 (FastAPI copies defaults)
+    limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 50,
+    cursor: Annotated[str | None, Query(max_length=500)] = None,
+) -> JobPage:
+    """Jobs of the caller's teams (every job, for an administrator), newest first, one
+    page at a time."""
+    try:
+        return jobs.find(
+            who.caller,
+            state=state,
+            name=name,
+            user=user,
+            labels=_labels(label),
+            limit=limit,
+            cursor=cursor,
         )
-        # Small jobs on the event loop, like the quick reads: parsing and one short
-        # transaction cost less than a trip to a worker thread (benchmarks/api.py: 15% more
-        # submissions/s). Large ones in a worker thread, so that other requests go on.
-        large = len(text) > INLINE_TEXT
-        loaded = await run_in_threadpool(read) if large else read()
-        change.team = queue_teams.team_of(loaded.spec.queue)
-        change.detail = f"{loaded.spec.name} in queue {loaded.spec.queue}"
-        spec, team = queue_teams.for_submission(who.caller, loaded.spec)
-        whom = owner(None if who.caller.admin else team)  # whose trees the job may use
-        fill = _tree(workdirs, tree, whom)
-        runs_in = workdirs.path(whom, tree) if tree is not None else directory
-        settings.host_paths.check(spec, runs_in, in_place=workdir is not None)
-        change.team, change.detail = team, f"{spec.name} in queue {spec.queue}"
-        submit = partial(
-            engine.submit,
-            spec,
-            directory if workdir is not None else None,  # None: an empty folder of its own
-            loaded.source,
-            user=who.caller.user,
-            start=True,
-            fill_workdir=fill,
-            team=team,
-        )
-        tasks = sum(role.replicas for role in loaded.spec.roles.values())
-        slow = large or tasks > INLINE_TASKS or fill is not None
-        job = await run_in_threadpool(submit) if slow else submit()
-        change.target = job.id
-        metrics.submissions.labels(job.source).inc()
-        response.headers["Location"] = f"{API_PREFIX}/jobs/{job.id}"
-        return Submitted(job=job, warnings=loaded.warnings)
+    except ValueError as error:
+        raise ApiError(400, str(error)) from None
 
-    # Quick reads run on the event loop: a trip to a worker thread costs more than they do.
-    @api.get("")
-    async def find_jobs(
-        who: Annotated[Principal, Depends(auth)],
-        state: State | None = None,
-        name: Annotated[str | None, Query(max_length=100)] = None,
-        user: Annotated[str | None, Query(max_length=200)] = None,
-        label: Annotated[
-            list[Annotated[str, Field(pattern=LABEL.pattern)]],
-            Query(description="`key=value`; repeat to require several."),
-        ] = [],  # noqa: B006 (FastAPI copies defaults)
-        limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 50,
-        cursor: Annotated[str | None, Query(max_length=500)] = None,
-    ) -> JobPage:
-        """Jobs of the caller's teams (every job, for an administrator), newest first, one
-        page at a time."""
-        try:
-            return engine.find(
-                state=state,
-                name=name,
-                user=user,
-                labels=_labels(label),
-                teams=who.caller.teams_seen(),
-                limit=limit,
-                cursor=cursor,
-            )
-        except ValueError as error:
-            raise ApiError(400, str(error)) from None
 
-    @api.get("/{job_id}")
-    async def describe_job(job_id: JobId, who: Annotated[Principal, Depends(auth)]) -> JobDetails:
-        """A job with its tasks and events."""
-        job = job_for(engine, who.caller, job_id, Action.READ_JOB)
-        return JobDetails(job=job, tasks=engine.tasks(job_id), events=engine.events(job_id))
+@router.get("/{job_id}")
+async def describe_job(job: Readable, jobs: JobsDep) -> JobDetails:
+    """A job with its tasks and events."""
+    details = jobs.details(job)
+    return JobDetails(job=details.job, tasks=details.tasks, events=details.events)
 
-    @api.post(
-        "/{job_id}/cancel",
-        responses=responses(
-            _403="The caller's role does not allow it.", _409="Another process runs the job."
-        ),
-    )
-    def cancel_job(
-        job_id: JobId,
-        who: Annotated[Principal, Depends(auth)],
-        change: Annotated[Change, audit(Audited.JOB_STOP, "job_id")],
-    ) -> JobRecord:
-        """Stop a job (its tasks get SIGTERM, then SIGKILL); an ended job stays as it is."""
-        job = engine.get(job_id)
-        change.team, change.detail = job.team, f"was {job.state}"
-        allowed_job(who.caller, job, Action.STOP_JOB)
-        engine.cancel(job_id, f"cancelled by {who.caller.user}")
-        return engine.get(job_id)
 
-    @api.delete(
-        "/{job_id}",
-        status_code=204,
-        response_class=Response,
-        responses=responses(
-            _403="The caller's role does not allow it.",
-            _409="The job has not ended and `force` was not given.",
-        ),
-    )
-    def delete_job(
-        job_id: JobId,
-        who: Annotated[Principal, Depends(auth)],
-        change: Annotated[Change, audit(Audited.JOB_DELETE, "job_id")],
-        force: bool = False,
-    ) -> None:
-        """Forget an ended job and its logs; ``force`` stops a running job first."""
-        job = engine.get(job_id)
-        change.team, change.detail = job.team, f"was {job.state}" + (", forced" if force else "")
-        allowed_job(who.caller, job, Action.DELETE_JOB)
-        engine.delete(job_id, force=force)
-        jobs = engine.data_dir.root / "jobs"
-        workdirs.sweep(marker.read_text() for marker in jobs.glob(f"*/{TREE_MARKER}"))
+@router.post(
+    "/{job_id}/cancel",
+    responses=responses(
+        _403="The caller's role does not allow it.", _409="Another process runs the job."
+    ),
+)
+def cancel_job(
+    job_id: JobId,
+    who: Who,
+    change: Annotated[Change, audit(Audited.JOB_STOP, "job_id")],
+    jobs: JobsDep,
+) -> JobRecord:
+    """Stop a job (its tasks get SIGTERM, then SIGKILL); an ended job stays as it is."""
+    job = jobs.get(job_id)
+    change.team, change.detail = job.team, f"was {job.state}"
+    return jobs.cancel(who.caller, job)
 
-    @api.get("/{job_id}/events")
-    async def list_events(
-        job: Annotated[JobRecord, Depends(readable_job)],
-        after: Annotated[int, Query(ge=0, le=2**62)] = 0,
-    ) -> list[EventRecord]:
-        """A job's events with an id above ``after``, oldest first."""
-        job_id = job.id
-        return engine.store.list_events(job_id, after=after)
 
-    @api.get(
-        "/{job_id}/events/follow",
-        status_code=200,
-        response_class=sse.EventStream,
-        responses=sse.STREAM_RESPONSES,
-    )
-    async def follow_events(
-        job: Annotated[JobRecord, Depends(readable_job)],
-        who: Annotated[Principal, Depends(auth)],
-        after: Annotated[int, Query(ge=0, le=2**62)] = 0,
-        last_event_id: Annotated[int | None, Header(ge=0, le=2**62)] = None,
-    ) -> sse.EventStream:
-        """Server-Sent Events: `event` for each event (id: its id), then `end`; cut off
-        within about a second of the caller losing access (token revoked, user disabled,
-        taken out of the job's team)."""
-        feed = EventFeed(engine, job.id, after if last_event_id is None else last_event_id)
-        holds = sse.still_allowed(engine.store, who, job.team)
-        return sse.EventStream(sse.follow(feed, settings.poll_interval, holds))
+@router.delete(
+    "/{job_id}",
+    status_code=204,
+    response_class=Response,
+    responses=responses(
+        _403="The caller's role does not allow it.",
+        _409="The job has not ended and `force` was not given.",
+    ),
+)
+def delete_job(
+    job_id: JobId,
+    who: Who,
+    change: Annotated[Change, audit(Audited.JOB_DELETE, "job_id")],
+    jobs: JobsDep,
+    workdirs: WorkdirsDep,
+    force: bool = False,
+) -> None:
+    """Forget an ended job and its logs; ``force`` stops a running job first."""
+    job = jobs.get(job_id)
+    change.team, change.detail = job.team, f"was {job.state}" + (", forced" if force else "")
+    jobs.delete(who.caller, job, force=force)
+    workdirs.sweep(jobs.trees_in_use())
 
-    return api
+
+@router.get("/{job_id}/events")
+async def list_events(
+    job: Readable,
+    jobs: JobsDep,
+    after: Annotated[int, Query(ge=0, le=2**62)] = 0,
+) -> list[EventRecord]:
+    """A job's events with an id above ``after``, oldest first."""
+    return jobs.events(job.id, after=after)
+
+
+@router.get(
+    "/{job_id}/events/follow",
+    status_code=200,
+    response_class=sse.EventStream,
+    responses=sse.STREAM_RESPONSES,
+)
+async def follow_events(
+    job: Readable,
+    who: Who,
+    jobs: JobsDep,
+    accounts: AccountsDep,
+    settings: SettingsDep,
+    after: Annotated[int, Query(ge=0, le=2**62)] = 0,
+    last_event_id: Annotated[int | None, Header(ge=0, le=2**62)] = None,
+) -> sse.EventStream:
+    """Server-Sent Events: `event` for each event (id: its id), then `end`; cut off
+    within about a second of the caller losing access (token revoked, user disabled,
+    taken out of the job's team)."""
+    feed = EventFeed(jobs, job.id, after if last_event_id is None else last_event_id)
+    holds = sse.still_allowed(accounts, who, job.team)
+    return sse.EventStream(sse.follow(feed, settings.poll_interval, holds))
 
 
 def _workdir(given: str | None, default: Path) -> Path:

@@ -5,22 +5,17 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, Header, Query, Response
 
-from trainfleet.control.access import Action
-from trainfleet.control.engine import Engine
 from trainfleet.datadir.logs import read_range
-from trainfleet.domain.records import JobRecord
 from trainfleet.server import sse
-from trainfleet.server.auth import Authenticate, Principal
+from trainfleet.server.auth import Who, authenticate
 from trainfleet.server.errors import (
     ERROR_RESPONSES,
     ApiError,
     responses,
 )
 from trainfleet.server.feeds import LogFeed
-from trainfleet.server.hub import LogHub
-from trainfleet.server.ownership import job_for
-from trainfleet.server.params import Index, JobId, Role, known_query_only
-from trainfleet.server.settings import Settings
+from trainfleet.server.params import Index, Role, known_query_only
+from trainfleet.server.state import AccountsDep, JobsDep, LogHubDep, Readable, SettingsDep
 
 MAX_RANGE = 8 << 20
 """Most bytes one read returns; ``X-Log-End`` tells where to go on from."""
@@ -37,64 +32,61 @@ RANGE_RESPONSES = {
 }
 
 
-def router(engine: Engine, settings: Settings, auth: Authenticate) -> APIRouter:
-    """The log endpoints, each behind ``auth``: logs are read as their job is."""
-    api = APIRouter(
-        prefix="/jobs/{job_id}",
-        tags=["logs"],
-        dependencies=[Depends(auth), Depends(known_query_only)],
-        responses=ERROR_RESPONSES,
-    )
+router = APIRouter(
+    prefix="/jobs/{job_id}",
+    tags=["logs"],
+    dependencies=[Depends(authenticate), Depends(known_query_only)],
+    responses=ERROR_RESPONSES,
+)
+"""The log endpoints, each behind a token: logs are read as their job is."""
 
-    async def readable_job(job_id: JobId, who: Annotated[Principal, Depends(auth)]) -> JobRecord:
-        return job_for(engine, who.caller, job_id, Action.READ_JOB)
 
-    Readable = Annotated[JobRecord, Depends(readable_job)]
+async def log_path(job: Readable, role: Role, index: Index, jobs: JobsDep) -> Path:
+    """The task's log file; 404 for an unknown job or task, before any stream starts."""
+    return jobs.task_log(job, role, index)
 
-    async def log_path(job: Readable, role: Role, index: Index) -> Path:
-        """The task's log file; 404 for an unknown job or task, before any stream starts."""
-        job_id = job.id
-        tasks = engine.tasks(job_id)
-        if not any(task.role == role and task.index == index for task in tasks):
-            names = ", ".join(task.name for task in tasks)
-            raise ApiError(404, f"job {job_id} has no task {role}/{index} (tasks: {names})")
-        return engine.log_path(job_id, role, index)
 
-    LogPath = Annotated[Path, Depends(log_path)]
-    hub = LogHub(settings.poll_interval, settings.log_window)
+LogPath = Annotated[Path, Depends(log_path)]
 
-    @api.get("/tasks/{role}/{index}/log", response_class=Response, responses=RANGE_RESPONSES)
-    def read_log(path: LogPath, start: Offset = 0, end: Offset | None = None) -> Response:
-        """Bytes ``start`` up to ``end`` (exclusive; the end of the log when left out)."""
-        return _range(path, start, end)
 
-    @api.get("/setup/log", response_class=Response, responses=RANGE_RESPONSES)
-    def read_setup_log(job: Readable, start: Offset = 0, end: Offset | None = None) -> Response:
-        """The job's ``setup`` phase, as ``read_log``: the builds of its Python environments."""
-        return _range(engine.data_dir.setup_log(job.id), start, end)
+@router.get("/tasks/{role}/{index}/log", response_class=Response, responses=RANGE_RESPONSES)
+def read_log(path: LogPath, start: Offset = 0, end: Offset | None = None) -> Response:
+    """Bytes ``start`` up to ``end`` (exclusive; the end of the log when left out)."""
+    return _range(path, start, end)
 
-    @api.get(
-        "/tasks/{role}/{index}/log/follow",
-        status_code=200,
-        response_class=sse.EventStream,
-        responses=sse.STREAM_RESPONSES,
-    )
-    async def follow_log(
-        job: Readable,
-        path: LogPath,
-        who: Annotated[Principal, Depends(auth)],
-        start: Offset = 0,
-        last_event_id: Annotated[int | None, Header(ge=0, le=2**62)] = None,
-    ) -> sse.EventStream:
-        """Server-Sent Events: `log` with new complete lines (id: the byte offset after
-        them), then `end` once the job has ended and its log is read to its end; cut off
-        within about a second of the caller losing access to the job."""
-        offset = start if last_event_id is None else last_event_id
-        feed = LogFeed(engine, job.id, hub, path, offset, settings.log_read)
-        holds = sse.still_allowed(engine.store, who, job.team)
-        return sse.EventStream(sse.follow(feed, settings.poll_interval, holds))
 
-    return api
+@router.get("/setup/log", response_class=Response, responses=RANGE_RESPONSES)
+def read_setup_log(
+    job: Readable, jobs: JobsDep, start: Offset = 0, end: Offset | None = None
+) -> Response:
+    """The job's ``setup`` phase, as ``read_log``: the builds of its Python environments."""
+    return _range(jobs.setup_log(job.id), start, end)
+
+
+@router.get(
+    "/tasks/{role}/{index}/log/follow",
+    status_code=200,
+    response_class=sse.EventStream,
+    responses=sse.STREAM_RESPONSES,
+)
+async def follow_log(
+    job: Readable,
+    path: LogPath,
+    who: Who,
+    jobs: JobsDep,
+    accounts: AccountsDep,
+    settings: SettingsDep,
+    hub: LogHubDep,
+    start: Offset = 0,
+    last_event_id: Annotated[int | None, Header(ge=0, le=2**62)] = None,
+) -> sse.EventStream:
+    """Server-Sent Events: `log` with new complete lines (id: the byte offset after
+    them), then `end` once the job has ended and its log is read to its end; cut off
+    within about a second of the caller losing access to the job."""
+    offset = start if last_event_id is None else last_event_id
+    feed = LogFeed(jobs, job.id, hub, path, offset, settings.log_read)
+    holds = sse.still_allowed(accounts, who, job.team)
+    return sse.EventStream(sse.follow(feed, settings.poll_interval, holds))
 
 
 def _range(path: Path, start: int, end: int | None) -> Response:

@@ -18,10 +18,11 @@ from fastapi.concurrency import run_in_threadpool
 from trainfleet.control.access import Action, Caller
 from trainfleet.datadir.space import require_free
 from trainfleet.domain.errors import Forbidden
-from trainfleet.server.auth import Authenticate, Principal
+from trainfleet.server.auth import Who, authenticate
 from trainfleet.server.errors import ApiError, responses
 from trainfleet.server.params import known_query_only
-from trainfleet.workdirs.store import DIGEST, WorkdirStore, owner
+from trainfleet.server.state import WorkdirsDep
+from trainfleet.workdirs.store import DIGEST, owner
 
 Tree = Annotated[
     str, Path(pattern=DIGEST.pattern, description="The tree's digest (sha256 of its files).")
@@ -38,64 +39,64 @@ def owners(caller: Caller) -> list[str]:
     return [owner(team) for team in caller.teams_allowed(Action.SUBMIT_JOB) or ()]
 
 
-def router(store: WorkdirStore, auth: Authenticate) -> APIRouter:
-    """Any member may ask for and send trees, its teams' own; a tree holds nothing until a
-    job runs in it."""
-    api = APIRouter(
-        prefix="/workdirs",
-        tags=["workdirs"],
-        dependencies=[Depends(auth), Depends(known_query_only)],
-        responses=responses(),
-    )
+router = APIRouter(
+    prefix="/workdirs",
+    tags=["workdirs"],
+    dependencies=[Depends(authenticate), Depends(known_query_only)],
+    responses=responses(),
+)
+"""Any member may ask for and send trees, its teams' own; a tree holds nothing until a
+job runs in it."""
 
-    @api.head("/{tree}", responses={200: {"description": "Stored."}})
-    def has_tree(tree: Tree, who: Annotated[Principal, Depends(auth)]) -> Response:
-        """200 when the server has this tree for each of the caller's teams (nothing to
-        send), 404 when not."""
-        try:
-            mine = owners(who.caller)
-        except Forbidden:  # no team to send for: nothing is stored for it
-            mine = []
-        if not mine or not all(store.has(name, tree) for name in mine):
-            raise ApiError(404, f"no stored tree {tree}")
-        return Response(status_code=200)
 
-    @api.put(
-        "/{tree}",
-        status_code=201,
-        openapi_extra={
-            "requestBody": {
-                "required": True,
-                "content": {
-                    "application/octet-stream": {"schema": {"type": "string", "format": "binary"}}
-                },
-            }
-        },
-        responses=responses(
-            _403="The caller may submit jobs in no team.",
-            _413="Over --max-workdir, sent or unpacked.",
-            _422="Not a tar.gz, a member it may not hold, or not the tree named.",
-            _507="The server's disk has no room.",
-        ),
-    )
-    async def put_tree(
-        tree: Tree,
-        request: Request,
-        response: Response,
-        who: Annotated[Principal, Depends(auth)],
-    ) -> None:
-        """Store a job's directory for the caller's teams, sent as a tar.gz of its files
-        (200: stored already)."""
+@router.head("/{tree}", responses={200: {"description": "Stored."}})
+def has_tree(tree: Tree, who: Who, store: WorkdirsDep) -> Response:
+    """200 when the server has this tree for each of the caller's teams (nothing to
+    send), 404 when not."""
+    try:
         mine = owners(who.caller)
-        if all(store.has(name, tree) for name in mine):
-            response.status_code = 200
-            return
-        require_free(store.root.parent)
-        with tempfile.SpooledTemporaryFile(SPOOL) as upload:
-            async for chunk in request.stream():  # bounded by the request guard
-                upload.write(chunk)
-            upload.seek(0)
-            if not await run_in_threadpool(store.add, mine, tree, upload):
-                response.status_code = 200
+    except Forbidden:  # no team to send for: nothing is stored for it
+        mine = []
+    if not mine or not all(store.has(name, tree) for name in mine):
+        raise ApiError(404, f"no stored tree {tree}")
+    return Response(status_code=200)
 
-    return api
+
+@router.put(
+    "/{tree}",
+    status_code=201,
+    openapi_extra={
+        "requestBody": {
+            "required": True,
+            "content": {
+                "application/octet-stream": {"schema": {"type": "string", "format": "binary"}}
+            },
+        }
+    },
+    responses=responses(
+        _403="The caller may submit jobs in no team.",
+        _413="Over --max-workdir, sent or unpacked.",
+        _422="Not a tar.gz, a member it may not hold, or not the tree named.",
+        _507="The server's disk has no room.",
+    ),
+)
+async def put_tree(
+    tree: Tree,
+    request: Request,
+    response: Response,
+    who: Who,
+    store: WorkdirsDep,
+) -> None:
+    """Store a job's directory for the caller's teams, sent as a tar.gz of its files
+    (200: stored already)."""
+    mine = owners(who.caller)
+    if all(store.has(name, tree) for name in mine):
+        response.status_code = 200
+        return
+    require_free(store.root.parent)
+    with tempfile.SpooledTemporaryFile(SPOOL) as upload:
+        async for chunk in request.stream():  # bounded by the request guard
+            upload.write(chunk)
+        upload.seek(0)
+        if not await run_in_threadpool(store.add, mine, tree, upload):
+            response.status_code = 200

@@ -22,8 +22,8 @@ from starlette.responses import StreamingResponse
 from starlette.types import Receive, Scope, Send
 
 from trainfleet.control.access import Action
-from trainfleet.server.auth import Principal, principal_of
-from trainfleet.store.database import Store
+from trainfleet.control.services.accounts import Accounts
+from trainfleet.control.services.tokens import Principal
 
 log = logging.getLogger(__name__)
 
@@ -79,15 +79,10 @@ def _always() -> bool:
     return True
 
 
-def still_allowed(store: Store, who: Principal, team: str) -> Callable[[], bool]:
+def still_allowed(accounts: Accounts, who: Principal, team: str) -> Callable[[], bool]:
     """Whether ``who``'s token still holds, its user is enabled and still sees ``team``'s
-    jobs, asked of the store itself."""
-
-    def holds() -> bool:
-        now = principal_of(store, who.token.digest)
-        return now is not None and now.caller.sees(Action.READ_JOB, team)
-
-    return holds
+    jobs, asked of the store itself (no cache)."""
+    return lambda: accounts.still_sees(who, Action.READ_JOB, team)
 
 
 async def follow(

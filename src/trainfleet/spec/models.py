@@ -164,8 +164,7 @@ class RestartPolicy(StrEnum):
 
 
 class _Model(BaseModel):
-    # Validators are built at first use: a command that reads no job file pays nothing for them.
-    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
+    model_config = ConfigDict(extra="forbid", frozen=True)
 
 
 class SecretRef(_Model):

@@ -1,37 +1,34 @@
-"""Which team owns what a request names, checked against the caller by ``access.RULES``.
+"""Which team owns what a request names, the one place that decides it.
 
 A job belongs to the team of the queue it waits in, and to the user who submitted it.
 A queue belongs to the team that made it; ``default`` and queues never configured belong
-to the team ``default``.
+to the team ``default``. Whether a caller may act on what a team owns is ``access.RULES``'.
 """
 
 from __future__ import annotations
 
 import threading
+from typing import TYPE_CHECKING
 
 from cachetools import TTLCache
 
 from trainfleet.control.access import Action, Caller
-from trainfleet.control.engine import Engine
 from trainfleet.domain.errors import BadInput
 from trainfleet.domain.records import JobRecord
-from trainfleet.spec.models import JobSpec
-from trainfleet.store.database import Store
+
+if TYPE_CHECKING:
+    from trainfleet.spec.models import JobSpec
+    from trainfleet.store.accounts import Accounts as StoredAccounts
 
 DEFAULT_TEAM = "default"
 QUEUE_CACHE_SECONDS = 2.0
 """How long the queues' teams are trusted without asking the store: submissions ask for
-each job, and queues change rarely (this server's own changes clear it at once)."""
-
-
-def job_for(engine: Engine, caller: Caller, job_id: str, action: Action) -> JobRecord:
-    """The job, if the caller may do ``action`` to it: 404 where it cannot see it (as for a
-    job that does not exist), 403 where it sees it but may not."""
-    return allowed_job(caller, engine.get(job_id), action)
+each job, and queues change rarely (this process's own changes clear it at once)."""
 
 
 def allowed_job(caller: Caller, job: JobRecord, action: Action) -> JobRecord:
-    """``job``, checked as ``job_for`` checks it."""
+    """``job``, if the caller may do ``action`` to it: NotFound where it cannot see it (as
+    for a job that does not exist), Forbidden where it sees it but may not."""
     caller.require(action, job.team, job.user, missing=f"no job {job.id!r}")
     return job
 
@@ -39,8 +36,8 @@ def allowed_job(caller: Caller, job: JobRecord, action: Action) -> JobRecord:
 class QueueTeams:
     """The team of every queue, cached briefly."""
 
-    def __init__(self, store: Store) -> None:
-        self.store = store
+    def __init__(self, accounts: StoredAccounts) -> None:
+        self.accounts = accounts
         self._cache: TTLCache[str, dict[str, str]] = TTLCache(maxsize=1, ttl=QUEUE_CACHE_SECONDS)
         self._lock = threading.Lock()
 
@@ -54,7 +51,7 @@ class QueueTeams:
         with self._lock:
             teams = self._cache.get("all")
             if teams is None:
-                teams = self._cache["all"] = self.store.accounts.queue_teams()
+                teams = self._cache["all"] = self.accounts.queue_teams()
             return teams
 
     def team_of(self, queue: str) -> str:
@@ -76,7 +73,7 @@ class QueueTeams:
         team = caller.only_team
         if team is None:
             return spec, DEFAULT_TEAM
-        record = self.store.accounts.get_team(team)
+        record = self.accounts.get_team(team)
         if record is None:
             return spec, DEFAULT_TEAM
         return spec.model_copy(update={"queue": record.default_queue}), team

@@ -1,0 +1,59 @@
+"""Every service over one engine, as a server holds them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from trainfleet.control.services.accounts import Accounts
+from trainfleet.control.services.audit import AuditLog
+from trainfleet.control.services.jobs import Jobs
+from trainfleet.control.services.ownership import QueueTeams
+from trainfleet.control.services.queues import Queues
+from trainfleet.control.services.secrets import TeamSecrets
+from trainfleet.store.errors import StoreError
+
+if TYPE_CHECKING:
+    from trainfleet.control.engine import Engine
+
+
+@dataclass(frozen=True)
+class Services:
+    """Jobs, accounts, queues, secrets and the audit trail of one engine."""
+
+    engine: Engine
+    jobs: Jobs
+    accounts: Accounts
+    queues: Queues
+    secrets: TeamSecrets
+    audit: AuditLog
+
+    @classmethod
+    def of(cls, engine: Engine) -> Services:
+        """The services of ``engine``, which keeps the teams' secrets (``engine.secrets``)."""
+        assert engine.secrets is not None, "a server's engine keeps secrets"
+        store = engine.store
+        owners = QueueTeams(store.accounts)
+        audit = AuditLog(store.audit)
+        queues = Queues(engine, owners)
+        return cls(
+            engine=engine,
+            jobs=Jobs(engine, owners),
+            accounts=Accounts(store, audit, queues),
+            queues=queues,
+            secrets=TeamSecrets(engine.secrets, store.accounts),
+            audit=audit,
+        )
+
+    def problem(self, wait: float) -> str | None:
+        """Why the store cannot serve now (asked with ``wait`` seconds), or None."""
+        try:
+            self.engine.store.check(wait=wait)
+        except StoreError as error:
+            return f"the store cannot answer: {error}"
+        return None
+
+    def shutdown(self) -> None:
+        """Write the audit records queued, then stop following jobs (see ``Engine.shutdown``)."""
+        self.audit.writer.flush()
+        self.engine.shutdown()

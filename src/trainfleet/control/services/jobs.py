@@ -1,0 +1,113 @@
+"""Jobs: submit, find, read, stop and delete them, read their events and logs, each call
+checked against the caller (``access.RULES``; which team owns a job: ``ownership``)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from trainfleet.control.access import Action, Caller
+from trainfleet.control.services.ownership import QueueTeams, allowed_job
+from trainfleet.control.services.reads import JobReads
+from trainfleet.domain.errors import NotFound
+from trainfleet.domain.records import JobPage, JobRecord
+from trainfleet.workdirs.store import TREE_MARKER
+
+if TYPE_CHECKING:
+    from trainfleet.control.engine import Engine
+    from trainfleet.spec.models import JobSpec
+
+
+class Jobs(JobReads):
+    """The jobs ``engine`` keeps and runs, as callers may see and change them."""
+
+    def __init__(self, engine: Engine, owners: QueueTeams) -> None:
+        super().__init__(engine.store, engine.data_dir)
+        self.engine = engine
+        self.owners = owners
+
+    def get(self, job_id: str) -> JobRecord:
+        """The job, as the engine has it; JobNotFound if there is none."""
+        return self.engine.get(job_id)
+
+    def readable(self, caller: Caller, job_id: str, action: Action = Action.READ_JOB) -> JobRecord:
+        """The job, if the caller may do ``action`` to it: NotFound where it cannot see it
+        (as for a job that does not exist), Forbidden where it sees it but may not."""
+        return allowed_job(caller, self.get(job_id), action)
+
+    def find(
+        self,
+        caller: Caller,
+        *,
+        state: str | None = None,
+        name: str | None = None,
+        user: str | None = None,
+        labels: Mapping[str, str] | None = None,
+        limit: int = 50,
+        cursor: str | None = None,
+    ) -> JobPage:
+        """Jobs of the caller's teams (every job, for an administrator), newest first."""
+        return self.page(
+            state=state,
+            name=name,
+            user=user,
+            labels=labels,
+            teams=caller.teams_seen(),
+            limit=limit,
+            cursor=cursor,
+        )
+
+    def team_of_queue(self, queue: str) -> str:
+        """The team that owns the queue ``queue``."""
+        return self.owners.team_of(queue)
+
+    def placed(self, caller: Caller, spec: JobSpec) -> tuple[JobSpec, str]:
+        """The job as it will wait, and its team, if the caller may submit it there (see
+        ``QueueTeams.for_submission``)."""
+        return self.owners.for_submission(caller, spec)
+
+    def submit(
+        self,
+        caller: Caller,
+        spec: JobSpec,
+        team: str,
+        workdir: Path | None,
+        source: str,
+        fill_workdir: Callable[[Path], None] | None = None,
+    ) -> JobRecord:
+        """Store a job ``placed`` in ``team``, and queue it for admission at once (see
+        ``Engine.submit`` for ``workdir`` and ``fill_workdir``)."""
+        return self.engine.submit(
+            spec,
+            workdir,
+            source,
+            user=caller.user,
+            start=True,
+            fill_workdir=fill_workdir,
+            team=team,
+        )
+
+    def cancel(self, caller: Caller, job: JobRecord) -> JobRecord:
+        """Stop ``job``, if the caller may; an ended job stays as it is."""
+        allowed_job(caller, job, Action.STOP_JOB)
+        self.engine.cancel(job.id, f"cancelled by {caller.user}")
+        return self.get(job.id)
+
+    def delete(self, caller: Caller, job: JobRecord, force: bool = False) -> None:
+        """Forget ``job`` (ended; ``force`` stops it first) and its logs, if the caller may."""
+        allowed_job(caller, job, Action.DELETE_JOB)
+        self.engine.delete(job.id, force=force)
+
+    def trees_in_use(self) -> Iterator[str]:
+        """The stored trees (``owner/digest``) that kept jobs run in copies of."""
+        jobs = self.data_dir.root / "jobs"
+        return (marker.read_text() for marker in jobs.glob(f"*/{TREE_MARKER}"))
+
+    def task_log(self, job: JobRecord, role: str, index: int) -> Path:
+        """Where the task's log is; NotFound naming the job's tasks where it has no such one."""
+        tasks = self.tasks(job.id)
+        if not any(task.role == role and task.index == index for task in tasks):
+            names = ", ".join(task.name for task in tasks)
+            raise NotFound(f"job {job.id} has no task {role}/{index} (tasks: {names})")
+        return self.engine.log_path(job.id, role, index)

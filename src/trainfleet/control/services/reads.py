@@ -1,0 +1,111 @@
+"""Reading a data directory's jobs, their tasks, events and logs, with the store alone:
+the CLI's read commands must not pay for an engine (``Jobs`` adds what needs one)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from trainfleet.datadir.layout import DataDir
+from trainfleet.domain.records import (
+    EventRecord,
+    JobDetails,
+    JobNotFound,
+    JobPage,
+    JobRecord,
+    TaskRecord,
+)
+
+if TYPE_CHECKING:
+    from trainfleet.control.engine import Engine
+    from trainfleet.store.database import Store
+
+
+class JobReads:
+    """The jobs stored in ``store``, their tasks, events and logs under ``data_dir``."""
+
+    def __init__(self, store: Store, data_dir: DataDir) -> None:
+        self.store = store
+        self.data_dir = data_dir
+
+    @classmethod
+    def open(cls, data_dir: DataDir) -> JobReads:
+        """The jobs of ``data_dir``'s own database (made if missing)."""
+        from trainfleet.store.database import Store
+
+        data_dir.ensure()
+        return cls(Store.open(data_dir.database), data_dir)
+
+    @classmethod
+    def of(cls, engine: Engine) -> JobReads:
+        """The jobs ``engine`` keeps."""
+        return cls(engine.store, engine.data_dir)
+
+    def get(self, job_id: str) -> JobRecord:
+        """The job; JobNotFound if there is none."""
+        job = self.store.get_job(job_id)
+        if job is None:
+            raise JobNotFound(f"no job {job_id!r}")
+        return job
+
+    def tasks(self, job_id: str) -> list[TaskRecord]:
+        """The job's tasks in the spec's order (JobNotFound if there is no job)."""
+        tasks = self.store.list_tasks(job_id)
+        if not tasks:  # every job has a task: this one does not exist
+            self.get(job_id)
+        return tasks
+
+    def events(self, job_id: str, after: int = 0) -> list[EventRecord]:
+        """The job's events with an id above ``after``, oldest first."""
+        return self.store.list_events(job_id, after=after)
+
+    def details(self, job: JobRecord) -> JobDetails:
+        """``job`` with its tasks and events."""
+        return JobDetails(job, self.store.list_tasks(job.id), self.events(job.id))
+
+    def page(
+        self,
+        *,
+        state: str | None = None,
+        name: str | None = None,
+        user: str | None = None,
+        labels: Mapping[str, str] | None = None,
+        teams: list[str] | None = None,
+        limit: int = 50,
+        cursor: str | None = None,
+    ) -> JobPage:
+        """One page of matching jobs (of ``teams`` only, if given), newest first (raises
+        ValueError on a bad cursor)."""
+        return self.store.find_jobs(
+            state=state,
+            name=name,
+            user=user,
+            labels=labels,
+            teams=teams,
+            limit=limit,
+            cursor=cursor,
+        )
+
+    def log_path(self, job_id: str, role: str, index: int) -> Path:
+        """Where a task's log is, on a backend that keeps it in the data directory."""
+        return self.data_dir.log_path(job_id, role, index)
+
+    def setup_log(self, job_id: str) -> Path:
+        """Where the job's ``setup`` phase wrote its output."""
+        return self.data_dir.setup_log(job_id)
+
+    def count_jobs(self) -> dict[str, int]:
+        """Stored jobs by state."""
+        return self.store.count_jobs()
+
+    def count_tasks(self) -> dict[str, int]:
+        """Stored tasks by state."""
+        return self.store.count_tasks()
+
+    def count_restarts(self) -> int:
+        """Restarts of the stored tasks, added up."""
+        return self.store.count_restarts()
+
+    def close(self) -> None:
+        self.store.close()
