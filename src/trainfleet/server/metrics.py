@@ -1,7 +1,8 @@
 """Prometheus metrics at ``/metrics``: jobs and tasks by state, restarts, submissions, latency.
 
-Jobs, tasks and restarts are read from the store at each scrape, so they count every job
-the store holds, whichever process ran it. Submissions and latency are this process's own.
+Jobs, tasks and restarts are read from the store (through the jobs service) at each
+scrape, so they count every job the store holds, whichever process ran it. Submissions
+and latency are this process's own.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
 
 
 class Counts(Protocol):
-    """What the store tells of its jobs and tasks."""
+    """What the jobs service tells of the stored jobs and tasks."""
 
     def count_jobs(self) -> dict[str, int]: ...
 
@@ -35,29 +36,32 @@ class Counts(Protocol):
 class StoreCollector(Collector):
     """Gauges read from the store when Prometheus scrapes."""
 
-    def __init__(self, store: Counts) -> None:
-        self.store = store
+    def __init__(self, counts: Counts) -> None:
+        self.counts = counts
 
     def collect(self) -> Iterator[Metric]:
         jobs = GaugeMetricFamily("trainfleet_jobs", "Stored jobs by state.", labels=["state"])
         tasks = GaugeMetricFamily("trainfleet_tasks", "Stored tasks by state.", labels=["state"])
-        for family, counts in ((jobs, self.store.count_jobs()), (tasks, self.store.count_tasks())):
+        for family, counts in (
+            (jobs, self.counts.count_jobs()),
+            (tasks, self.counts.count_tasks()),
+        ):
             for state in State:
                 family.add_metric([state.value], counts.get(state.value, 0))
             yield family
         yield GaugeMetricFamily(
             "trainfleet_task_restarts",
             "Restarts of the stored tasks, added up.",
-            value=self.store.count_restarts(),
+            value=self.counts.count_restarts(),
         )
 
 
 class Metrics:
     """One registry per application, so that several can live in one process (tests)."""
 
-    def __init__(self, store: Counts) -> None:
+    def __init__(self, counts: Counts) -> None:
         self.registry = CollectorRegistry()
-        self.registry.register(StoreCollector(store))
+        self.registry.register(StoreCollector(counts))
         self.submissions = Counter(
             "trainfleet_submissions",
             "Jobs submitted to this server, by how they were written.",

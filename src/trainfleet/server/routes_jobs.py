@@ -9,6 +9,7 @@ from fastapi import APIRouter, Depends, Header, Query, Request, Response
 from fastapi.concurrency import run_in_threadpool
 from pydantic import Field
 
+from trainfleet.control.services.ownership import tree_owner
 from trainfleet.domain.records import Audited, EventRecord, JobPage, JobRecord, State
 from trainfleet.server import body, sse
 from trainfleet.server.audit import Change, audit
@@ -30,7 +31,7 @@ from trainfleet.server.state import (
 )
 from trainfleet.spec.loading import load_job_text
 from trainfleet.wire import API_PREFIX, JobDetails, Submitted
-from trainfleet.workdirs.store import DIGEST, WorkdirStore, owner, whose
+from trainfleet.workdirs.store import DIGEST, WorkdirStore, whose
 
 MAX_PAGE = 1000
 INLINE_TEXT = 16 << 10
@@ -123,7 +124,7 @@ async def submit_job(
     change.team = jobs.team_of_queue(loaded.spec.queue)
     change.detail = f"{loaded.spec.name} in queue {loaded.spec.queue}"
     spec, team = jobs.placed(who.caller, loaded.spec)
-    whom = owner(None if who.caller.admin else team)  # whose trees the job may use
+    whom = tree_owner(who.caller, team)
     fill = _tree(workdirs, tree, whom)
     runs_in = workdirs.path(whom, tree) if tree is not None else directory
     settings.host_paths.check(spec, runs_in, in_place=workdir is not None)

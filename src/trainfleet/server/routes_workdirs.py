@@ -15,28 +15,20 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Path, Request, Response
 from fastapi.concurrency import run_in_threadpool
 
-from trainfleet.control.access import Action, Caller
+from trainfleet.control.services.ownership import tree_owners
 from trainfleet.datadir.space import require_free
 from trainfleet.domain.errors import Forbidden
 from trainfleet.server.auth import Who, authenticate
 from trainfleet.server.errors import ApiError, responses
 from trainfleet.server.params import known_query_only
 from trainfleet.server.state import WorkdirsDep
-from trainfleet.workdirs.store import DIGEST, owner
+from trainfleet.workdirs.store import DIGEST
 
 Tree = Annotated[
     str, Path(pattern=DIGEST.pattern, description="The tree's digest (sha256 of its files).")
 ]
 SPOOL = 8 << 20
 """Bytes of an upload kept in memory before it goes to a temporary file."""
-
-
-def owners(caller: Caller) -> list[str]:
-    """Whose trees the caller sends: each team's it may submit jobs in, or the
-    administrators'; Forbidden where it may submit nowhere."""
-    if caller.admin:
-        return [owner(None)]
-    return [owner(team) for team in caller.teams_allowed(Action.SUBMIT_JOB) or ()]
 
 
 router = APIRouter(
@@ -54,7 +46,7 @@ def has_tree(tree: Tree, who: Who, store: WorkdirsDep) -> Response:
     """200 when the server has this tree for each of the caller's teams (nothing to
     send), 404 when not."""
     try:
-        mine = owners(who.caller)
+        mine = tree_owners(who.caller)
     except Forbidden:  # no team to send for: nothing is stored for it
         mine = []
     if not mine or not all(store.has(name, tree) for name in mine):
@@ -89,7 +81,7 @@ async def put_tree(
 ) -> None:
     """Store a job's directory for the caller's teams, sent as a tar.gz of its files
     (200: stored already)."""
-    mine = owners(who.caller)
+    mine = tree_owners(who.caller)
     if all(store.has(name, tree) for name in mine):
         response.status_code = 200
         return

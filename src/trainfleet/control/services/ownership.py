@@ -2,7 +2,9 @@
 
 A job belongs to the team of the queue it waits in, and to the user who submitted it.
 A queue belongs to the team that made it; ``default`` and queues never configured belong
-to the team ``default``. Whether a caller may act on what a team owns is ``access.RULES``'.
+to the team ``default``. A job directory sent to a server (a tree) belongs to the teams
+its sender may submit jobs in, or to the administrators. Whether a caller may act on what
+a team owns is ``access.RULES``'.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from cachetools import TTLCache
 from trainfleet.control.access import Action, Caller
 from trainfleet.domain.errors import BadInput
 from trainfleet.domain.records import JobRecord
+from trainfleet.workdirs.store import owner
 
 if TYPE_CHECKING:
     from trainfleet.spec.models import JobSpec
@@ -31,6 +34,20 @@ def allowed_job(caller: Caller, job: JobRecord, action: Action) -> JobRecord:
     for a job that does not exist), Forbidden where it sees it but may not."""
     caller.require(action, job.team, job.user, missing=f"no job {job.id!r}")
     return job
+
+
+def tree_owner(caller: Caller, team: str) -> str:
+    """Whose trees a job of ``team`` submitted by the caller may run in: the team's, or
+    the administrators' for an administrator."""
+    return owner(None if caller.admin else team)
+
+
+def tree_owners(caller: Caller) -> list[str]:
+    """Whose trees the caller sends: each team's it may submit jobs in, or the
+    administrators'; Forbidden where it may submit nowhere."""
+    if caller.admin:
+        return [owner(None)]
+    return [owner(team) for team in caller.teams_allowed(Action.SUBMIT_JOB) or ()]
 
 
 class QueueTeams:
