@@ -11,9 +11,12 @@
 (f) with an image (the test image of scripts/images.sh): submit to all 4 tasks' programs
     running, and a failed task's exit to its restarted program running, each beside the
     same job without an image, and the start beside 4 `podman run` by hand.
+(g) from the exec of `trainfleet run` to its first task's start (the task writes the time),
+    beside `torchx run -s local_cwd` of the same task where TorchX is installed.
 
-usage: python benchmarks/launch.py [--runs 20] [--only a,b,c,d,e,f] [--out FILE]
-                                  [--baseline-src DIR]   (e: another tree, in turns)
+usage: python benchmarks/launch.py [--runs 20] [--only a,b,c,d,e,f,g] [--out FILE]
+                                  [--baseline-src DIR]   (b, e, g: another tree, in turns)
+                                  [--torchx PATH]
 Prints a table and writes the figures as JSON (default benchmarks/results/launch.json).
 """
 
@@ -36,8 +39,8 @@ from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 
+from trainfleet.control.assembly import engine_at
 from trainfleet.control.engine import Engine
-from trainfleet.datadir.layout import DataDir
 from trainfleet.domain.records import State
 from trainfleet.spec.models import JobSpec
 
@@ -75,6 +78,37 @@ def _timed(
     return time.perf_counter() - started
 
 
+Trees = dict[str, tuple[Path, Path]]
+"""Source trees to run `trainfleet run` of, by the prefix of their figures' names ("" for
+this checkout's, "baseline_" for --baseline-src's): their data directories and sources."""
+
+
+def _trees(work: Path, name: str, baseline: Path | None) -> Trees:
+    """This checkout's tree, and the baseline's where one is given, each with its data dir.
+
+    Both are compiled first, as an install compiles them: a start timed without the
+    bytecode (PYTHONDONTWRITEBYTECODE, a fresh checkout) pays ~0.1 s compiling trainfleet."""
+    trees: Trees = {"": (work / name, HERE.parent / "src")}
+    if baseline is not None:
+        trees["baseline_"] = (work / f"{name}-baseline", baseline.resolve() / "src")
+    for _, source in trees.values():
+        subprocess.run([sys.executable, "-m", "compileall", "-q", str(source)], check=True)
+    return trees
+
+
+def _env_of(data: Path, source: Path) -> dict[str, str]:
+    """The environment of a `trainfleet run` of one tree: its data dir and its source."""
+    return {**os.environ, "TRAINFLEET_DATA_DIR": str(data), "PYTHONPATH": str(source)}
+
+
+def _torchx(path: Path | None) -> str:
+    """The `torchx` program: ``path``, else the one beside this Python, else on PATH."""
+    found = path or (BIN / "torchx" if (BIN / "torchx").exists() else shutil.which("torchx"))
+    if found is None:
+        raise SystemExit("torchx not found: pip install 'trainfleet[bench]' or give --torchx")
+    return str(found)
+
+
 def _spec(text: str) -> JobSpec:
     import yaml
 
@@ -84,7 +118,7 @@ def _spec(text: str) -> JobSpec:
 def bench_submit(work: Path, runs: int) -> dict[str, object]:
     """(a) from engine.submit() to the last of 4 tasks running (its process started),
     admission by the engine's scheduler included."""
-    engine = Engine(DataDir(work / "a"))
+    engine = engine_at(work / "a")
     spec = _spec("""
         name: submit
         grace_period: 1
@@ -105,44 +139,38 @@ def bench_submit(work: Path, runs: int) -> dict[str, object]:
     return {"submit_to_all_running_s": _summary(samples), "target_median_s": 0.150}
 
 
-def bench_run_vs_torchx(work: Path, runs: int) -> dict[str, object]:
-    """(b) wall time of the whole CLI for 3 x `true`, beside TorchX, interleaved."""
+def bench_run_vs_torchx(
+    work: Path, runs: int, baseline: Path | None = None, torchx: Path | None = None
+) -> dict[str, object]:
+    """(b) wall time of the whole CLI for 3 x `true`, beside TorchX, interleaved.
+
+    ``baseline`` (--baseline-src DIR): that source tree's `trainfleet run` too, in turns."""
     job = work / "true3.yaml"
     job.write_text('name: trues\nroles:\n  worker: {replicas: 3, command: ["true"]}\n')
-    env_dir = work / "b"
-    os.environ["TRAINFLEET_DATA_DIR"] = str(env_dir)
-    ours, theirs = [], []
-    torchx = str(BIN / "torchx")
+    trees = _trees(work, "b", baseline)
+    walls: defaultdict[str, list[float]] = defaultdict(list)
+    program = _torchx(torchx)
     for _ in range(runs):
-        ours.append(_timed([str(BIN / "trainfleet"), "run", str(job)], work))
-        theirs.append(
-            _timed(
-                [
-                    torchx,
-                    "run",
-                    "-s",
-                    "local_cwd",
-                    "--wait",
-                    "utils.sh",
-                    "--num_replicas",
-                    "3",
-                    "true",
-                ],
-                work,
+        for tree, (data, source) in trees.items():
+            walls[tree].append(
+                _timed([str(BIN / "trainfleet"), "run", str(job)], work, env=_env_of(data, source))
             )
+        replicas = ["--num_replicas", "3", "true"]
+        walls["torchx"].append(
+            _timed([program, "run", "-s", "local_cwd", "--wait", "utils.sh", *replicas], work)
         )
-    ratio = statistics.median(ours) / statistics.median(theirs)
-    return {
-        "trainfleet_s": _summary(ours),
-        "torchx_s": _summary(theirs),
-        "ratio": ratio,
-        "target_ratio_max": 1.0,  # ahead of TorchX (issue 10)
-    }
+    theirs = statistics.median(walls["torchx"])
+    results: dict[str, object] = {"torchx_s": _summary(walls["torchx"])}
+    for tree in trees:
+        results[f"{tree}trainfleet_s"] = _summary(walls[tree])
+        results[f"{tree}ratio"] = statistics.median(walls[tree]) / theirs
+    results["target_ratio_max"] = 0.5  # well ahead of TorchX (issue 24)
+    return results
 
 
 def bench_restart(work: Path, runs: int) -> dict[str, object]:
     """(c) from kill -9 of a worker to its restarted process running, with backoff 0."""
-    engine = Engine(DataDir(work / "c"))
+    engine = engine_at(work / "c")
     spec = _spec(f"""
         name: restart
         grace_period: 1
@@ -252,19 +280,14 @@ def bench_stdout(work: Path, runs: int, baseline: Path | None = None) -> dict[st
     writer = f"yes '{line}' 2>/dev/null | head -c {1 << 30}"  # stdout alone: no 'Broken pipe'
     job = work / "stdout.yaml"
     job.write_text(f"name: stdout\nroles:\n  worker: {{command: {json.dumps(writer)}}}\n")
-    trees = {"": (work / "e", None)}  # by the prefix of their figures' names
-    if baseline is not None:
-        trees["baseline_"] = (work / "e-baseline", str(baseline.resolve() / "src"))
+    trees = _trees(work, "e", baseline)
     walls: defaultdict[str, list[float]] = defaultdict(list)
     for _ in range(runs):
         for tree, (data, source) in trees.items():
-            env = {**os.environ, "TRAINFLEET_DATA_DIR": str(data)}
-            if source:
-                env["PYTHONPATH"] = source
             # Each timing starts with the disk synced: none pays for writing back another's GiB.
             os.sync()
             walls[f"{tree}run"].append(
-                _timed([str(BIN / "trainfleet"), "run", str(job)], work, env=env)
+                _timed([str(BIN / "trainfleet"), "run", str(job)], work, env=_env_of(data, source))
             )
             walls[f"{tree}task"].append(_last_task_wall(data / "trainfleet.db"))
             shutil.rmtree(data / "jobs")
@@ -396,7 +419,7 @@ def _restarts_with(engine: Engine, work: Path, image: str | None, runs: int) -> 
 
 def bench_images(work: Path, runs: int) -> dict[str, object]:
     """(f) jobs in containers of an image, beside the same jobs without, and podman by hand."""
-    engine = Engine(DataDir(work / "f"))
+    engine = engine_at(work / "f")
     boxed, plain, by_hand = [], [], []
     for _ in range(runs):
         boxed.append(_start_with(engine, work, IMAGE))
@@ -417,6 +440,59 @@ def bench_images(work: Path, runs: int) -> dict[str, object]:
     }
 
 
+FIRST_STARTED = "date +%s%N >> started"
+"""What the task of (g) does: append the time it started, in nanoseconds, to ``started``."""
+
+
+def _first_start(command: list[str], work: Path, env: dict[str, str] | None = None) -> float:
+    """Seconds from the exec of ``command`` to the time its first task wrote in ``started``
+    (both clocks are this machine's wall clock), once the command has ended."""
+    started = work / "started"
+    started.unlink(missing_ok=True)
+    executed = time.time_ns()
+    subprocess.run(
+        command, cwd=work, env=env, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    return (int(started.read_text().split()[0]) - executed) / 1e9
+
+
+def bench_first_task(
+    work: Path, runs: int, baseline: Path | None = None, torchx: Path | None = None
+) -> dict[str, object]:
+    """(g) from the exec of `trainfleet run` to its first task's start, in turns with the
+    baseline tree (--baseline-src) and `torchx run -s local_cwd` of the same task.
+
+    TorchX is left out where it is not installed (and no --torchx is given)."""
+    job = work / "first.yaml"
+    job.write_text(f"name: first\nroles:\n  worker: {{command: {json.dumps(FIRST_STARTED)}}}\n")
+    trees = _trees(work, "g", baseline)
+    try:
+        program: str | None = _torchx(torchx)
+    except SystemExit:
+        program = None
+    starts: defaultdict[str, list[float]] = defaultdict(list)
+    for _ in range(runs):
+        for tree, (data, source) in trees.items():
+            command = [str(BIN / "trainfleet"), "run", str(job)]
+            starts[tree].append(_first_start(command, work, _env_of(data, source)))
+        if program is not None:
+            # utils.sh quotes each word it is given: the shell that reads ">>" is one more
+            command = [program, "run", "-s", "local_cwd", "--wait", "utils.sh", "sh", "-c"]
+            command.append(FIRST_STARTED)
+            starts["torchx"].append(_first_start(command, work))
+    ours = statistics.median(starts[""])
+    results: dict[str, object] = {}
+    for tree in trees:
+        results[f"{tree}first_task_start_s"] = _summary(starts[tree])
+    if baseline is not None:
+        results["ratio_over_baseline"] = ours / statistics.median(starts["baseline_"])
+    if program is not None:
+        results["torchx_first_task_start_s"] = _summary(starts["torchx"])
+        results["ratio_over_torchx"] = ours / statistics.median(starts["torchx"])
+    results["target_median_s"] = 0.150  # issue 24
+    return results
+
+
 BENCHMARKS: dict[str, Callable[[Path, int], dict[str, object]]] = {
     "a": bench_submit,
     "b": bench_run_vs_torchx,
@@ -424,6 +500,7 @@ BENCHMARKS: dict[str, Callable[[Path, int], dict[str, object]]] = {
     "d": bench_ddp,
     "e": bench_stdout,
     "f": bench_images,
+    "g": bench_first_task,
 }
 
 
@@ -432,21 +509,27 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--runs", type=int, default=20)
-    parser.add_argument("--only", default="a,b,c,d,e,f")
+    parser.add_argument("--only", default="a,b,c,d,e,f,g")
     parser.add_argument("--out", type=Path, default=HERE / "results" / "launch.json")
     parser.add_argument(
         "--baseline-src",
         type=Path,
-        help="(e) also time `trainfleet run` of this source tree (a checkout), in turns",
+        help="(b, e, g) also time `trainfleet run` of this source tree (a checkout), in turns",
+    )
+    parser.add_argument(
+        "--torchx", type=Path, help="(b, g) the torchx program [default: beside python, PATH]"
     )
     args = parser.parse_args()
+    BENCHMARKS["b"] = partial(bench_run_vs_torchx, baseline=args.baseline_src, torchx=args.torchx)
     BENCHMARKS["e"] = partial(bench_stdout, baseline=args.baseline_src)
+    BENCHMARKS["g"] = partial(bench_first_task, baseline=args.baseline_src, torchx=args.torchx)
     results: dict[str, object] = {"runs": args.runs, "cpus": os.cpu_count()}
     with tempfile.TemporaryDirectory(prefix="trainfleet-bench-") as tmp:
         for name in args.only.split(","):
             work = Path(tmp) / name
             work.mkdir()
-            print(f"({name}) {BENCHMARKS[name].__doc__.splitlines()[0]}", flush=True)  # type: ignore[union-attr]
+            bench = getattr(BENCHMARKS[name], "func", BENCHMARKS[name])  # partial or not
+            print(f"({name}) {bench.__doc__.splitlines()[0]}", flush=True)
             results[name] = BENCHMARKS[name](work, args.runs)
             print(json.dumps(results[name], indent=2), flush=True)
     args.out.parent.mkdir(parents=True, exist_ok=True)

@@ -9,9 +9,10 @@ from pathlib import Path
 
 import pytest
 
+from trainfleet.spec.documents import MAX_VALUES
 from trainfleet.spec.errors import SpecError
 from trainfleet.spec.frameworks import Framework
-from trainfleet.spec.loading import MAX_VALUES, LoadedJob, load_job_file, load_job_text
+from trainfleet.spec.loading import LoadedJob, load_job_file, load_job_text
 from trainfleet.spec.models import JobSpec, RestartPolicy
 
 TAGS = ("int", "float", "bool", "timestamp")

@@ -29,7 +29,8 @@ from trainfleet.client import (
 from trainfleet.datadir.logs import CHUNK, LogTail
 from trainfleet.domain.errors import BadInput
 from trainfleet.domain.records import EventRecord, JobDetails, JobRecord, State, TaskRecord
-from trainfleet.spec.loading import load_job_file, read_job_text
+from trainfleet.spec.documents import read_job_text
+from trainfleet.spec.loading import load_job_file
 from trainfleet.spec.models import JobSpec
 from trainfleet.wire import QueueBody, QueueState
 

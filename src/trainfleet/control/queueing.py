@@ -16,10 +16,10 @@ from trainfleet.scheduling.placement import task_demands
 from trainfleet.scheduling.queues import QueueSpec
 from trainfleet.scheduling.resources import GPU_UNIT, Resources
 from trainfleet.spec.models import JobSpec
-from trainfleet.wire import QueueState
 
 if TYPE_CHECKING:
     from trainfleet.spec.queues import QueueConfig, Quota
+    from trainfleet.wire import QueueState
 
 
 def gang_job(job_id: str, spec: JobSpec, order: float) -> GangJob:
@@ -77,6 +77,8 @@ class QueueStatus:
 
     def state(self, team: str = "default") -> QueueState:
         """As the API shows it, for the team that owns the queue."""
+        from trainfleet.wire import QueueState  # the REST models: not on `trainfleet run`'s path
+
         return QueueState(
             queue=self.config,
             team=team,

@@ -5,9 +5,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from trainfleet.frameworks import jax, mpi, mxnet, pytorch, tensorflow, xgboost
 from trainfleet.frameworks.base import TaskContext
 from trainfleet.frameworks.common import EnvBuilder, common_environment, generic_environment
+from trainfleet.frameworks.jax import environment as jax_environment
+from trainfleet.frameworks.mpi import environment as mpi_environment
+from trainfleet.frameworks.mxnet import environment as mxnet_environment
+from trainfleet.frameworks.pytorch import environment as pytorch_environment
+from trainfleet.frameworks.tensorflow import environment as tensorflow_environment
+from trainfleet.frameworks.xgboost import environment as xgboost_environment
 from trainfleet.spec.frameworks import TRAITS, Framework, FrameworkTraits
 
 
@@ -26,12 +31,12 @@ class FrameworkRecord:
 FRAMEWORKS: Mapping[Framework, FrameworkRecord] = {
     record.framework: record
     for record in (
-        FrameworkRecord(Framework.TENSORFLOW, tensorflow.environment),
-        FrameworkRecord(Framework.PYTORCH, pytorch.environment),
-        FrameworkRecord(Framework.JAX, jax.environment),
-        FrameworkRecord(Framework.XGBOOST, xgboost.environment),
-        FrameworkRecord(Framework.MXNET, mxnet.environment),
-        FrameworkRecord(Framework.MPI, mpi.environment),
+        FrameworkRecord(Framework.TENSORFLOW, tensorflow_environment),
+        FrameworkRecord(Framework.PYTORCH, pytorch_environment),
+        FrameworkRecord(Framework.JAX, jax_environment),
+        FrameworkRecord(Framework.XGBOOST, xgboost_environment),
+        FrameworkRecord(Framework.MXNET, mxnet_environment),
+        FrameworkRecord(Framework.MPI, mpi_environment),
         FrameworkRecord(Framework.GENERIC, generic_environment),
     )
 }

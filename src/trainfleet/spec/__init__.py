@@ -1,12 +1,5 @@
-"""What the user writes: job models, loading and importers."""
+"""What the user writes: job models (``models``), loading (``loading``) and importers.
 
-from trainfleet.spec.frameworks import Framework
-from trainfleet.spec.models import (
-    JobSpec,
-    Resources,
-    RestartPolicy,
-    RestartSpec,
-    RoleSpec,
-)
-
-__all__ = ["Framework", "JobSpec", "Resources", "RestartPolicy", "RestartSpec", "RoleSpec"]
+Nothing is imported here, so that a module of this package (``quantity``, ``frameworks``)
+loads without the pydantic models.
+"""

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Hashable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError
 
@@ -33,9 +33,6 @@ from trainfleet.spec.errors import (
 from trainfleet.spec.frameworks import Framework
 from trainfleet.spec.limits import JobLimits, check_limits
 from trainfleet.spec.models import JobSpec, RestartPolicy
-
-if TYPE_CHECKING:
-    from trainfleet.spec.trainjob import RuntimeCatalog
 
 API_VERSION = "kubeflow.org/v1"
 
@@ -226,19 +223,14 @@ def job_from_manifest(
     data: Mapping[Hashable, Any],
     source: SourceMap | None = None,
     limits: JobLimits | None = None,
-    runtimes: RuntimeCatalog | None = None,
 ) -> tuple[JobSpec, list[str]]:
-    """The JobSpec of a Kubeflow manifest, and warnings about what is ignored locally.
+    """The JobSpec of a Kubeflow training-operator manifest (a TrainJob is
+    ``trainjob.job_from_trainjob``'s), and warnings about what is ignored locally.
 
     ``source`` gives the file and the line of every key path, for errors; ``limits`` the
-    most roles and tasks (the defaults when not given); ``runtimes`` the training runtimes
-    a TrainJob may name (the built-in ones when not given).
+    most roles and tasks (the defaults when not given).
     """
     source = source or SourceMap()
-    if data.get("kind") == "TrainJob":
-        from trainfleet.spec import trainjob
-
-        return trainjob.job_from_trainjob(data, source, limits or JobLimits(), runtimes)
     kind = _check_header(data, source)
     try:
         manifest = Manifest.model_validate(data)

@@ -164,7 +164,8 @@ class RestartPolicy(StrEnum):
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # Validators are built at first use: a command that reads no job file pays nothing for them.
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
 
 class SecretRef(_Model):

@@ -32,6 +32,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, StrictInt, ValidationError
 
+from trainfleet.spec.documents import parse_document, read_job_text
 from trainfleet.spec.errors import (
     Path,
     Problem,
@@ -198,14 +199,10 @@ def builtin_runtimes() -> tuple[LoadedRuntime, ...]:
 
 def load_runtime_file(path: str) -> LoadedRuntime:
     """The training runtime in the file at ``path``; SpecError naming the file and line."""
-    from trainfleet.spec.loading import read_job_text
-
     return _runtime(read_job_text(path), path)
 
 
 def _runtime(text: str, filename: str) -> LoadedRuntime:
-    from trainfleet.spec.loading import parse_document
-
     data, source = parse_document(text, filename)
     kind = data.get("kind")
     if kind not in RUNTIME_KINDS:
