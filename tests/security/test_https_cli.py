@@ -52,7 +52,9 @@ LOCAL = {
 def commands(group: click.Group, prefix: tuple[str, ...] = ()) -> set[tuple[str, ...]]:
     """Every command under ``group``, as the words that name it (``team add``)."""
     found: set[tuple[str, ...]] = set()
-    for name, command in group.commands.items():
+    context = click.Context(group)
+    for name in group.list_commands(context):
+        command = group.get_command(context, name)
         path = (*prefix, name)
         found |= commands(command, path) if isinstance(command, click.Group) else {path}
     return found
@@ -60,7 +62,7 @@ def commands(group: click.Group, prefix: tuple[str, ...] = ()) -> set[tuple[str,
 
 def command_of(args: tuple[str, ...]) -> tuple[str, ...]:
     """The command that ``args`` (without global options) run."""
-    command = cli.commands[args[0]]
+    command = cli.get_command(click.Context(cli), args[0])
     return (args[0], args[1]) if isinstance(command, click.Group) else (args[0],)
 
 

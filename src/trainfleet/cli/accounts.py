@@ -16,7 +16,8 @@ import click
 
 from trainfleet.cli.commands import _dump, user_errors
 from trainfleet.cli.errors import UserError
-from trainfleet.cli.service import Options, open_remote
+from trainfleet.cli.factory import open_remote
+from trainfleet.cli.options import Options
 from trainfleet.cli.tables import print_rows
 
 if TYPE_CHECKING:

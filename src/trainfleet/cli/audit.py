@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from trainfleet.cli.accounts import server_of
 from trainfleet.cli.commands import _dump, user_errors
 from trainfleet.cli.errors import UserError
-from trainfleet.cli.service import Options
+from trainfleet.cli.options import Options
 from trainfleet.cli.tables import print_rows
 
 if TYPE_CHECKING:

@@ -12,16 +12,10 @@ from typing import TYPE_CHECKING
 import click
 
 from trainfleet.cli.errors import UserError
+from trainfleet.cli.factory import embedded, open_reader, open_service
 from trainfleet.cli.follow import LogFollower
-from trainfleet.cli.service import (
-    JobInput,
-    JobReader,
-    JobService,
-    Options,
-    embedded,
-    open_reader,
-    open_service,
-)
+from trainfleet.cli.options import Options
+from trainfleet.cli.service import JobInput, JobReader, JobService
 from trainfleet.domain.errors import TrainfleetError
 from trainfleet.domain.records import JobRecord, State
 
