@@ -76,6 +76,8 @@ class JobEnd(_Model):
 
     job_id: str
     state: State
+    code: str = ""
+    """Why it ended: a ``Code`` of ``trainfleet.domain.conditions``."""
     reason: str = ""
 
 

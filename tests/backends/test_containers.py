@@ -21,7 +21,8 @@ from trainfleet.backends.supervision.containers import (
 )
 from trainfleet.control.engine import Engine
 from trainfleet.datadir.layout import DataDir
-from trainfleet.domain.records import Reason, State
+from trainfleet.domain.conditions import Code
+from trainfleet.domain.records import State
 from trainfleet.spec.models import JobSpec, Resources
 
 
@@ -213,7 +214,7 @@ def test_a_missing_image_fails_the_job_with_the_reason(
     assert ended.state == State.FAILED
     assert message in ended.reason
     (task,) = engine.tasks(ended.id)
-    assert Reason.of(task.reason) is Reason.COULD_NOT_START and message in task.reason
+    assert task.code == Code.COULD_NOT_START and message in task.reason
 
 
 def test_pull_always_pulls_at_every_start(tmp_path: Path) -> None:

@@ -17,7 +17,8 @@ from container_images import base_image
 from helpers import missing
 
 from trainfleet.control.engine import Engine
-from trainfleet.domain.records import Reason, State
+from trainfleet.domain.conditions import Code
+from trainfleet.domain.records import State
 from trainfleet.spec.models import JobSpec
 
 DROP_IN = Path("/etc/containers/registries.conf.d")
@@ -152,6 +153,6 @@ def test_an_image_the_registry_lacks_fails_with_the_registry_s_words(
     ended = engine.wait(_run(engine, tmp_path, absent, "if-missing"), timeout=180)
     assert ended.state == State.FAILED
     (task,) = engine.tasks(ended.id)
-    assert Reason.of(task.reason) is Reason.COULD_NOT_START
+    assert task.code == Code.COULD_NOT_START
     assert f"image {absent!r} not found locally and pull failed: " in task.reason
     assert "manifest unknown" in task.reason, task.reason

@@ -20,6 +20,7 @@ from helpers import process_group_alive, run_cli, trainfleet, wait_for
 from trainfleet.backends.local.groups import live_members
 from trainfleet.control.engine import Engine
 from trainfleet.datadir.layout import DataDir
+from trainfleet.domain.conditions import Code
 from trainfleet.domain.records import JobRecord, State
 
 pytestmark = pytest.mark.usefixtures("reap")  # a failed test's runs and tasks are killed
@@ -211,13 +212,14 @@ def test_two_runs_wanting_the_whole_machine_take_turns(
     second = _start(_machine_job(job_file, "second", WHOLE_MACHINE[wanted]))
     second_id = _job(engine, "second").id
     waiting = wait_for(
-        lambda: "waiting for resources" in (job := engine.get(second_id)).reason and job,
+        lambda: "waiting for resources" in (job := engine.get(second_id)).waiting and job,
         what="the second run waiting",
     )
     assert isinstance(waiting, JobRecord)
-    assert waiting.reason == (
+    assert waiting.waiting == (
         f"waiting for resources: {wanted} held by job {first_id} of another trainfleet process"
     )
+    assert waiting.waiting_code == Code.WAITING_FOR_RESOURCES
     assert engine.get(first_id).state == State.RUNNING
     assert all(t.pid is None for t in engine.tasks(second_id)), "both run at once"
 
@@ -242,7 +244,7 @@ def test_ctrl_c_cancels_a_run_waiting_for_another(engine: Engine, job_file, tmp_
     second = _start(_machine_job(job_file, "second", WHOLE_MACHINE["cpu"]))
     second_id = _job(engine, "second").id
     wait_for(
-        lambda: "waiting for resources" in engine.get(second_id).reason,
+        lambda: "waiting for resources" in engine.get(second_id).waiting,
         what="the second run waiting",
     )
 
@@ -271,7 +273,7 @@ def test_a_submitted_job_and_a_run_take_turns_and_a_killed_waiter_is_lost(
     second_id = _job(engine, "second").id
     wait_for(
         lambda: (
-            engine.get(second_id).reason
+            engine.get(second_id).waiting
             == f"waiting for resources: gpu held by job {first_id} of another trainfleet process"
         ),
         what="the run waiting for the submitted job",
@@ -300,7 +302,7 @@ def test_a_server_started_beside_embedded_runs_leaves_their_jobs_alone(
     second = _start(_machine_job(job_file, "second", WHOLE_MACHINE["gpu"]))
     second_id = _job(engine, "second").id
     wait_for(
-        lambda: "waiting for resources" in engine.get(second_id).reason,
+        lambda: "waiting for resources" in engine.get(second_id).waiting,
         what="the second run waiting",
     )
 

@@ -16,7 +16,8 @@ import pytest
 from helpers import process_group_alive, trainfleet, wait_for
 
 from trainfleet.control.engine import Engine
-from trainfleet.domain.records import Reason, State, TaskRecord
+from trainfleet.domain.conditions import Code
+from trainfleet.domain.records import State, TaskRecord
 
 PROGRAMS = Path(__file__).parent.parent / "programs"
 SERVE = PROGRAMS / "serve.py"
@@ -278,7 +279,7 @@ def test_job_over_its_deadline_is_stopped_and_failed(engine: Engine, job_file) -
     assert time.monotonic() - started < 30
     job_id = _job_id(engine)
     assert engine.get(job_id).reason == "deadline exceeded: 1s"
-    assert Reason.of(engine.get(job_id).reason) is Reason.DEADLINE_EXCEEDED
+    assert engine.get(job_id).code == Code.DEADLINE_EXCEEDED
     for task in engine.tasks(job_id):
         assert task.state == State.CANCELLED
         assert task.pid is not None and not process_group_alive(task.pid)

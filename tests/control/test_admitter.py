@@ -14,6 +14,7 @@ from helpers import wait_for
 
 from trainfleet.control.admitter import Admitter
 from trainfleet.control.engine import Engine
+from trainfleet.domain.conditions import Code
 from trainfleet.domain.records import State
 from trainfleet.scheduling.admission import Admission, GangJob, Preemption, Scheduler
 from trainfleet.scheduling.cluster import Node, TaskDemand
@@ -156,8 +157,11 @@ def test_jobs_over_a_queues_quota_never_starve_another_queue(
         assert len(waiting) == 64
         wait_for(
             lambda: all(
-                engine.get(job.id).reason.startswith("waiting for quota: queue 'capped'")
-                for job in waiting
+                (job := engine.get(waiter.id)).waiting.startswith(
+                    "waiting for quota: queue 'capped'"
+                )
+                and job.waiting_code == Code.WAITING_FOR_QUOTA
+                for waiter in waiting
             ),
             timeout=30,
             what="every waiting job's reason",

@@ -9,6 +9,7 @@ import yaml
 from helpers import process_group_alive, wait_for
 
 from trainfleet.control.engine import Engine, JobActive, JobNotFound
+from trainfleet.domain.conditions import Code, Condition
 from trainfleet.domain.records import State
 from trainfleet.spec.models import JobSpec
 
@@ -42,6 +43,7 @@ def test_cancel_stops_a_running_job_and_every_process(engine: Engine, tmp_path: 
     engine.cancel(job.id, "no longer needed")
     ended = engine.wait(job.id, timeout=30)
     assert ended.state == State.CANCELLED and ended.reason == "no longer needed"
+    assert ended.code == Code.CANCELLED
     for task in engine.tasks(job.id):
         assert task.state == State.CANCELLED
         assert task.pid is not None and not process_group_alive(task.pid)
@@ -59,7 +61,8 @@ def test_a_job_another_process_runs_cannot_be_cancelled_here(
     engine: Engine, tmp_path: Path
 ) -> None:
     job = engine.submit(SLEEPERS, tmp_path)
-    engine.store.update_job(job.id, state=State.RUNNING)  # as another `trainfleet run` would
+    started = Condition(Code.STARTED)
+    engine.store.transition(job.id, State.RUNNING, started)  # as another `trainfleet run` would
     with pytest.raises(JobActive, match="another trainfleet process"):
         engine.cancel(job.id)
     with pytest.raises(JobNotFound):
@@ -72,7 +75,8 @@ def test_resume_requeues_waiting_jobs_and_leaves_other_processes_jobs(
     """A restarted server requeues what waited; a job another process runs is not its own."""
     waiting = engine.submit(_spec("name: later\nroles:\n  worker: {command: 'true'}\n"), tmp_path)
     elsewhere = engine.submit(SLEEPERS, tmp_path)
-    engine.store.update_job(elsewhere.id, state=State.RUNNING)  # as another `trainfleet run`
+    started = Condition(Code.STARTED)
+    engine.store.transition(elsewhere.id, State.RUNNING, started)  # as another `trainfleet run`
     assert engine.resume() == []
     assert engine.wait(waiting.id, timeout=30).state == State.SUCCEEDED
     assert engine.get(elsewhere.id).state == State.RUNNING

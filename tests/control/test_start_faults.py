@@ -22,6 +22,7 @@ from trainfleet.backends.api import JobLaunch
 from trainfleet.control.controller import JobController
 from trainfleet.control.engine import Engine
 from trainfleet.datadir.layout import DataDir
+from trainfleet.domain.conditions import Code, Condition
 from trainfleet.domain.records import State
 from trainfleet.environments.cache import EnvironmentCache
 from trainfleet.spec.models import JobSpec
@@ -87,6 +88,7 @@ def test_a_fault_at_any_step_of_a_start_fails_the_job(
     ended = engine.get(job.id)
     assert ended.state == State.FAILED, engine.describe(job.id)
     assert ended.reason.startswith("internal error: ") and "injected fault" in ended.reason
+    assert ended.code == Code.INTERNAL_ERROR
     assert all(State(task.state).is_final for task in engine.tasks(job.id))
     wait_for(lambda: not _left_running(), timeout=10, what="no task left running")
     engine.delete(job.id)
@@ -104,7 +106,8 @@ def test_a_job_whose_controller_is_gone_is_ended_by_stop_and_delete(
         stuck = []
         for _ in range(2):
             job = engine.submit(_spec(), tmp_path)
-            engine.store.update_job(job.id, state=State.STARTING, started_at=time.time())
+            admitted = Condition(Code.ADMITTED)
+            engine.store.transition(job.id, State.STARTING, admitted, started_at=time.time())
             stuck.append(job.id)
         cancelled = engine.cancel(stuck[0], "stop it")
         assert cancelled.state == State.CANCELLED and cancelled.finished_at is not None

@@ -89,7 +89,8 @@ def test_a_job_over_its_queue_quota_waits_and_says_why(tmp_path: Path) -> None:
                 "and the job needs cpu 0.5; it has no cohort to borrow from"
             )
             # The admitter's pass stores the reason, a moment after the submission.
-            wait_for(lambda: client.get(second.id).reason == reason, what="the waiting reason")
+            wait_for(lambda: client.get(second.id).waiting == reason, what="the waiting reason")
+            assert client.get(second.id).waiting_code == "waiting-for-quota"
             assert client.get(second.id).state == State.QUEUED
             assert client.queue("team").waiting == [second.id]
             wait_for(

@@ -58,15 +58,15 @@ def test_jobs_needing_the_whole_machine_run_one_at_a_time_in_priority_order(
             middle = client.submit(job("middle", 3), server_workdir=tmp_path)
             waiting = wait_for(  # the admitter's pass stores the reason
                 lambda: (
-                    "waiting for resources" in (record := client.get(high.id)).reason and record
+                    "waiting for resources" in (record := client.get(high.id)).waiting and record
                 ),
                 what="the reason high waits",
             )
             assert isinstance(waiting, JobRecord) and waiting.state == State.QUEUED
-            assert "cpu" in waiting.reason
+            assert "cpu" in waiting.waiting and waiting.waiting_code == "waiting-for-resources"
             wait_for(lambda: ("high", "start") in events(tmp_path), timeout=60, what="high")
             started = client.get(high.id)  # running, or already ended: no longer waiting
-            assert not started.reason.startswith("waiting"), started.reason
+            assert (started.waiting, started.waiting_code) == ("", ""), started
 
             jobs = (blocker, low, high, middle)
             wait_for(
@@ -115,6 +115,7 @@ def test_a_higher_priority_job_preempts_a_running_one_which_later_succeeds(
     requeued = [e for e in low_events if e.task == "" and e.state == State.QUEUED]
     assert len(requeued) == 2, low_events  # submitted, then preempted
     assert requeued[1].message == f"preempted by {high.id} (priority 5)"
+    assert requeued[1].code == "preempted"
 
 
 def test_after_a_kill_9_the_running_job_keeps_the_machine_and_the_waiting_one_waits(

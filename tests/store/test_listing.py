@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from trainfleet.domain.conditions import Code, Condition
 from trainfleet.domain.records import JobPage, JobRecord, State
 from trainfleet.store.database import SELECT_JOBS, Store
 from trainfleet.store.paging import encode_cursor
@@ -79,7 +80,7 @@ def test_filters_by_state_name_and_user(store: Store, make_job: MakeJob) -> None
             [],
         )
         if n % 4 == 0:
-            store.update_job(f"j-{n}", state=State.RUNNING)
+            store.transition(f"j-{n}", State.RUNNING, Condition(Code.STARTED))
 
     def ids(**filters: object) -> list[str]:
         return [job.id for page in _all_pages(store, limit=2, **filters) for job in page.jobs]

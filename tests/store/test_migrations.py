@@ -15,6 +15,7 @@ from alembic import command
 from alembic.config import Config
 from alembic.script import ScriptDirectory
 
+from trainfleet.domain.conditions import Code
 from trainfleet.domain.records import JobRecord, TaskRecord, TeamRole
 from trainfleet.store.connection import Connection
 from trainfleet.store.database import Store
@@ -144,6 +145,57 @@ def test_tokens_and_jobs_from_before_users_are_adopted(target: str) -> None:
         assert store.accounts.queue_teams() == {"gpu": "default"}
 
 
+def test_old_rows_are_coded_from_their_reasons(target: str) -> None:
+    """Revision 0007: codes from the first words trainfleet wrote, else from the state; a
+    queued job's waiting reason moves apart from the reason of its state."""
+    upgrade(parse_target(target), "0006")
+    job = (
+        'INSERT INTO jobs (id, name, framework, state, reason, spec, source, workdir, "user", '
+        "created_at) VALUES ('{}', 'old', 'generic', '{}', '{}', '{{}}', 'trainfleet', '/tmp', "
+        "'ada', {})"
+    )
+    rows = {
+        "lost-1": ("failed", "lost: the trainfleet process running it ended (pid 7)"),
+        "done-1": ("succeeded", "worker/0 succeeded"),
+        "wait-1": ("queued", "waiting for quota: queue 'a' has a nominal quota of cpu 1"),
+        "pre-1": ("queued", "preempted by b-1 (priority 5)"),
+        "port-1": ("failed", "could not reserve ports: [Errno 98] in use"),
+    }
+    _execute(
+        target,
+        *(
+            job.format(job_id, state, reason.replace("'", "''"), n)
+            for n, (job_id, (state, reason)) in enumerate(rows.items())
+        ),
+        'INSERT INTO tasks (job_id, role, "index", state, reason) VALUES '
+        "('lost-1', 'w', 0, 'failed', 'lost: the trainfleet process running it ended (pid 7)'), "
+        "('done-1', 'w', 0, 'succeeded', 'exit code 0'), "
+        "('done-1', 'ps', 0, 'succeeded', 'stopped: training finished')",
+        "INSERT INTO events (job_id, time, task, state, message) VALUES "
+        "('done-1', 1.0, '', 'queued', 'submitted by ada'), "
+        "('done-1', 2.0, 'w/0', 'restarting', 'exit code 1; restarting in 1s'), "
+        "('done-1', 3.0, '', 'succeeded', 'worker/0 succeeded')",
+    )
+    with Store.open(target) as store:
+        jobs = {job.id: job for job in store.list_jobs()}
+        assert {i: (j.code, j.reason, j.waiting_code) for i, j in jobs.items()} == {
+            "lost-1": (Code.LOST, rows["lost-1"][1], ""),
+            "done-1": (Code.SUCCEEDED, "worker/0 succeeded", ""),
+            "wait-1": (Code.SUBMITTED, "", Code.WAITING_FOR_QUOTA),
+            "pre-1": (Code.PREEMPTED, rows["pre-1"][1], ""),
+            "port-1": (Code.NO_FREE_PORT, rows["port-1"][1], ""),
+        }
+        assert jobs["wait-1"].waiting == rows["wait-1"][1]
+        assert [t.code for t in store.list_tasks("lost-1")] == [Code.LOST]
+        assert [t.code for t in store.list_tasks("done-1")] == [Code.STOPPED, Code.EXITED]  # ps, w
+        assert [e.code for e in store.list_events("done-1")] == [
+            Code.SUBMITTED, Code.RESTARTING, Code.SUCCEEDED
+        ]  # fmt: skip
+    command.downgrade(_alembic_config(target), "0006")
+    with Store.open(target) as store:  # down and up again: the waiting reason is kept
+        assert store.get_job("wait-1").waiting == rows["wait-1"][1]  # type: ignore[union-attr]
+
+
 def test_downgrade_to_0001_and_back_up(target: str, make_job: MakeJob) -> None:
     with Store.open(target) as store:
         store.add_job(make_job(), [TaskRecord(job_id="demo-1", role="w", index=0)])
@@ -182,15 +234,16 @@ HEAVY = ("sqlalchemy", "alembic", "psycopg")
 OPEN_AND_WRITE = """
 import json, sys, time
 from trainfleet.store.database import Store
-from trainfleet.domain.records import JobRecord, TaskRecord, TokenRecord
+from trainfleet.domain.conditions import Code, Condition
+from trainfleet.domain.records import JobRecord, State, TaskRecord, TokenRecord
 started = time.perf_counter()
 store = Store.open(sys.argv[1])
 opened = time.perf_counter() - started
 job = JobRecord(id="fast-1", name="fast", framework="generic", spec="{}", workdir="/tmp",
                 created_at=time.time(), labels={"a": "b"})
 store.add_job(job, [TaskRecord(job_id="fast-1", role="w", index=0)])
-store.update_task("fast-1", "w", 0, state="running")
-store.update_job("fast-1", state="running")
+store.transition("fast-1", State.RUNNING, Condition(Code.STARTED), task=("w", 0))
+store.transition("fast-1", State.RUNNING, Condition(Code.STARTED))
 store.find_jobs(labels={"a": "b"})
 token = str(time.time_ns())
 store.add_token(TokenRecord(id=token, name=token, digest=token, created_at=1.0))

@@ -14,6 +14,7 @@ import psycopg
 import pytest
 from private_postgres import PrivatePostgres, private_postgres, skip_unless_available
 
+from trainfleet.domain.conditions import Code, Condition
 from trainfleet.domain.records import JobRecord, State, TaskRecord
 from trainfleet.store.connection import Connection, Transaction, patiently
 from trainfleet.store.database import Store
@@ -60,7 +61,8 @@ def test_a_patient_write_waits_for_the_database_and_is_stored_once(
     def write() -> None:
         try:
             with patiently():
-                store.update_task("waits", "w", 0, "exit code 0", state=State.SUCCEEDED)
+                exited = Condition(Code.EXITED, "exit code 0")
+                store.transition("waits", State.SUCCEEDED, exited, task=("w", 0))
         except BaseException as error:
             errors.append(error)
 
@@ -115,7 +117,7 @@ def test_a_database_that_hangs_fails_calls_in_bounded_time_and_they_work_once_it
 
     def write() -> None:
         with patiently():
-            store.update_job("hung", state=State.RUNNING)
+            store.transition("hung", State.RUNNING, Condition(Code.STARTED))
         written.set()
 
     try:

@@ -10,11 +10,13 @@ from pathlib import Path
 
 import pytest
 
+from trainfleet.domain.conditions import Code, Condition
 from trainfleet.domain.records import JobRecord, State, TaskRecord
 from trainfleet.store.database import Store
 from trainfleet.store.errors import StoreConflict, StoreError
 
 MakeJob = Callable[..., JobRecord]
+STARTED = Condition(Code.STARTED)
 
 
 def _tasks(job_id: str, *names: str) -> list[TaskRecord]:
@@ -29,20 +31,22 @@ def test_job_tasks_and_events_round_trip(store: Store, make_job: MakeJob) -> Non
     store.add_job(
         job, [TaskRecord(job_id=job.id, role="worker", index=i, address=f"h:{i}") for i in range(2)]
     )
-    store.update_task(job.id, "worker", 1, message="started, pid 42", state=State.RUNNING, pid=42)
-    store.update_job(job.id, state=State.RUNNING, started_at=job.created_at + 1.5)
+    started = Condition(Code.STARTED, "started, pid 42")
+    assert store.transition(job.id, State.RUNNING, started, task=("worker", 1), pid=42)
+    assert store.transition(job.id, State.RUNNING, STARTED, started_at=job.created_at + 1.5)
 
     assert store.get_job(job.id) == dataclasses.replace(
-        job, state=State.RUNNING, started_at=job.created_at + 1.5
+        job, state=State.RUNNING, code=Code.STARTED, started_at=job.created_at + 1.5
     )
     tasks = {t.name: t for t in store.list_tasks(job.id)}
     assert tasks["worker/1"].pid == 42 and tasks["worker/1"].state == State.RUNNING
+    assert (tasks["worker/1"].code, tasks["worker/1"].reason) == (Code.STARTED, "started, pid 42")
     assert tasks["worker/0"] == TaskRecord(job_id=job.id, role="worker", index=0, address="h:0")
     events = store.list_events(job.id)
-    assert [(e.task, e.state, e.message) for e in events] == [
-        ("", "queued", "submitted by ada"),
-        ("worker/1", "running", "started, pid 42"),
-        ("", "running", ""),
+    assert [(e.task, e.state, e.code, e.message) for e in events] == [
+        ("", "queued", Code.SUBMITTED, "submitted by ada"),
+        ("worker/1", "running", Code.STARTED, "started, pid 42"),
+        ("", "running", Code.STARTED, ""),
     ]
     assert store.list_events(job.id, after=events[1].id) == events[2:]
     assert store.get_job("nope") is None
@@ -109,10 +113,13 @@ def test_unknown_columns_are_refused_before_anything_is_written(
 ) -> None:
     store.add_job(make_job(), _tasks("demo-1", "w/0"))
     with pytest.raises(ValueError, match="unknown column"):
-        store.update_job("demo-1", state=State.FAILED, nope=1)
+        store.update_job("demo-1", reason="x", nope=1)
     with pytest.raises(ValueError, match="unknown column"):
-        store.update_task("demo-1", "w", 0, state=State.FAILED, name="x")  # a job column
+        store.update_task("demo-1", "w", 0, reason="x", name="x")  # a job column
+    with pytest.raises(ValueError, match="unknown column"):
+        store.transition("demo-1", State.FAILED, Condition(Code.FAILED), nope=1)
     assert store.get_job("demo-1").state == State.QUEUED  # type: ignore[union-attr]
+    assert store.get_job("demo-1").reason == ""  # type: ignore[union-attr]
     assert len(store.list_events("demo-1")) == 1
 
 
@@ -121,7 +128,7 @@ def test_delete_job_takes_its_tasks_events_and_labels_along(
 ) -> None:
     store.add_job(make_job("keep-1", labels={"team": "a"}), _tasks("keep-1", "w/0"))
     store.add_job(make_job(labels={"team": "a", "x": "y"}), _tasks("demo-1", "w/0", "w/1"))
-    store.update_task("demo-1", "w", 0, state=State.RUNNING)
+    store.transition("demo-1", State.RUNNING, STARTED, task=("w", 0))
 
     assert store.delete_job("demo-1") is True
     assert store.get_job("demo-1") is None
@@ -144,8 +151,8 @@ def test_two_stores_write_at_once_and_lose_nothing(target: str, make_job: MakeJo
             for n in range(40):
                 job_id = f"{prefix}-{n}"
                 store.add_job(make_job(job_id), _tasks(job_id, "w/0", "w/1"))
-                store.update_task(job_id, "w", 0, state=State.RUNNING)
-                store.update_job(job_id, state=State.RUNNING)
+                store.transition(job_id, State.RUNNING, STARTED, task=("w", 0))
+                store.transition(job_id, State.RUNNING, STARTED)
         except BaseException as error:
             errors.append(error)
 
@@ -205,8 +212,8 @@ def test_counts_by_state_and_restarts(store: Store, make_job: MakeJob) -> None:
     assert (store.count_jobs(), store.count_tasks(), store.count_restarts()) == ({}, {}, 0)
     store.add_job(make_job("a-1"), _tasks("a-1", "w/0", "w/1"))
     store.add_job(make_job("b-1"), _tasks("b-1", "w/0"))
-    store.update_job("b-1", state=State.RUNNING)
-    store.update_task("b-1", "w", 0, state=State.RUNNING, restarts=2)
+    store.transition("b-1", State.RUNNING, STARTED)
+    store.transition("b-1", State.RUNNING, STARTED, task=("w", 0), restarts=2)
     store.update_task("a-1", "w", 1, restarts=1)
     assert store.count_jobs() == {"queued": 1, "running": 1}
     assert store.count_tasks() == {"queued": 2, "running": 1}

@@ -43,10 +43,18 @@ def _state(state: str) -> str:
     return f"[{style}]{state}[/]" if style else state
 
 
+def _condition(job: JobRecord) -> tuple[str, str]:
+    """Why the job is where it is: why it waits while it does, else its state's reason."""
+    if job.waiting_code:
+        return job.waiting_code, job.waiting
+    return job.code, job.reason
+
+
 def task_table(tasks: Sequence[TaskRecord]) -> Table:
-    """Role, index, state, pid, restarts, address, exit code and reason of every task."""
+    """Role, index, state, pid, restarts, address, exit code, code and reason of every task."""
     table = Table(box=None, pad_edge=False)
-    for column in ("TASK", "STATE", "PID", "RESTARTS", "ADDRESS", "GPUS", "EXIT", "REASON"):
+    columns = ("TASK", "STATE", "PID", "RESTARTS", "ADDRESS", "GPUS", "EXIT", "CODE", "REASON")
+    for column in columns:
         table.add_column(column)
     for task in tasks:
         table.add_row(
@@ -57,6 +65,7 @@ def task_table(tasks: Sequence[TaskRecord]) -> Table:
             task.address,
             task.gpus or "-",
             "-" if task.exit_code is None else str(task.exit_code),
+            task.code or "-",
             escape(task.reason),
         )
     return table
@@ -64,23 +73,28 @@ def task_table(tasks: Sequence[TaskRecord]) -> Table:
 
 def print_jobs(jobs: Sequence[JobRecord]) -> None:
     table = Table(box=None, pad_edge=False)
-    for column in ("JOB", "STATE", "FRAMEWORK", "USER", "CREATED", "REASON"):
+    for column in ("JOB", "STATE", "FRAMEWORK", "USER", "CREATED", "CODE", "REASON"):
         table.add_column(column)
     for job in jobs:
+        code, message = _condition(job)
         table.add_row(
             job.id,
             _state(job.state),
             job.framework,
             escape(job.user),
             _when(job.created_at),
-            escape(job.reason),
+            code or "-",
+            escape(message),
         )
     console.print(table)
 
 
 def print_details(details: JobDetails) -> None:
     job = details.job
-    console.print(f"[bold]{job.id}[/]  {_state(job.state)}  {escape(job.reason)}")
+    code = f"({job.code})" if job.code else ""
+    console.print(f"[bold]{job.id}[/]  {_state(job.state)} {code}  {escape(job.reason)}")
+    if job.waiting_code:
+        console.print(escape(f"waiting ({job.waiting_code}): {job.waiting}"), soft_wrap=True)
     spec = json.loads(job.spec)
     console.print(
         escape(
@@ -96,11 +110,15 @@ def print_details(details: JobDetails) -> None:
     console.print(task_table(details.tasks))
     console.print()
     events = Table(box=None, pad_edge=False)
-    for column in ("TIME", "WHAT", "STATE", "MESSAGE"):
+    for column in ("TIME", "WHAT", "STATE", "CODE", "MESSAGE"):
         events.add_column(column)
     for event in details.events:
         events.add_row(
-            _when(event.time), event.task or "job", _state(event.state), escape(event.message)
+            _when(event.time),
+            event.task or "job",
+            _state(event.state),
+            event.code or "-",
+            escape(event.message),
         )
     console.print(events)
 

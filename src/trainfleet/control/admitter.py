@@ -43,7 +43,7 @@ class Admitter:
         scheduler: Scheduler,
         launch: Callable[[Admission], None],
         preempt: Callable[[Preemption], object],
-        note_waiting: Callable[[str, str], None],
+        note_waiting: Callable[[str, str], object],
     ) -> None:
         """``launch`` starts an admitted job (called without ``lock``; when it raises, the
         job waits again in its old place); ``note_waiting(job_id, reason)`` is called when

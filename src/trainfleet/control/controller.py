@@ -24,6 +24,7 @@ from trainfleet.backends.accounts import Account, open_to_tasks
 from trainfleet.backends.api import Backend, JobLaunch, NotStarted, Outside, TaskHandle
 from trainfleet.control import policies
 from trainfleet.datadir.layout import DataDir
+from trainfleet.domain.conditions import Code, Condition
 from trainfleet.domain.records import Reason, State
 from trainfleet.environments.build import BuildFailed, BuildStopped
 from trainfleet.environments.cache import Builders, EnvironmentCache, Lease
@@ -35,6 +36,7 @@ from trainfleet.store.database import Store
 from trainfleet.store.errors import StoreUnavailable
 
 log = logging.getLogger("trainfleet.control")
+SUBMITTED = Condition(Code.SUBMITTED)
 
 
 @dataclass
@@ -48,7 +50,7 @@ class _Task:
     """Its process may still run: an exit is still to come (or is queued)."""
     handle: TaskHandle | None = None
     """Its current attempt's, while it may run."""
-    reason: str = ""
+    condition: Condition = SUBMITTED
 
 
 @dataclass(frozen=True)
@@ -67,12 +69,12 @@ class _Placed:
 
 @dataclass(frozen=True)
 class _Cancel:
-    reason: str
+    condition: Condition
 
 
 @dataclass(frozen=True)
 class _Preempt:
-    reason: str
+    condition: Condition
 
 
 class JobController:
@@ -124,7 +126,7 @@ class JobController:
         """Set with a cancel or a preemption: the environment build, if any, stops."""
         self._timers: list[tuple[float, int, Callable[[], None]]] = []
         self._sequence = itertools.count()
-        self._outcome: tuple[State, str] | None = None
+        self._outcome: tuple[State, Condition] | None = None
         self._job_running = False
         """Whether the job was marked running (once all its tasks ran)."""
         self._job_restart_at: float | None = None
@@ -163,9 +165,9 @@ class JobController:
             self._begin()
         while self._outcome is None or any(task.alive for task in self._tasks.values()):
             self._step()
-        state, reason = self._outcome
-        ended = {} if state is State.QUEUED else {"finished_at": time.time()}
-        self.store.update_job(self.job_id, message=reason, state=state, reason=reason, **ended)
+        state, condition = self._outcome
+        finished_at = None if state is State.QUEUED else time.time()  # preempted: it waits
+        self.store.transition(self.job_id, state, condition, finished_at=finished_at)
         return state
 
     def _broke(self, error: Exception) -> State:
@@ -173,18 +175,17 @@ class JobController:
         saying what, and nothing of it runs on."""
         log.error("job %s: its controller failed", self.job_id, exc_info=error)
         self._kill_remaining()
-        reason = Reason.INTERNAL_ERROR.because(f"{type(error).__name__}: {error}")
+        broke = Reason.INTERNAL_ERROR.condition(f"{type(error).__name__}: {error}")
         for task in self._tasks.values():
             if not task.state.is_final:
-                self._set_task(task, State.FAILED, reason, finished_at=time.time())
-        self.store.update_job(
-            self.job_id, reason, state=State.FAILED, reason=reason, finished_at=time.time()
-        )
+                self._set_task(task, State.FAILED, broke, finished_at=time.time())
+        self.store.transition(self.job_id, State.FAILED, broke, finished_at=time.time())
         return State.FAILED
 
     def _begin(self) -> None:
-        # A job that waited in the queue has a waiting reason: it no longer applies.
-        self.store.update_job(self.job_id, state=State.STARTING, started_at=time.time(), reason="")
+        # The transition clears why the job waited in the queue: it no longer applies.
+        admitted = Condition(Code.ADMITTED)
+        self.store.transition(self.job_id, State.STARTING, admitted, started_at=time.time())
         if self._own_workdir():  # one sent with no folder gets an empty one now
             self.workdir.mkdir(mode=0o700, parents=True, exist_ok=True)
         self._hand_over()  # a team's own environment may be built from its folder
@@ -218,7 +219,7 @@ class JobController:
                     found[recipe.digest] = recipe
                     recipes.setdefault(recipe.digest, []).append(role)
         except MissingRequirementsFile as error:
-            self._finish(State.FAILED, Reason.ENVIRONMENT_BUILD_FAILED.because(error))
+            self._finish(State.FAILED, Reason.ENVIRONMENT_BUILD_FAILED.condition(error))
             return False
         log = self.data_dir.setup_log(self.job_id)
         for digest, roles in recipes.items():
@@ -229,7 +230,7 @@ class JobController:
                     recipe, log, self._builders, self.workdir, self._stopping.is_set
                 )
             except BuildFailed as error:
-                self._finish(State.FAILED, Reason.ENVIRONMENT_BUILD_FAILED.because(error))
+                self._finish(State.FAILED, Reason.ENVIRONMENT_BUILD_FAILED.condition(error))
                 return False
             except BuildStopped:
                 return False  # the job's stop, waiting in the inbox, ends it
@@ -240,19 +241,19 @@ class JobController:
         return True
 
     def _note(self, message: str, state: State) -> None:
-        """An event of the job that changes nothing (the job stays in ``state``)."""
-        self.store.update_job(self.job_id, message=message, state=state)
+        """An event of the setup that changes no state (the job stays in ``state``); a job
+        that has not started yet waits for it."""
+        building = Condition(Code.WAITING_FOR_ENVIRONMENT, message)
+        self.store.note(self.job_id, state, building, waiting=state is State.STARTING)
 
     def _recover(self, started_at: float) -> None:
         """Rebuild what an earlier controller knew from the store and the task records."""
         never_started = []
         for stored in self.store.list_tasks(self.job_id):
             task = self._tasks[(stored.role, stored.index)]
-            task.state, task.restarts, task.reason = (
-                State(stored.state),
-                stored.restarts,
-                stored.reason,
-            )
+            task.state, task.restarts = State(stored.state), stored.restarts
+            code = stored.code if isinstance(stored.code, Code) else Code.STARTED
+            task.condition = Condition(code, stored.reason)
             if task.state.is_final:
                 continue
             attempt = self.backend.last_attempt(self.data_dir, self.job_id, task.key)
@@ -278,8 +279,8 @@ class JobController:
         task.handle = handle
         if handle is not None:
             status = self.backend.describe(handle)
-            note = f"adopted, {status.where}"
-            self._set_task(task, State.RUNNING, note, pid=status.pid, restarts=task.restarts)
+            adopted = Condition(Code.ADOPTED, f"adopted, {status.where}")
+            self._set_task(task, State.RUNNING, adopted, pid=status.pid, restarts=task.restarts)
 
     def exited(self, key: TaskKey, returncode: int, outside: Outside | None = None) -> None:
         """The backend's report that a task ended (any thread)."""
@@ -292,13 +293,13 @@ class JobController:
     def cancel(self, reason: str = "cancelled by user") -> None:
         """Stop the job (a second call kills what is still running)."""
         self._stopping.set()  # a build under way ends at once
-        self._inbox.put(_Cancel(reason))
+        self._inbox.put(_Cancel(Condition(Code.CANCELLED, reason)))
 
     def preempt(self, reason: str) -> None:
         """Stop every task (SIGTERM, then SIGKILL after the grace period) and end the run
         with the job back in state ``queued``, to start again when it is admitted."""
         self._stopping.set()
-        self._inbox.put(_Preempt(reason))
+        self._inbox.put(_Preempt(Condition(Code.PREEMPTED, reason)))
 
     # -- the loop -------------------------------------------------------------
 
@@ -314,11 +315,11 @@ class JobController:
             self._on_placed(message)
         elif isinstance(message, _Cancel):
             if self._outcome is None:
-                self._finish(State.CANCELLED, message.reason)
+                self._finish(State.CANCELLED, message.condition)
             else:
                 self._kill_remaining()
         elif isinstance(message, _Preempt) and self._outcome is None:
-            self._finish(State.QUEUED, message.reason)
+            self._finish(State.QUEUED, message.condition)
         while self._timers and self._timers[0][0] <= time.monotonic():
             heapq.heappop(self._timers)[2]()
 
@@ -371,7 +372,8 @@ class JobController:
         for key, started in self.backend.start(job, self).items():
             task = self._tasks[key]
             if isinstance(started, NotStarted):
-                self._set_task(task, State.FAILED, Reason.COULD_NOT_START.because(started.reason))
+                failed = Reason.COULD_NOT_START.condition(started.reason)
+                self._set_task(task, State.FAILED, failed)
                 continue
             task.alive, task.handle = True, started
             status = self.backend.describe(started)
@@ -381,7 +383,7 @@ class JobController:
             self._set_task(
                 task,
                 State.STARTING if queued else State.RUNNING,
-                f"{verb}, {status.where}",
+                Condition(Code.STARTED, f"{verb}, {status.where}"),
                 pid=status.pid,
                 started_at=time.time(),
                 restarts=task.restarts,
@@ -394,17 +396,18 @@ class JobController:
         task = self._tasks[placed.key]
         if not task.alive or task.state.is_final or task.state is State.RESTARTING:
             return
-        if not placed.address:
-            self._set_task(task, task.state, placed.note)
+        if not placed.address:  # in the cluster's queue
+            self._set_task(task, task.state, Condition(Code.WAITING_FOR_RESOURCES, placed.note))
             return
-        self._set_task(task, State.RUNNING, placed.note, address=placed.address)
+        placed_at = Condition(Code.STARTED, placed.note)
+        self._set_task(task, State.RUNNING, placed_at, address=placed.address)
         if all(t.state is State.RUNNING for t in self._tasks.values() if t.alive):
             self._mark_running()
 
     def _mark_running(self) -> None:
         if self._outcome is None and not self._job_running:
             self._job_running = True
-            self.store.update_job(self.job_id, state=State.RUNNING)
+            self.store.transition(self.job_id, State.RUNNING, Condition(Code.STARTED))
 
     def _restart(self, keys: Iterable[TaskKey]) -> None:
         if self._outcome is not None:
@@ -420,15 +423,16 @@ class JobController:
         exit_text = policies.describe_exit(code) + (f" ({outside.what})" if outside else "")
         done: dict[str, object] = {"exit_code": code, "finished_at": time.time()}
         if outside is not None and outside.cancelled and self._outcome is None:
-            self._set_task(task, State.CANCELLED, exit_text, **done)
-            self._finish(State.CANCELLED, outside.what)
+            self._set_task(task, State.CANCELLED, Condition(Code.CANCELLED, exit_text), **done)
+            self._finish(State.CANCELLED, Condition(Code.CANCELLED, outside.what))
             return
         if self._outcome is not None:
-            state, reason = self._stopped_state(key, code)
-            self._set_task(task, state, reason, **done)
+            state, condition = self._stopped_state(key, code)
+            self._set_task(task, state, condition, **done)
             return
         if self._job_restart_at is not None:  # stopped (or died) for the job's restart
-            self._set_task(task, State.RESTARTING, f"{exit_text}; {task.reason}", **done)
+            restarting = Condition(Code.RESTARTING, f"{exit_text}; {task.condition.message}")
+            self._set_task(task, State.RESTARTING, restarting, **done)
             self._restart_job_when_stopped()
             return
         restart, policy = self.spec.restart, self.spec.restart_policy_of(key[0])
@@ -439,18 +443,21 @@ class JobController:
         if wants_restart and task.restarts < restart.max_restarts:
             delay = restart.backoff.delay(task.restarts)
             if self.spec.restart_scope() == "job" or self.backend.restarts_whole_jobs:
-                self._set_task(task, State.RESTARTING, f"{exit_text}; restarting the job", **done)
+                restarting = Condition(Code.RESTARTING, f"{exit_text}; restarting the job")
+                self._set_task(task, State.RESTARTING, restarting, **done)
                 self._restart_job(key, delay)
             else:
-                message = f"{exit_text}; restarting in {delay:g}s"
-                self._set_task(task, State.RESTARTING, message, **done)
+                restarting = Condition(Code.RESTARTING, f"{exit_text}; restarting in {delay:g}s")
+                self._set_task(task, State.RESTARTING, restarting, **done)
                 self._after(delay, lambda: self._restart([key]))
             return
+        ended = Code.NODE_LOST if outside is not None else Code.EXITED
         if code == 0:
-            self._set_task(task, State.SUCCEEDED, exit_text, **done)
+            self._set_task(task, State.SUCCEEDED, Condition(ended, exit_text), **done)
         else:
             tries = f" after {task.restarts} restart(s)" if task.restarts else ""
-            self._set_task(task, State.FAILED, f"exited with {exit_text}{tries}", **done)
+            failed = Condition(ended, f"exited with {exit_text}{tries}")
+            self._set_task(task, State.FAILED, failed, **done)
         self._evaluate()
 
     def _restart_job(self, failed: TaskKey, delay: float) -> None:
@@ -461,7 +468,7 @@ class JobController:
         restarts all its local workers.
         """
         self._job_restart_at = time.monotonic() + delay
-        because = f"restarting with {policies.task_name(failed)}"
+        because = Condition(Code.RESTARTING, f"restarting with {policies.task_name(failed)}")
         for key, task in self._tasks.items():
             if key != failed:
                 self._set_task(task, State.RESTARTING, because)
@@ -477,16 +484,18 @@ class JobController:
         self._job_restart_at = None
         self._restart(self._tasks)
 
-    def _stopped_state(self, key: TaskKey, code: int) -> tuple[State, str]:
+    def _stopped_state(self, key: TaskKey, code: int) -> tuple[State, Condition]:
         """The end of a task that exited while the job was being stopped."""
         assert self._outcome is not None
-        if self._outcome[0] is State.QUEUED:
-            return State.QUEUED, f"{policies.describe_exit(code)}; {self._outcome[1]}"
+        outcome, why = self._outcome
+        if outcome is State.QUEUED:
+            preempted = f"{policies.describe_exit(code)}; {why.message}"
+            return State.QUEUED, Condition(Code.PREEMPTED, preempted)
         if code == 0:
-            return State.SUCCEEDED, "exit code 0"
-        if self._outcome[0] is State.SUCCEEDED and not self.spec.is_tracked(key[0]):
-            return State.SUCCEEDED, "stopped: training finished"
-        return State.CANCELLED, Reason.STOPPED.because(self._outcome[1])
+            return State.SUCCEEDED, Condition(Code.EXITED, "exit code 0")
+        if outcome is State.SUCCEEDED and not self.spec.is_tracked(key[0]):
+            return State.SUCCEEDED, Reason.STOPPED.condition("training finished")
+        return State.CANCELLED, Reason.STOPPED.condition(why.message)
 
     def _succeeds_job(self, key: TaskKey) -> bool:
         states = {k: t.state for k, t in self._tasks.items()}
@@ -494,42 +503,50 @@ class JobController:
         outcome = policies.job_outcome(self.spec, states, {})
         return outcome is not None and outcome[0] is State.SUCCEEDED
 
-    def _set_task(self, task: _Task, state: State, message: str, **fields: object) -> None:
-        task.state, task.reason = state, message
-        role, index = task.key
-        self.store.update_task(
-            self.job_id, role, index, message=message, state=state, reason=message, **fields
-        )
+    def _set_task(self, task: _Task, state: State, condition: Condition, **fields: object) -> None:
+        task.state, task.condition = state, condition
+        self.store.transition(self.job_id, state, condition, task=task.key, **fields)
 
     # -- the job --------------------------------------------------------------
 
     def _evaluate(self) -> None:
         states = {key: task.state for key, task in self._tasks.items()}
-        reasons = {key: task.reason for key, task in self._tasks.items()}
+        reasons = {key: task.condition.message for key, task in self._tasks.items()}
         outcome = policies.job_outcome(self.spec, states, reasons)
         if outcome is not None:
-            self._finish(*outcome)
+            state, message = outcome
+            self._finish(state, Condition(self._end_code(state), message))
+
+    def _end_code(self, state: State) -> Code:
+        """A job that fails because a task failed ends with that task's code (the first
+        one's, as ``job_outcome`` names it); else with its state's."""
+        if state is State.SUCCEEDED:
+            return Code.SUCCEEDED
+        failed = (t.condition.code for t in self._tasks.values() if t.state is State.FAILED)
+        return next(failed, Code.FAILED)
 
     def _deadline_passed(self) -> None:
         if self._outcome is None:
-            self._finish(State.FAILED, Reason.DEADLINE_EXCEEDED.because(f"{self.spec.deadline:g}s"))
+            deadline = Reason.DEADLINE_EXCEEDED.condition(f"{self.spec.deadline:g}s")
+            self._finish(State.FAILED, deadline)
 
-    def _finish(self, state: State, reason: str) -> None:
+    def _finish(self, state: State, condition: Condition) -> None:
         """Decide the job's end and stop every task still running or waiting to restart.
 
         On success, tracked tasks still running are finishing too (a torchrun agent in
         its exit barrier, a worker writing its last lines): they get one grace period
         to end on their own before they are stopped like the rest.
         """
-        self._outcome = (state, reason)
+        self._outcome = (state, condition)
         if any(task.alive for task in self._tasks.values()):  # shown while they stop
-            self.store.update_job(self.job_id, reason=reason)
+            self.store.update_job(self.job_id, code=condition.code.value, reason=condition.message)
         for task in self._tasks.values():
             if not task.alive and not task.state.is_final:
                 if state is State.QUEUED:
-                    self._set_task(task, State.QUEUED, reason)
+                    self._set_task(task, State.QUEUED, condition)
                 else:
-                    self._set_task(task, State.CANCELLED, Reason.NOT_STARTED.because(reason))
+                    not_started = Reason.NOT_STARTED.condition(condition.message)
+                    self._set_task(task, State.CANCELLED, not_started)
         if state is State.SUCCEEDED:
             self._terminate(lambda key: not self.spec.is_tracked(key[0]))
             self._after(self.spec.grace_period, lambda: self._terminate(lambda key: True))

@@ -24,6 +24,7 @@ from trainfleet.control.controller import JobController
 from trainfleet.control.runner import Runner
 from trainfleet.datadir.layout import DataDir
 from trainfleet.datadir.space import require_free
+from trainfleet.domain.conditions import Code, Condition
 from trainfleet.domain.records import EventRecord, JobPage, JobRecord, Reason, State, TaskRecord
 from trainfleet.domain.records import JobActive as JobActive  # kept importable from here
 from trainfleet.domain.records import JobDetails as JobDetails
@@ -111,8 +112,8 @@ class Engine:
                     preempt=lambda preemption: self.runner.preempt(
                         preemption.job, preemption.reason
                     ),
-                    note_waiting=lambda job_id, reason: self.store.update_job(
-                        job_id, reason=reason
+                    note_waiting=lambda job_id, reason: self.store.note(
+                        job_id, State.QUEUED, Condition.waiting(reason), waiting=True, event=False
                     ),
                 )
             return self._admitter
@@ -215,7 +216,9 @@ class Engine:
             team=team,
             labels=dict(spec.labels),
             created_at=time.time(),
-            reason=WAITING,
+            code=Code.SUBMITTED,
+            waiting_code=Code.WAITING_FOR_ADMISSION,
+            waiting=WAITING,
         )
         tasks = [
             TaskRecord(job_id=job.id, role=role, index=index) for role, index in task_keys(spec)
@@ -252,7 +255,7 @@ class Engine:
 
     def _broken(self, job_id: str, error: Exception) -> None:
         """No controller could be made for an admitted job: it fails, saying why."""
-        self._end_unstarted(job_id, State.FAILED, Reason.INTERNAL_ERROR.because(error))
+        self._end_unstarted(job_id, State.FAILED, Reason.INTERNAL_ERROR.condition(error))
 
     def dry_run(self, spec: JobSpec, workdir: Path) -> Preview:
         """What ``run`` would start, without storing or starting anything.
@@ -271,7 +274,7 @@ class Engine:
         job = self.get(job_id)
         self._queue(job, JobSpec.model_validate_json(job.spec))
 
-    def admit_beside(self, job_id: str, others: Sequence[JobRecord]) -> str | None:
+    def admit_beside(self, job_id: str, others: Sequence[JobRecord]) -> Condition | None:
         """Queue a stored job here if it fits beside ``others`` (jobs that other processes
         run on this machine, holding what they were given), and wait until it has started.
 
@@ -292,7 +295,8 @@ class Engine:
                 if State(self.get(job_id).state).is_final:  # cancelled meanwhile
                     return None
                 if cluster.place(job_id, gang.tasks) is None:
-                    return _held_elsewhere(gang.total.shortfall(cluster.free), others)
+                    lacks = _held_elsewhere(gang.total.shortfall(cluster.free), others)
+                    return Condition(Code.WAITING_FOR_RESOURCES, lacks)
                 cluster.release(job_id)
                 self._queue(job, spec)
             self.admitter.wait(lambda: job_id not in self.scheduler.pending(), PASS_SECONDS)
@@ -302,7 +306,7 @@ class Engine:
                     if job_id in self.scheduler.pending():  # held back here (a quota)
                         reason = self.scheduler.waiting_reason(job_id) or "waiting"
                         self.admitter.withdraw(job_id)
-                        return reason
+                        return Condition.waiting(reason)
                 time.sleep(0.005)
             return None
         finally:
@@ -331,7 +335,7 @@ class Engine:
             addresses = self.backend.reserve(job.id, spec)
         except Exception as error:  # no free port (or a fault): fail now, saying why
             code = Reason.NO_FREE_PORT if isinstance(error, OSError) else Reason.INTERNAL_ERROR
-            self._fail_launch(job.id, code.because(error))
+            self._fail_launch(job.id, code.condition(error))
             return
         nodes = self.scheduler.cluster.nodes
         try:
@@ -349,7 +353,7 @@ class Engine:
             )
         except FirewallError as error:  # never started with its ports open to all
             self._free_ports(job.id)
-            self._fail_launch(job.id, Reason.COULD_NOT_START.because(error))
+            self._fail_launch(job.id, Reason.COULD_NOT_START.condition(error))
             return
         except BaseException:  # it waits again: its next launch reserves ports anew
             self._free_ports(job.id)
@@ -359,9 +363,9 @@ class Engine:
             self.data_dir.run_dir(job.id).mkdir(parents=True, exist_ok=True)
         self.runner.start(job.id)
 
-    def _fail_launch(self, job_id: str, reason: str) -> None:
+    def _fail_launch(self, job_id: str, condition: Condition) -> None:
         self.admitter.finished(job_id)
-        self._end_unstarted(job_id, State.FAILED, reason)
+        self._end_unstarted(job_id, State.FAILED, condition)
 
     def _guard(self, job: JobRecord, addresses: Iterable[Address]) -> None:
         """Only the job's own account (and root) may connect to its ports here."""
@@ -468,7 +472,7 @@ class Engine:
                 holder = self._holder_elsewhere(job_id)
                 if holder is not None:
                     raise JobActive(f"job {job_id} is {job.state} in {holder}")
-            self._end_unstarted(job_id, State.CANCELLED, reason)
+            self._end_unstarted(job_id, State.CANCELLED, Condition(Code.CANCELLED, reason))
             self.admitter.lock.notify_all()
         return self.get(job_id)
 
@@ -484,28 +488,19 @@ class Engine:
             return "another trainfleet process"  # no runner record: a server's job
         return None
 
-    def _end_unstarted(self, job_id: str, state: State, reason: str) -> None:
+    def _end_unstarted(self, job_id: str, state: State, condition: Condition) -> None:
         """End a job no controller runs (never started, or its controller died): what is
-        left of its tasks is ended, and the job recorded as ``state`` for ``reason``."""
+        left of its tasks is ended, and the job recorded as ``state`` for ``condition``."""
         for task in self.store.list_tasks(job_id):
             if State(task.state).is_final:
                 continue
             if task.state != State.QUEUED:  # it may have started: nothing of it runs on
                 self.backend.abandon(self.data_dir, job_id, (task.role, task.index))
-                message = Reason.STOPPED.because(reason)
+                ended = Reason.STOPPED.condition(condition.message)
             else:
-                message = Reason.NOT_STARTED.because(reason)
-            self.store.update_task(
-                job_id,
-                task.role,
-                task.index,
-                message=message,
-                state=State.CANCELLED,
-                reason=message,
-            )
-        self.store.update_job(
-            job_id, message=reason, state=state, reason=reason, finished_at=time.time()
-        )
+                ended = Reason.NOT_STARTED.condition(condition.message)
+            self.store.transition(job_id, State.CANCELLED, ended, task=(task.role, task.index))
+        self.store.transition(job_id, state, condition, finished_at=time.time())
 
     def delete(self, job_id: str, force: bool = False) -> None:
         """Forget an ended job and its logs; ``force`` stops a running one first."""

@@ -119,18 +119,14 @@ def _fail_lost(engine: Engine, job: JobRecord) -> JobRecord:
     pid = lost_runner(engine.data_dir, job.id)
     if State(job.state).is_final or pid is None:
         return job
-    reason = Reason.LOST.because(f"the trainfleet process running it ended (pid {pid})")
+    lost = Reason.LOST.condition(f"the trainfleet process running it ended (pid {pid})")
     for task in engine.store.list_tasks(job.id):
         # A tethered shim ends its task itself, but one killed with its runner cannot.
         engine.backend.abandon(engine.data_dir, job.id, (task.role, task.index))
         if not State(task.state).is_final:
-            engine.store.update_task(
-                job.id, task.role, task.index, reason, state=State.FAILED, reason=reason
-            )
-    engine.store.update_job(
-        job.id, reason, state=State.FAILED, reason=reason, finished_at=time.time()
-    )
-    log.warning("job %s: %s", job.id, reason)
+            engine.store.transition(job.id, State.FAILED, lost, task=(task.role, task.index))
+    engine.store.transition(job.id, State.FAILED, lost, finished_at=time.time())
+    log.warning("job %s: %s", job.id, lost.message)
     return engine.get(job.id)
 
 
@@ -163,24 +159,23 @@ class SharedAdmission:
             self._admit()
         except Exception as error:  # never silently: the job fails and says why
             log.exception("job %s: admission failed", self.job_id)
-            reason = Reason.ADMISSION_FAILED.because(error)
+            failed = Reason.ADMISSION_FAILED.condition(error)
             with contextlib.suppress(Exception):
-                self.engine.store.update_job(
-                    self.job_id, reason, state=State.FAILED, reason=reason, finished_at=time.time()
+                self.engine.store.transition(
+                    self.job_id, State.FAILED, failed, finished_at=time.time()
                 )
 
     def _admit(self) -> None:
-        engine, noted = self.engine, ""
+        engine, noted = self.engine, None
         while True:
             with machine_lock(engine.data_dir):
                 if State(engine.get(self.job_id).state).is_final:
                     return
-                reason = engine.admit_beside(self.job_id, holders(engine, self.job_id))
-                if reason is None:
+                waiting = engine.admit_beside(self.job_id, holders(engine, self.job_id))
+                if waiting is None:
                     return
-            with engine.admitter.lock:  # as a cancel does: no cancelled job turns queued
-                if reason != noted and not State(engine.get(self.job_id).state).is_final:
-                    noted = reason
-                    engine.store.update_job(self.job_id, reason, state=State.QUEUED, reason=reason)
+            if waiting != noted:  # said once, as an event too (a cancelled job stays so)
+                noted = waiting
+                engine.store.note(self.job_id, State.QUEUED, waiting, waiting=True)
             if engine.wait_ended(self.job_id, RETRY_SECONDS):
                 return

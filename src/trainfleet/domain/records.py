@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Self
 
+from trainfleet.domain.conditions import Code, Condition, known
 from trainfleet.domain.errors import Conflict, NotFound
 
 
@@ -36,8 +37,8 @@ FINAL_STATES = frozenset({State.SUCCEEDED, State.FAILED, State.CANCELLED})
 
 
 class Reason(StrEnum):
-    """Why a job ended where no task's exit says it: the first words of its stored reason,
-    so that people read one sentence and programs match one code (``Reason.of``)."""
+    """Why a job ended where no task's exit says it, in words: the first words of its
+    stored reason. Programs read the ``Code`` stored beside it (``Reason.code``)."""
 
     ENVIRONMENT_BUILD_FAILED = "environment build failed"
     COULD_NOT_START = "could not start"
@@ -52,14 +53,18 @@ class Reason(StrEnum):
     INTERNAL_ERROR = "internal error"
     """A fault of trainfleet's own (a bug, a file it could not write); the detail says which."""
 
+    @property
+    def code(self) -> Code:
+        """The condition code stored with this reason."""
+        return Code[self.name]
+
     def because(self, detail: object) -> str:
-        """The reason as stored: ``<code>: <detail>``."""
+        """The reason's message: ``<reason>: <detail>``."""
         return f"{self.value}: {detail}"
 
-    @classmethod
-    def of(cls, reason: str) -> Reason | None:
-        """The code a stored reason starts with, if any."""
-        return next((code for code in cls if reason.startswith(code.value)), None)
+    def condition(self, detail: object) -> Condition:
+        """The condition stored for this reason: its code and ``because(detail)``."""
+        return Condition(self.code, self.because(detail))
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,10 +84,14 @@ class _Record:
         }
 
 
-def _state(record: Any) -> None:
-    """Store the state as a State (rows and JSON give a plain string)."""
+def _typed(record: Any) -> None:
+    """Store the state as a State and codes as Codes (rows and JSON give plain strings)."""
     if not isinstance(record.state, State):
         object.__setattr__(record, "state", State(record.state))
+    for name in ("code", "waiting_code"):
+        value = getattr(record, name, None)
+        if isinstance(value, str) and not isinstance(value, Code):
+            object.__setattr__(record, name, known(value))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -98,12 +107,15 @@ class TaskRecord(_Record):
     pid: int | None = None
     restarts: int = 0
     exit_code: int | None = None
+    code: str = ""
+    """Why it is in its state: a ``Code`` (a newer server's unknown one stays text)."""
     reason: str = ""
+    """The same said to people (``exited with exit code 1 after 2 restart(s)``)."""
     started_at: float | None = None
     finished_at: float | None = None
 
     def __post_init__(self) -> None:
-        _state(self)
+        _typed(self)
 
     @property
     def name(self) -> str:
@@ -119,7 +131,14 @@ class JobRecord(_Record):
     name: str
     framework: str
     state: State = State.QUEUED
+    code: str = ""
+    """Why it is in its state (``preempted``, ``succeeded``, ``lost``...): a ``Code``."""
     reason: str = ""
+    """The same said to people; for an ended job, why it ended."""
+    waiting_code: str = ""
+    """While it does not run yet, why it waits (``waiting-for-quota``...); else ``""``."""
+    waiting: str = ""
+    """The same said to people (``waiting for quota: queue 'a' has ...``)."""
     spec: str
     source: str = "trainfleet"
     workdir: str
@@ -131,7 +150,7 @@ class JobRecord(_Record):
     labels: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        _state(self)
+        _typed(self)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -151,7 +170,12 @@ class EventRecord(_Record):
     time: float
     task: str = ""
     state: str
+    code: str = ""
+    """The condition code of the change (see ``Code``)."""
     message: str = ""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "code", known(self.code))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

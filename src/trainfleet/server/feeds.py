@@ -34,7 +34,7 @@ class _JobFeed:
     def end(self, job: JobRecord | None) -> ServerSentEvent:
         if job is None:  # deleted while followed
             return ServerSentEvent(event="error", data=ErrorBody(detail=f"no job {self.job_id!r}"))
-        end = JobEnd(job_id=job.id, state=State(job.state), reason=job.reason)
+        end = JobEnd(job_id=job.id, state=State(job.state), code=job.code, reason=job.reason)
         return ServerSentEvent(event="end", data=end)
 
 

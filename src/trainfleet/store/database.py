@@ -15,6 +15,7 @@ from collections.abc import Collection, Mapping, Sequence
 from types import TracebackType
 from typing import Any
 
+from trainfleet.domain.conditions import Code, Condition
 from trainfleet.domain.records import (
     EventRecord,
     JobPage,
@@ -23,7 +24,7 @@ from trainfleet.domain.records import (
     TaskRecord,
     TokenRecord,
 )
-from trainfleet.store import queries, schema
+from trainfleet.store import queries, schema, transitions
 from trainfleet.store.accounts import Accounts
 from trainfleet.store.audit import AuditTrail
 from trainfleet.store.connection import Connection, Row, Transaction, patiently
@@ -35,7 +36,7 @@ from trainfleet.store.targets import Target, parse_target
 
 __all__ = ["Store", "StoreConflict", "StoreError", "StoreUnavailable", "patiently"]
 
-TASK_KEY = 'job_id = :job_id AND role = :role AND "index" = :index'
+TASK_KEY = transitions.TASK_KEY
 SELECT_JOBS = f"SELECT {queries.columns(schema.JOB_COLUMNS)} FROM jobs"
 SELECT_TOKENS = f"SELECT {queries.columns(schema.TOKEN_COLUMNS)} FROM tokens"
 NEWEST_FIRST = "ORDER BY created_at DESC, id DESC"
@@ -115,38 +116,72 @@ class Store:
                 queries.insert("tasks", (*schema.TASK_COLUMNS, "position")),
                 [{**task.to_dict(), "position": n} for n, task in enumerate(job_tasks)],
             )
-            _event(db, job.id, "", job.state, f"submitted by {job.user or 'unknown'}")
+            submitted = Condition(Code.SUBMITTED, f"submitted by {job.user or 'unknown'}")
+            transitions.event(db, job.id, "", job.state, submitted)
 
         self._db.write(add)
 
-    def update_job(self, job_id: str, message: str = "", **fields: Any) -> None:
-        """Change a job's fields; a change of ``state`` is recorded as an event."""
-        sets = queries.assignments(fields, schema.JOB_COLUMNS)
+    def transition(
+        self,
+        job_id: str,
+        state: State,
+        condition: Condition,
+        *,
+        task: tuple[str, int] | None = None,
+        **fields: Any,
+    ) -> bool:
+        """Move the job (or, with ``task=(role, index)``, that task of it) to ``state`` for
+        ``condition``, with ``fields`` (``finished_at``, ``pid``...), and record the event,
+        in one transaction: the only way a state changes.
 
-        def update(db: Transaction) -> None:
-            if fields:
-                db.execute(
-                    f"UPDATE jobs SET {sets} WHERE id = :job_id", {**fields, "job_id": job_id}
-                )
-            if "state" in fields:
-                _event(db, job_id, "", fields["state"], message)
+        Returns False, writing nothing, where the job or task is in a final state (a final
+        state is never left; the first end wins) or does not exist. A job's move clears why
+        it waited; a job moved back to ``queued`` (preempted) takes its ended tasks back to
+        ``queued`` with it: they all run again when it is admitted.
+        """
+        return self._db.write(
+            lambda db: transitions.transition(db, job_id, state, condition, task, fields)
+        )
 
-        self._db.write(update)
+    def note(
+        self,
+        job_id: str,
+        state: State,
+        condition: Condition,
+        *,
+        waiting: bool = False,
+        event: bool = True,
+    ) -> bool:
+        """While the job is in ``state`` (and only then: False otherwise), record
+        ``condition`` without a change of state: as an event, and with ``waiting`` as why
+        the job waits (``waiting_code``, ``waiting``)."""
+        return self._db.write(
+            lambda db: transitions.note(db, job_id, state, condition, waiting, event)
+        )
 
-    def update_task(
-        self, job_id: str, role: str, index: int, message: str = "", **fields: Any
-    ) -> None:
-        """Change a task's fields; a change of ``state`` is recorded as an event."""
-        sets = queries.assignments(fields, schema.TASK_COLUMNS)
+    def update_job(self, job_id: str, **fields: Any) -> None:
+        """Change a job's fields other than its state (see ``transition``)."""
+        self._update("jobs", "id = :job_id", schema.JOB_COLUMNS, {"job_id": job_id}, fields)
+
+    def update_task(self, job_id: str, role: str, index: int, **fields: Any) -> None:
+        """Change a task's fields other than its state (see ``transition``)."""
         key = {"job_id": job_id, "role": role, "index": index}
+        self._update("tasks", TASK_KEY, schema.TASK_COLUMNS, key, fields)
 
-        def update(db: Transaction) -> None:
-            if fields:
-                db.execute(f"UPDATE tasks SET {sets} WHERE {TASK_KEY}", {**fields, **key})
-            if "state" in fields:
-                _event(db, job_id, f"{role}/{index}", fields["state"], message)
-
-        self._db.write(update)
+    def _update(
+        self,
+        table: str,
+        which: str,
+        allowed: Sequence[str],
+        key: dict[str, Any],
+        fields: dict[str, Any],
+    ) -> None:
+        if "state" in fields:
+            raise ValueError("a state changes only through Store.transition")
+        if fields:
+            sets = queries.assignments(fields, allowed)
+            query = f"UPDATE {table} SET {sets} WHERE {which}"
+            self._db.write(lambda db: db.execute(query, {**fields, **key}))
 
     def place_tasks(self, job_id: str, places: Mapping[tuple[str, int], tuple[str, str]]) -> None:
         """Record where each task runs, ``{(role, index): (address, gpus)}``, at once."""
@@ -234,7 +269,7 @@ class Store:
     def list_events(self, job_id: str, after: int = 0) -> list[EventRecord]:
         """Events of ``job_id`` with an id above ``after``, oldest first."""
         rows = self._db.rows(
-            "SELECT id, job_id, time, task, state, message FROM events "
+            f"SELECT {queries.columns(schema.EVENT_COLUMNS)} FROM events "
             "WHERE job_id = :id AND id > :after ORDER BY id",
             {"id": job_id, "after": after},
         )
@@ -340,17 +375,3 @@ class Store:
             return changed > 0
 
         return self._db.write(revoke)
-
-
-def _event(db: Transaction, job_id: str, task: str, state: State | str, message: str) -> None:
-    db.execute(
-        "INSERT INTO events (job_id, time, task, state, message) "
-        "VALUES (:job_id, :time, :task, :state, :message)",
-        {
-            "job_id": job_id,
-            "time": time.time(),
-            "task": task,
-            "state": str(state),
-            "message": message,
-        },
-    )

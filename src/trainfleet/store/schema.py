@@ -6,14 +6,15 @@ See ``migrations/versions``: the SQL in ``database.py`` names these columns, quo
 from __future__ import annotations
 
 JOB_COLUMNS = (
-    "id", "name", "framework", "state", "reason", "spec", "source", "workdir", "user",
-    "team", "created_at", "started_at", "finished_at",
+    "id", "name", "framework", "state", "code", "reason", "waiting_code", "waiting", "spec",
+    "source", "workdir", "user", "team", "created_at", "started_at", "finished_at",
 )  # fmt: skip
 TASK_COLUMNS = (
     "job_id", "role", "index", "state", "address", "gpus", "pid", "restarts", "exit_code",
-    "reason", "started_at", "finished_at",
+    "code", "reason", "started_at", "finished_at",
 )  # fmt: skip
 TOKEN_COLUMNS = ("id", "name", "digest", "admin", "created_at", "revoked_at", "user")
+EVENT_COLUMNS = ("id", "job_id", "time", "task", "state", "code", "message")
 USER_COLUMNS = ("name", "admin", "created_at", "disabled_at")
 TEAM_COLUMNS = ("name", "default_queue", "created_at")
 SECRET_COLUMNS = ("team", "name", "keys", "data", "user", "created_at")
