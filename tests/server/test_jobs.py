@@ -184,7 +184,8 @@ def test_follow_log_sends_lines_as_they_come_and_resumes_from_an_offset(
         assert response.headers["content-type"].startswith("text/event-stream")
         body = response.read().decode()
     assert '"text":"line 2\\n' in body and "line 1" not in body
-    assert body.rstrip().endswith('"state":"succeeded","reason":"worker/0 succeeded"}')
+    end = '"state":"succeeded","code":"succeeded","reason":"worker/0 succeeded"}'
+    assert body.rstrip().endswith(end)
 
 
 def test_unicode_and_undecodable_bytes_in_logs(client: Client) -> None:
