@@ -40,8 +40,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from trainfleet.backends.slurm.backend import SlurmBackend
-from trainfleet.control.engine import Engine
-from trainfleet.datadir.layout import DataDir
+from trainfleet.control.assembly import engine_at
 from trainfleet.domain.records import State
 from trainfleet.spec.backends import SlurmConfig
 from trainfleet.spec.models import JobSpec
@@ -99,7 +98,7 @@ class Bench:
 
     def __init__(self, root: Path) -> None:
         self.root = root
-        self.engine = Engine(DataDir(root / "data"), SlurmBackend(CONFIG))
+        self.engine = engine_at(root / "data", backend=SlurmBackend(CONFIG))
         self.runs = 0
 
     def _marks(self) -> Path:

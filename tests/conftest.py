@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 from helpers import fresh_postgres_database, kill_processes_under, missing
 
+from trainfleet.control.assembly import engine_at
 from trainfleet.control.engine import Engine
-from trainfleet.datadir.layout import DataDir
 
 
 def pytest_configure() -> None:
@@ -51,7 +51,7 @@ def reap(tmp_path: Path) -> Iterator[Path]:
 
 @pytest.fixture
 def engine(data_dir: Path) -> Iterator[Engine]:
-    engine = Engine(DataDir(data_dir))
+    engine = engine_at(data_dir)
     yield engine
     engine.store.close()
 

@@ -246,13 +246,14 @@ class Client:
         Raises BadInput for a folder over ``cap`` bytes (TRAINFLEET_MAX_WORKDIR, else
         100 MiB; the server holds its own cap too) or an ignore file with a bad pattern.
         """
-        from trainfleet.workdirs.pack import client_cap, pack
+        from trainfleet.workdirs.pack import CAP_VARIABLE, client_cap, pack
 
         top = Path(folder).resolve()
         if not top.is_dir():
             raise errors.BadInput(f"workdir: {os.fspath(folder)!r} is not a directory")
         with tempfile.TemporaryDirectory(prefix="trainfleet-upload-") as scratch:
-            packed = pack(top, cap or client_cap(), Path(scratch) / "workdir.tar.gz")
+            cap = cap or client_cap(os.environ.get(CAP_VARIABLE))
+            packed = pack(top, cap, Path(scratch) / "workdir.tar.gz")
             for path in packed.left_out:
                 self.on_warning(f"{path} is not sent: a link that leads out of {top}")
             path = f"{API_PREFIX}/workdirs/{packed.digest}"

@@ -15,8 +15,8 @@ from pathlib import Path
 
 from port_jobs import LISTEN
 
+from trainfleet.control.assembly import engine_at
 from trainfleet.control.engine import Engine
-from trainfleet.datadir.layout import DataDir
 from trainfleet.domain.records import State
 from trainfleet.spec.models import JobSpec
 
@@ -46,6 +46,6 @@ def second(engine: Engine) -> None:
 
 
 if __name__ == "__main__":
-    engine = Engine(DataDir(Path(sys.argv[1])), supervised=True)
+    engine = engine_at(Path(sys.argv[1]), supervised=True)
     {"first": first, "second": second}[sys.argv[2]](engine)
     engine.store.close()

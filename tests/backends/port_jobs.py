@@ -14,8 +14,7 @@ import socket
 import sys
 from pathlib import Path
 
-from trainfleet.control.engine import Engine
-from trainfleet.datadir.layout import DataDir
+from trainfleet.control.assembly import engine_at
 from trainfleet.domain.records import State
 from trainfleet.spec.models import JobSpec
 
@@ -45,7 +44,7 @@ def main(data: Path, count: int, replicas: int, time_wait: int | None) -> int:
     listen = LISTEN.format(options=REUSE if time_wait is not None else "")
     worker = {"replicas": replicas, "command": ["python", "-S", "-c", listen]}
     spec = JobSpec.model_validate({"name": "port", "roles": {"worker": worker}})
-    engine = Engine(DataDir(data), supervised=True)
+    engine = engine_at(data, supervised=True)
     try:
         for number in range(count):
             job = engine.submit(spec, data.parent, start=True)

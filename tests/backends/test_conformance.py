@@ -23,12 +23,12 @@ from slurm_nodes import slurm_conf, wait_until_idle
 
 from trainfleet.backends.api import (
     Backend,
-    JobLaunch,
     NotStarted,
     Outside,
     TaskHandle,
     TaskStatus,
 )
+from trainfleet.backends.launch import JobLaunch
 from trainfleet.backends.local import LocalBackend
 from trainfleet.backends.supervision.ports import PORTS
 from trainfleet.backends.supervision.shim import ATTEMPT_VARIABLE, marked_processes

@@ -13,14 +13,14 @@ from subprocess import PIPE
 import pytest
 from container_images import base_image, fake_cdi_gpus
 
-from trainfleet.backends.api import Mount, TaskLaunch
+from trainfleet.backends.launch import Mount, TaskLaunch
 from trainfleet.backends.supervision.containers import (
     Containers,
     ImageUnavailable,
     container_environment,
 )
+from trainfleet.control.assembly import engine_at
 from trainfleet.control.engine import Engine
-from trainfleet.datadir.layout import DataDir
 from trainfleet.domain.conditions import Code
 from trainfleet.domain.records import State
 from trainfleet.spec.models import JobSpec, Resources
@@ -138,7 +138,7 @@ def test_each_container_holds_its_own_gpus_seen_from_0(
     devices (CDI, fake ones: see fake_cdi_gpus) and sees them as 0 and 1."""
     image = base_image()
     monkeypatch.setenv("TRAINFLEET_GPUS", "0,1,2,3")
-    engine = Engine(DataDir(tmp_path / "data"))
+    engine = engine_at(tmp_path / "data")
     try:
         with fake_cdi_gpus():
             spec = _spec(image, SHOW_GPUS, replicas=2, resources={"gpu": 2})
@@ -232,14 +232,14 @@ def test_the_config_file_chooses_the_runtime(tmp_path: Path, job_file, monkeypat
     refused before anything runs, naming the key."""
     from helpers import run_cli
 
-    from trainfleet.backends.choose import backend_for
-    from trainfleet.cli.config import backend_config
+    from trainfleet.control.assembly import backend_of
+    from trainfleet.control.settings import Settings
 
     config = tmp_path / "config" / "trainfleet" / "config.yaml"
     config.parent.mkdir(parents=True)
     env = {"XDG_CONFIG_HOME": str(config.parent.parent)}
     config.write_text("container_runtime: docker\n")
-    backend = backend_for(backend_config(env))
+    backend = backend_of(Settings.resolve(env))
     assert backend.containers.runtime == "docker"  # type: ignore[attr-defined]
     config.write_text("container_runtime: rkt\n")
     monkeypatch.setenv("XDG_CONFIG_HOME", env["XDG_CONFIG_HOME"])

@@ -25,8 +25,7 @@ from trainfleet.backends.supervision import SHIM
 from trainfleet.cli.config import Target
 from trainfleet.cli.remote import RemoteService, RemoteTail
 from trainfleet.client import Client
-from trainfleet.control.engine import Engine
-from trainfleet.datadir.layout import DataDir
+from trainfleet.control.assembly import engine_at
 from trainfleet.datadir.logs import LogTail
 
 CAP = 64 << 10
@@ -196,9 +195,8 @@ def test_followers_of_a_server_go_on_after_the_cut(tmp_path: Path) -> None:
     (byte ranges) both end with what the log holds past its head."""
     from server.harness import LiveServer
 
-    engine = Engine(
-        DataDir(tmp_path / "data"), LocalBackend(supervised=True, log_cap=CAP), supervised=True
-    )
+    backend = LocalBackend(supervised=True, log_cap=CAP)
+    engine = engine_at(tmp_path / "data", backend=backend, supervised=True, vault=True)
     server = LiveServer(tmp_path / "data", engine=engine).start()
     folder = tmp_path / "job"
     folder.mkdir()

@@ -16,7 +16,8 @@ from typing import Any
 import pytest
 from helpers import missing, wait_for
 
-from trainfleet.backends.api import JobLaunch, NotStarted, Outside
+from trainfleet.backends.api import NotStarted, Outside
+from trainfleet.backends.launch import JobLaunch
 from trainfleet.backends.local import LocalBackend
 from trainfleet.backends.supervision import SHIM
 from trainfleet.backends.supervision.masking import Masker

@@ -18,8 +18,8 @@ import pytest
 from helpers import process_group_alive, run_cli, trainfleet, wait_for
 
 from trainfleet.backends.local.groups import live_members
+from trainfleet.control.assembly import engine_at
 from trainfleet.control.engine import Engine
-from trainfleet.datadir.layout import DataDir
 from trainfleet.domain.conditions import Code
 from trainfleet.domain.records import JobRecord, State
 
@@ -306,7 +306,7 @@ def test_a_server_started_beside_embedded_runs_leaves_their_jobs_alone(
         what="the second run waiting",
     )
 
-    server = Engine(DataDir(data_dir), supervised=True)  # what `trainfleet server` resumes
+    server = engine_at(data_dir, supervised=True)  # what `trainfleet server` resumes
     try:
         assert server.resume() == []
         with server.admitter.lock:

@@ -18,8 +18,7 @@ from crashjobs import EXPECTED_STARTS, starts, write_jobs
 from helpers import process_group_alive, wait_for
 
 from trainfleet.backends.supervision.shim import main as shim_main
-from trainfleet.control.engine import Engine
-from trainfleet.datadir.layout import DataDir
+from trainfleet.control.assembly import engine_at
 from trainfleet.domain.records import State
 
 PROGRAMS = Path(__file__).parent.parent / "programs"
@@ -49,7 +48,7 @@ def test_jobs_survive_kill_9_of_the_process_running_them(reap: Path) -> None:
     lines = [host.stdout.readline().strip() for _ in range(4)]
     ids = {name.rsplit("-", 1)[0]: name for name in [*ids.values(), *lines]}
     assert host.stdout.readline().strip() == "ready"
-    engine = Engine(DataDir(data), supervised=True)
+    engine = engine_at(data, supervised=True)
     wait_for(
         lambda: all((tmp_path / f"journal-{n}").exists() for n in range(1, 6)),
         what="every task to start",

@@ -8,8 +8,7 @@ from pathlib import Path
 import yaml
 from helpers import run_cli
 
-from trainfleet.control.engine import Engine
-from trainfleet.datadir.layout import DataDir
+from trainfleet.control.assembly import engine_at
 from trainfleet.domain.records import State
 from trainfleet.spec.models import JobSpec
 
@@ -28,7 +27,7 @@ def test_a_supervised_job_leaves_only_owner_only_files(tmp_path: Path, reap: Pat
     root = tmp_path / "data"
     root.mkdir(mode=0o755)
     root.chmod(0o755)
-    engine = Engine(DataDir(root), supervised=True)
+    engine = engine_at(root, supervised=True)
     try:
         spec = JobSpec.model_validate(
             yaml.safe_load("name: secret\nroles:\n  worker: {command: echo token=s3cr3t}\n")

@@ -125,7 +125,7 @@ def test_the_gpus_are_read_once(engine: Engine, tmp_path: Path, monkeypatch) -> 
     """NVML takes a while to start: planning, admission and placement share one reading."""
     readings: list[int] = []
 
-    def inventory() -> list[int]:
+    def inventory(configured: str | None = None) -> list[int]:
         readings.append(1)
         return [0, 1]
 

@@ -18,10 +18,10 @@ import pytest
 import yaml
 from helpers import wait_for
 
-from trainfleet.backends.api import JobLaunch
+from trainfleet.backends.launch import JobLaunch
+from trainfleet.control.assembly import engine_at
 from trainfleet.control.controller import JobController
 from trainfleet.control.engine import Engine
-from trainfleet.datadir.layout import DataDir
 from trainfleet.domain.conditions import Code, Condition
 from trainfleet.domain.records import State
 from trainfleet.environments.cache import EnvironmentCache
@@ -101,7 +101,7 @@ def test_a_job_whose_controller_is_gone_is_ended_by_stop_and_delete(
     """A server's job left ``starting`` with no controller (its thread died without a
     word, as a bug could make it): ``cancel`` takes it over and ends what is left of its
     tasks, and ``delete(force=True)`` of another such job does too."""
-    engine = Engine(DataDir(data_dir), supervised=True)
+    engine = engine_at(data_dir, supervised=True)
     try:
         stuck = []
         for _ in range(2):

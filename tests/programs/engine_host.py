@@ -8,11 +8,10 @@ import sys
 import time
 from pathlib import Path
 
-from trainfleet.control.engine import Engine
-from trainfleet.datadir.layout import DataDir
+from trainfleet.control.assembly import engine_at
 from trainfleet.spec.loading import load_job_file
 
-engine = Engine(DataDir(Path(sys.argv[1])), supervised=True)
+engine = engine_at(Path(sys.argv[1]), supervised=True)
 for name in sys.argv[2:]:
     job = engine.submit(load_job_file(name).spec, Path(name).resolve().parent)
     engine.start(job.id)

@@ -24,7 +24,7 @@ from helpers import fresh_postgres_database, run_cli, wait_for
 from server.harness import LiveServer, ServerProcess, add_user
 
 from trainfleet.client import Client
-from trainfleet.control.engine import Engine
+from trainfleet.control.assembly import engine_at
 from trainfleet.control.services.audit import AuditPruner
 from trainfleet.datadir.layout import DataDir
 from trainfleet.domain.records import AuditRecord, TeamRole
@@ -81,7 +81,7 @@ def served(
     database = fresh_postgres_database() if request.param == "postgresql" else nullcontext(None)
     with database as url:
         root = tmp_path_factory.mktemp("bounds") / "data"
-        server = LiveServer(root, engine=Engine(DataDir(root), database=url)).start()
+        server = LiveServer(root, engine=engine_at(root, url, vault=True)).start()
         try:
             with Client(server.url, server.token) as admin:
                 admin.create_team(TEAM)

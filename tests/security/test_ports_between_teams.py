@@ -29,7 +29,7 @@ from server.harness import ServerProcess
 from security.conftest import TeamServer
 from trainfleet.backends.accounts import TeamAccounts
 from trainfleet.backends.local.firewall import CHAIN, FAMILY, TABLE, Firewall
-from trainfleet.control.engine import Engine
+from trainfleet.control.assembly import engine_at
 from trainfleet.datadir.layout import DataDir
 from trainfleet.domain.records import JobRecord, State
 from trainfleet.spec.models import JobSpec
@@ -103,7 +103,7 @@ def test_a_jobs_rule_outlives_a_kill_9_of_the_server_and_no_other(
     job, port = _listener(team_server)
     (before,) = _rules(job.id)
     team_server.server.stop(signal.SIGKILL)
-    owner = str(DataDir.resolve(str(team_server.data)).root)
+    owner = str(DataDir(team_server.data).root)
     Firewall.open(owner).allow("gone-0000", 65534, [1])  # as left by a job that ended
     assert len(_rules("gone-0000")) == 1
     team_server.server = ServerProcess(team_server.data, args=["--isolate-teams"])
@@ -120,7 +120,7 @@ def test_a_server_started_without_isolation_removes_the_rules_it_left(passable: 
     """Started again without ``--isolate-teams``, a server removes the rules of its data
     directory (its jobs run as its own user now), and no other server's."""
     data = passable / "data"
-    mine = Firewall.open(str(DataDir.resolve(str(data)).root))
+    mine = Firewall.open(str(DataDir(data).root))
     mine.allow("left-0000", 65534, [1])
     theirs = Firewall.open(str(passable / "another"))
     theirs.allow("theirs-0000", 65534, [1])
@@ -160,9 +160,12 @@ def test_a_job_whose_ports_cannot_be_guarded_fails_saying_why(passable: Path) ->
     its tasks starts, saying why."""
     false = shutil.which("false")
     assert false is not None
-    engine = Engine(DataDir(passable / "data"), supervised=True)
-    engine.team_accounts = TeamAccounts({"default": "nobody"})
-    engine.firewall = Firewall("a test", false)
+    engine = engine_at(
+        passable / "data",
+        supervised=True,
+        team_accounts=TeamAccounts({"default": "nobody"}),
+        firewall=Firewall("a test", false),
+    )
     try:
         spec = JobSpec.model_validate({"name": "guarded", "roles": {"worker": {"command": "true"}}})
         job = engine.wait(engine.submit(spec, passable, start=True).id, timeout=60)

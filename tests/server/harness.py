@@ -15,10 +15,10 @@ from typing import Any
 
 import uvicorn
 
+from trainfleet.control.assembly import engine_at
 from trainfleet.control.engine import Engine
 from trainfleet.control.services.accounts import bootstrap
 from trainfleet.control.services.tokens import new_record, new_token
-from trainfleet.datadir.layout import DataDir
 from trainfleet.domain.records import TeamRole, TokenRecord, UserRecord
 from trainfleet.server.app import create_app
 from trainfleet.server.host_paths import HostPaths
@@ -39,7 +39,7 @@ class LiveServer:
         **more: Any,
     ):
         """``more``: other fields of the server's ``Settings``."""
-        self.engine = engine or Engine(DataDir(data_dir))
+        self.engine = engine or engine_at(data_dir, vault=True)
         token = bootstrap(self.engine.store)
         assert token is not None
         self.token = token

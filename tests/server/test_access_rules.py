@@ -22,8 +22,7 @@ from helpers import fresh_postgres_database, wait_for
 from trainfleet.cli.main import cli
 from trainfleet.client import BadRequest, Client, Conflict, Forbidden, NotFound, Unauthorized
 from trainfleet.control.access import RULES, Action, Caller
-from trainfleet.control.engine import Engine
-from trainfleet.datadir.layout import DataDir
+from trainfleet.control.assembly import engine_at
 from trainfleet.domain.records import TeamRole
 from trainfleet.spec.loading import load_job_text
 from trainfleet.store.database import Store
@@ -101,7 +100,7 @@ def world(
 ) -> Iterator[World]:
     with _database(request.param) as database:
         root = tmp_path_factory.mktemp("rules") / "data"
-        engine = Engine(DataDir(root), database=database)
+        engine = engine_at(root, database, vault=True)
         server = LiveServer(root, engine=engine).start()
         try:
             with Client(server.url, server.token) as admin:

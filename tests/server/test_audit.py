@@ -23,9 +23,8 @@ from helpers import fresh_postgres_database, run_cli
 from trainfleet.cli.audit import since_of
 from trainfleet.cli.errors import UserError
 from trainfleet.client import Client, Forbidden, NotFound
-from trainfleet.control.engine import Engine
+from trainfleet.control.assembly import engine_at
 from trainfleet.control.services.tokens import digest
-from trainfleet.datadir.layout import DataDir
 from trainfleet.domain.records import AuditRecord, TeamRole
 from trainfleet.server.throttle import Throttle
 from trainfleet.spec.loading import load_job_text
@@ -87,7 +86,7 @@ def trail(
     database = fresh_postgres_database() if request.param == "postgresql" else nullcontext(None)
     with database as url:
         root = tmp_path_factory.mktemp("audit") / "data"
-        server = LiveServer(root, engine=Engine(DataDir(root), database=url)).start()
+        server = LiveServer(root, engine=engine_at(root, url, vault=True)).start()
         try:
             store = server.engine.store
             with Client(server.url, server.token) as admin:

@@ -23,8 +23,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from schemathesis import GenerationMode, checks
 
-from trainfleet.control.engine import Engine
-from trainfleet.datadir.layout import DataDir
+from trainfleet.control.assembly import engine_at
 
 from .harness import LiveServer
 
@@ -69,17 +68,12 @@ OPERATIONS = [
 EXAMPLES = int(os.environ.get("TRAINFLEET_FUZZ_EXAMPLES", "30"))
 
 
-class StoringEngine(Engine):
-    """Stores what is submitted and never starts it."""
-
-    def start(self, job_id: str) -> None:
-        pass
-
-
 @pytest.fixture(scope="module")
 def fuzzed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
     data = tmp_path_factory.mktemp("fuzz") / "data"
-    server = LiveServer(data, StoringEngine(DataDir(data))).start()
+    engine = engine_at(data, vault=True)
+    engine.start = lambda job_id: None  # type: ignore[method-assign]  # stored, never started
+    server = LiveServer(data, engine).start()
     yield server
     server.stop()
 

@@ -24,13 +24,12 @@ from typing import Any
 import pytest
 from helpers import every_answer, wait_for
 
-from trainfleet.backends.api import JobLaunch
+from trainfleet.backends.launch import JobLaunch
 from trainfleet.backends.local import processes
 from trainfleet.backends.local.processes import LocalBackend
 from trainfleet.client import Client
+from trainfleet.control.assembly import engine_at
 from trainfleet.control.controller import JobController
-from trainfleet.control.engine import Engine
-from trainfleet.datadir.layout import DataDir
 
 from .harness import LiveServer, ServerProcess
 
@@ -101,7 +100,7 @@ STEPS: dict[str, Callable[[pytest.MonkeyPatch, Hold], None]] = {
 
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[LiveServer]:
-    live = LiveServer(tmp_path / "data", Engine(DataDir(tmp_path / "data"), supervised=True))
+    live = LiveServer(tmp_path / "data", engine_at(tmp_path / "data", supervised=True, vault=True))
     live.start()
     with Client(live.url, live.token) as admin:
         admin.create_secret("vault", {"token": VALUE}, team="default")

@@ -73,12 +73,13 @@ def _dry_run(options: Options, job: JobInput) -> int:
     """What would run on this machine (always the embedded engine: nothing is stored)."""
     from trainfleet.cli import tables
     from trainfleet.cli.embedded import EngineService, load
+    from trainfleet.control.dry_run import dry_run
 
     with user_errors():
         loaded, folder = load(job)
         service = EngineService.open(options.data_dir)
         try:
-            preview = service.engine.dry_run(loaded.spec, folder)
+            preview = dry_run(service.engine, loaded.spec, folder)
         finally:
             service.close()
     tables.print_dry_run(loaded.spec, preview)

@@ -26,9 +26,9 @@ from trainfleet.control import local_admission
 from trainfleet.control.access import EMBEDDED
 from trainfleet.control.engine import Engine, JobActive
 from trainfleet.control.services.reads import JobReads
-from trainfleet.datadir.layout import DataDir, create_private
+from trainfleet.datadir import runners
+from trainfleet.datadir.layout import create_private
 from trainfleet.domain.records import JobRecord, State
-from trainfleet.environments.task_base import USERS_OWN
 from trainfleet.spec.loading import LoadedJob, load_job_file
 
 if TYPE_CHECKING:
@@ -69,13 +69,10 @@ class EngineService(StoreReader):
     @classmethod
     def open(cls, data_dir: str | None) -> EngineService:
         """The engine, on the backend the config file names (this machine by default)."""
-        from trainfleet.backends.choose import backend_for
-        from trainfleet.cli.config import backend_config
+        from trainfleet.control.assembly import embedded_engine
+        from trainfleet.control.settings import Settings
 
-        engine = Engine(
-            DataDir.resolve(data_dir), backend_for(backend_config()), task_base=USERS_OWN
-        )
-        return cls(engine)
+        return cls(embedded_engine(Settings.resolve(data_dir=data_dir)))
 
     def submit(self, job: JobInput, *, detach: bool) -> JobRecord:
         if job.server_workdir is not None:
@@ -101,10 +98,10 @@ class EngineService(StoreReader):
                 stderr=subprocess.STDOUT,
                 start_new_session=True,  # Ctrl-C in this terminal must not reach it
             )
-        local_admission.record_runner(self.engine.data_dir, job_id, process.pid)
+        runners.record_runner(self.engine.data_dir, job_id, process.pid)
 
     def attach(self, job_id: str) -> str:
-        local_admission.record_runner(self.engine.data_dir, job_id)
+        runners.record_runner(self.engine.data_dir, job_id)
         local_admission.SharedAdmission(self.engine, job_id).start()
         return f"logs in {self.engine.data_dir.job_dir(job_id)}"
 
@@ -131,7 +128,7 @@ class EngineService(StoreReader):
             job = self.get(job_id)  # a lost job is failed now
             if State(job.state).is_final:
                 return job
-            pid = local_admission.live_runner(self.engine.data_dir, job_id)
+            pid = runners.live_runner(self.engine.data_dir, job_id)
             if pid is None:
                 raise
         os.kill(pid, signal.SIGTERM)

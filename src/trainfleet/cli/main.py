@@ -7,7 +7,6 @@ import sys
 
 import click
 
-from trainfleet.cli.errors import UserError
 from trainfleet.cli.lazy import Lazy, LazyGroup
 from trainfleet.cli.options import Options
 
@@ -75,12 +74,16 @@ COMMANDS = {
     "schema": Lazy(
         "trainfleet.cli.tool_commands:schema", "Print the JSON Schema of job files (for editors)."
     ),
+    "server": Lazy(
+        "trainfleet.cli.server_command:server",
+        "Serve the REST API and run submitted jobs (stop with Ctrl-C).",
+    ),
     "tf-server": Lazy(
         "trainfleet.cli.tool_commands:tf_server",
         "A TensorFlow gRPC server that joins the cluster in TF_CONFIG.",
     ),
 }
-"""Every command but ``server``: where it is defined, and its short help for ``--help``
+"""Every command: where it is defined, and its short help for ``--help``
 (the first paragraph of its docstring; a test holds them equal)."""
 
 
@@ -115,200 +118,6 @@ def cli(ctx: click.Context, data_dir: str | None, server: str | None, ca_cert: s
     ctx.obj = Options(data_dir, server, ca_cert)
 
 
-@cli.command()
-@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
-@click.option("--port", default=8080, show_default=True, type=click.IntRange(0, 65535))
-@click.option(
-    "--database-url",
-    envvar="TRAINFLEET_DATABASE_URL",
-    help="postgresql://user:password@host/db [default: TRAINFLEET_DATABASE_URL, then SQLite "
-    "in the data directory]. Given here, its password shows in `ps`: prefer the variable or "
-    "--database-url-file.",
-)
-@click.option(
-    "--database-url-file",
-    type=click.Path(dir_okay=False),
-    help="A file whose first line is the database URL (keep it readable by the server only).",
-)
-@click.option(
-    "--queues",
-    "queues_file",
-    type=click.Path(dir_okay=False),
-    help="A YAML file of queues (quota, cohort, borrowing limit) to create or update.",
-)
-@click.option(
-    "--max-body",
-    type=click.IntRange(1024, 1 << 30),
-    help="Largest request body in bytes (a job's text); larger ones get 413 [default: 1 MiB].",
-)
-@click.option(
-    "--max-roles",
-    type=click.IntRange(1, 10_000),
-    help="Most roles of one job; more get 422 [default: 64].",
-)
-@click.option(
-    "--max-tasks",
-    type=click.IntRange(1, 1_000_000),
-    help="Most tasks of one job (replicas summed over roles); more get 422 [default: 1000].",
-)
-@click.option(
-    "--log-cap",
-    envvar="TRAINFLEET_LOG_CAP",
-    metavar="SIZE",
-    help="Most bytes a task's log keeps, its first and last halves (512Mi, 2G) "
-    "[default: TRAINFLEET_LOG_CAP, else 1Gi].",
-)
-@click.option(
-    "--max-workdir",
-    envvar="TRAINFLEET_MAX_WORKDIR",
-    metavar="SIZE",
-    help="Most bytes of a job directory that clients send, packed and unpacked (413 beyond) "
-    "[default: TRAINFLEET_MAX_WORKDIR, else 100Mi].",
-)
-@click.option(
-    "--environment-cache",
-    envvar="TRAINFLEET_ENVIRONMENT_CACHE",
-    metavar="SIZE",
-    help="Bytes of built job environments kept, least recently used evicted first; those "
-    "of running jobs are always kept [default: TRAINFLEET_ENVIRONMENT_CACHE, else 20Gi].",
-)
-@click.option(
-    "--task-python",
-    envvar="TRAINFLEET_TASK_PYTHON",
-    metavar="PYTHON",
-    help="The `python` of tasks whose job builds no environment of its own: its directory "
-    "goes first on their PATH [default: TRAINFLEET_TASK_PYTHON, else the server's own].",
-)
-@click.option(
-    "--tls-cert",
-    envvar="TRAINFLEET_TLS_CERT",
-    metavar="FILE",
-    help="Serve HTTPS with this certificate (PEM, its chain after it) "
-    "[default: TRAINFLEET_TLS_CERT, else plain HTTP].",
-)
-@click.option(
-    "--tls-key",
-    envvar="TRAINFLEET_TLS_KEY",
-    metavar="FILE",
-    help="The private key of --tls-cert (PEM, no passphrase) [default: TRAINFLEET_TLS_KEY].",
-)
-@click.option(
-    "--isolate-teams",
-    is_flag=True,
-    envvar="TRAINFLEET_ISOLATE_TEAMS",
-    help="Run each team's tasks as its own Unix account (tf-TEAM, made on demand; the "
-    "server runs as root): no task reads the server's data or another team's.",
-)
-@click.option(
-    "--team-account",
-    "team_account",
-    multiple=True,
-    metavar="TEAM=USER",
-    help="With --isolate-teams: an existing account for TEAM instead of tf-TEAM.",
-)
-@click.option(
-    "--allow-path",
-    "allow_paths",
-    multiple=True,
-    type=click.Path(exists=True, file_okay=False),
-    envvar="TRAINFLEET_ALLOW_PATHS",
-    metavar="FOLDER",
-    help="A folder of this machine jobs may run in (--server-workdir) and mount (mounts:, "
-    "hostPath); with it, no other beyond a job's own folder [default: TRAINFLEET_ALLOW_PATHS "
-    "(colon-separated), else any; none with --isolate-teams].",
-)
-@click.option(
-    "--audit-retention",
-    envvar="TRAINFLEET_AUDIT_RETENTION",
-    metavar="DAYS",
-    help="Remove audit records older than this many days, at start and then daily "
-    "[default: TRAINFLEET_AUDIT_RETENTION, else keep every record].",
-)
-@click.pass_obj
-def server(
-    options: Options,
-    host: str,
-    port: int,
-    database_url: str | None,
-    database_url_file: str | None,
-    queues_file: str | None,
-    max_body: int | None,
-    max_roles: int | None,
-    max_tasks: int | None,
-    log_cap: str | None,
-    max_workdir: str | None,
-    environment_cache: str | None,
-    task_python: str | None,
-    tls_cert: str | None,
-    tls_key: str | None,
-    isolate_teams: bool,
-    team_account: tuple[str, ...],
-    allow_paths: tuple[str, ...],
-    audit_retention: str | None,
-) -> None:
-    """Serve the REST API and run submitted jobs (stop with Ctrl-C).
-
-    On the first start it prints an admin token once, or takes TRAINFLEET_ADMIN_TOKEN.
-    Jobs keep running while the server is stopped or restarted; it adopts them again.
-    Tokens travel in every request: beyond this machine (--host other than 127.0.0.1),
-    serve HTTPS with --tls-cert and --tls-key; clients trust the certificate through
-    --ca-cert or TRAINFLEET_CA_CERT unless a CA they already trust signed it.
-    """
-    from pathlib import Path
-
-    from trainfleet.backends.choose import backend_for
-    from trainfleet.backends.local.processes import log_cap_setting
-    from trainfleet.cli.config import backend_config
-    from trainfleet.domain.errors import TrainfleetError
-    from trainfleet.environments.cache import cache_size
-    from trainfleet.environments.task_base import server_task_base
-    from trainfleet.server.host_paths import HostPaths
-    from trainfleet.server.serve import (
-        audit_retention_of,
-        database_url_of,
-        serve,
-        team_accounts_of,
-        tls_of,
-    )
-    from trainfleet.server.settings import Settings
-    from trainfleet.spec.loading import load_queues_file
-
-    try:
-        retention = audit_retention_of(audit_retention)
-        tls = tls_of(tls_cert, tls_key)
-        database_url = database_url_of(database_url, database_url_file)
-        queues = load_queues_file(queues_file) if queues_file else None
-        cap = log_cap_setting(log_cap, "--log-cap") if log_cap else None
-        backend = backend_for(backend_config(), supervised=True, log_cap=cap)
-        workdir_cap = size_setting(max_workdir, "--max-workdir") if max_workdir else None
-        given = {"max_body": max_body, "max_roles": max_roles, "max_tasks": max_tasks}
-        given["max_workdir"] = workdir_cap
-        limits = {name: value for name, value in given.items() if value is not None}
-        accounts = team_accounts_of(team_account) if isolate_teams or team_account else None
-        allowed = [Path(path) for path in allow_paths] if allow_paths or accounts else None
-        settings = Settings(
-            workdir=Path.cwd(), host_paths=HostPaths(allowed), audit_retention=retention, **limits
-        )
-        base = server_task_base(task_python)
-        cache = cache_size(environment_cache) if environment_cache else None
-        serve(
-            options.data_dir,
-            host,
-            port,
-            database_url,
-            queues,
-            backend,
-            settings,
-            base,
-            cache,
-            tls,
-            accounts,
-        )
-    except (TrainfleetError, ValueError, OSError) as error:
-        click.echo(f"error: {error}", err=True)
-        sys.exit(2)
-
-
 def main() -> None:
     try:
         cli(prog_name="trainfleet")
@@ -318,13 +127,3 @@ def main() -> None:
 
 if __name__ == "__main__":
     main()
-
-
-def size_setting(value: str, source: str) -> int:
-    """Bytes in a size flag's ``value`` (``100Mi``, ``2G``); UserError naming ``source``."""
-    from trainfleet.spec import quantity
-
-    try:
-        return quantity.size_setting(value, source, 0, minimum=1024)
-    except ValueError as error:
-        raise UserError(str(error)) from None

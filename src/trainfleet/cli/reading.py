@@ -12,13 +12,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from trainfleet.control.services.reads import JobReads
+from trainfleet.control.settings import data_dir_of
 from trainfleet.datadir.layout import DataDir
 from trainfleet.datadir.logs import LogTail, read_range
 from trainfleet.domain.records import (
     EventRecord,
     JobDetails,
     JobRecord,
-    State,
     TaskRecord,
 )
 
@@ -34,7 +34,7 @@ class StoreReader:
 
     @classmethod
     def open(cls, data_dir: str | None) -> StoreReader:
-        resolved = DataDir.resolve(data_dir)
+        resolved = data_dir_of(data_dir)
         return cls(resolved, JobReads.open(resolved))
 
     def get(self, job_id: str) -> JobRecord:
@@ -73,16 +73,4 @@ class StoreReader:
 
     def _checked(self, job: JobRecord) -> JobRecord:
         """The job, recorded as failed first if the process that ran it is gone."""
-        if State(job.state).is_final:
-            return job
-        from trainfleet.control import local_admission
-
-        if local_admission.lost_runner(self.data_dir, job.id) is None:
-            return job
-        from trainfleet.cli.embedded import EngineService
-
-        service = EngineService.open(str(self.data_dir.root))
-        try:
-            return service.get(job.id)
-        finally:
-            service.close()
+        return self.jobs.settled(job)

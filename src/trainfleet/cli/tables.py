@@ -16,7 +16,7 @@ from rich.table import Table
 from trainfleet.domain.records import JobDetails, JobRecord, State, TaskRecord
 
 if TYPE_CHECKING:
-    from trainfleet.backends.api import Preview
+    from trainfleet.control.dry_run import DryRun
     from trainfleet.spec.models import JobSpec
 
 STATE_STYLES = {
@@ -123,7 +123,7 @@ def print_details(details: JobDetails) -> None:
     console.print(events)
 
 
-def print_dry_run(spec: JobSpec, preview: Preview) -> None:
+def print_dry_run(spec: JobSpec, preview: DryRun) -> None:
     """The resolved job, each task's command, directory and trainfleet-set environment, and
     what a cluster engine would be given."""
     import os
@@ -134,15 +134,14 @@ def print_dry_run(spec: JobSpec, preview: Preview) -> None:
         yaml.safe_dump(spec.model_dump(mode="json", exclude_defaults=True), sort_keys=False),
         markup=False,
     )
-    for launch in preview.tasks:
-        role, index = launch.key
-        command = shlex.join(launch.argv)
-        if launch.entrypoint:  # the image's own ENTRYPOINT, given these arguments
+    for task in preview.tasks:
+        command = shlex.join(task.argv)
+        if task.entrypoint:  # the image's own ENTRYPOINT, given these arguments
             command = f"<ENTRYPOINT of the image> {command}".rstrip()
-        place = f"in {launch.cwd}" + (f", image {launch.image}" if launch.image else "")
+        place = f"in {task.cwd}" + (f", image {task.image}" if task.image else "")
         where = escape(f"{command}  ({place})")
-        console.print(f"[bold]{role}/{index}[/]  {where}", soft_wrap=True)
-        for name, value in sorted(launch.env.items()):
+        console.print(f"[bold]{task.role}/{task.index}[/]  {where}", soft_wrap=True)
+        for name, value in sorted(task.env.items()):
             if os.environ.get(name) != value:
                 console.print(f"  {name}={value}", soft_wrap=True, markup=False)
     if preview.submission:

@@ -24,7 +24,7 @@ from trainfleet.cli.options import OUTPUT, Options
 @click.pass_context
 def token(ctx: click.Context, database_url: str | None, database_url_file: str | None) -> None:
     """Make, list and revoke the server's API tokens (run where the server's data is)."""
-    from trainfleet.server.serve import database_url_of
+    from trainfleet.control.settings import database_url_of
 
     try:
         database_url = database_url_of(database_url, database_url_file)

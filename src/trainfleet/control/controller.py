@@ -21,7 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from trainfleet.backends.accounts import Account, open_to_tasks
-from trainfleet.backends.api import Backend, JobLaunch, NotStarted, Outside, TaskHandle
+from trainfleet.backends.api import Backend, NotStarted, Outside, TaskHandle
+from trainfleet.backends.launch import JobLaunch
 from trainfleet.control import policies
 from trainfleet.datadir.layout import DataDir
 from trainfleet.domain.conditions import Code, Condition

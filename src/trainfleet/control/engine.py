@@ -15,8 +15,8 @@ from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from trainfleet.backends.api import Address, Backend, JobLaunch, Preview
-from trainfleet.backends.local import LocalBackend
+from trainfleet.backends.api import Address, Backend, Preview
+from trainfleet.backends.launch import JobLaunch
 from trainfleet.backends.local.firewall import Firewall, FirewallError
 from trainfleet.control import queueing
 from trainfleet.control.admitter import Admitter
@@ -29,7 +29,7 @@ from trainfleet.domain.records import EventRecord, JobPage, JobRecord, Reason, S
 from trainfleet.domain.records import JobActive as JobActive  # kept importable from here
 from trainfleet.domain.records import JobDetails as JobDetails
 from trainfleet.domain.records import JobNotFound as JobNotFound
-from trainfleet.environments.cache import Builders, EnvironmentCache, cache_size
+from trainfleet.environments.cache import Builders, EnvironmentCache
 from trainfleet.environments.task_base import SERVERS, TaskBase
 from trainfleet.scheduling.admission import Admission, GangJob, Scheduler
 from trainfleet.scheduling.cluster import TaskAllocation
@@ -63,34 +63,34 @@ class Engine:
     def __init__(
         self,
         data_dir: DataDir,
-        backend: Backend | None = None,
+        store: Store,
+        backend: Backend,
+        environments: EnvironmentCache,
+        *,
         supervised: bool = False,
-        database: str | None = None,
         task_base: TaskBase = SERVERS,
-        environment_cache: int | None = None,
+        secrets: Secrets | None = None,
+        team_accounts: TeamAccounts | None = None,
+        firewall: Firewall | None = None,
     ) -> None:
-        """``supervised`` (a server): tasks outlive this process and ``resume`` adopts them.
+        """The engine of parts made by ``control.assembly`` (``build_engine``).
 
-        ``database``: a PostgreSQL or SQLite URL; the data directory's SQLite file otherwise.
+        ``supervised`` (a server): tasks outlive this process and ``resume`` adopts them.
         ``task_base``: where tasks' environments start: a server's small base by default,
         the user's own environment for their own runs (``USERS_OWN``).
-        ``environment_cache``: bytes of built Python environments kept (TRAINFLEET_ENVIRONMENT_
-        CACHE, else 20 GiB, by default).
         """
-        data_dir.ensure()
         self.data_dir = data_dir
+        self.store = store
+        self.backend = backend
+        self.environments = environments
         self.supervised = supervised
         self.task_base = task_base
-        size = environment_cache if environment_cache is not None else cache_size()
-        self.environments = EnvironmentCache(data_dir.root / "environments", size)
-        self.secrets: Secrets | None = None
+        self.secrets = secrets
         """Teams' secrets, where a server keeps them (an embedded engine has none)."""
-        self.team_accounts: TeamAccounts | None = None
+        self.team_accounts = team_accounts
         """Where each team's tasks run as its own Unix account (``--isolate-teams``)."""
-        self.firewall: Firewall | None = None
+        self.firewall = firewall
         """Keeps other accounts off each job's ports on this machine (with team accounts)."""
-        self.store = Store.open(database or data_dir.database)
-        self.backend: Backend = backend or LocalBackend(supervised=supervised)
         self.runner = Runner(self.controller, on_end=self._ended, on_broken=self._broken)
         self._queues = _stored_queues(self.store)
         self._admitter: Admitter | None = None
@@ -429,7 +429,7 @@ class Engine:
 
     def _embedded(self, job_id: str) -> bool:
         """Whether an embedded engine runs (or ran) the job: it has a runner record."""
-        from trainfleet.control.local_admission import RUNNER_RECORD
+        from trainfleet.datadir.runners import RUNNER_RECORD
 
         return (self.data_dir.job_dir(job_id) / RUNNER_RECORD).exists()
 
@@ -479,7 +479,7 @@ class Engine:
     def _holder_elsewhere(self, job_id: str) -> str | None:
         """The other live process that runs a started job, where one does; None where
         its holder is gone (its runner died, or this server's controller of it did)."""
-        from trainfleet.control.local_admission import live_runner, lost_runner
+        from trainfleet.datadir.runners import live_runner, lost_runner
 
         pid = live_runner(self.data_dir, job_id)
         if pid is not None and pid != os.getpid():

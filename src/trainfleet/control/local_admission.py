@@ -1,7 +1,8 @@
 """Embedded engines side by side on one machine: who runs each job, and one view of it.
 
 Every process that runs a job embedded (``trainfleet run``, the runner of an embedded
-``submit``) leaves ``runner.pid`` (its pid and start time) in the job's folder. A job
+``submit``) leaves ``runner.pid`` (its pid and start time, ``datadir.runners``) in the
+job's folder. A job
 that has not ended but whose runner is gone (dead, or its pid reused) is *lost*: any
 trainfleet process that finds one ends what is left of its tasks and records it as
 failed, so ``stop``, ``delete`` and ``list`` work on it.
@@ -21,16 +22,15 @@ import os
 import threading
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from trainfleet.datadir.layout import DataDir
+from trainfleet.datadir.runners import lost_runner as lost_runner  # the job reads ask it too
 from trainfleet.domain.records import JobRecord, Reason, State
 
 if TYPE_CHECKING:
     from trainfleet.control.engine import Engine
 
-RUNNER_RECORD = "runner.pid"
 LOCK_FILE = "admission.lock"
 RETRY_SECONDS = 0.5
 """Seconds between two tries of a job that waits for another process's jobs."""
@@ -38,60 +38,6 @@ HOLDING = (State.STARTING, State.RUNNING, State.RESTARTING)
 """The states of a job that holds its CPUs, memory and GPUs."""
 
 log = logging.getLogger(__name__)
-
-
-def record_runner(data_dir: DataDir, job_id: str, pid: int | None = None) -> None:
-    """Say that process ``pid`` (this one by default) runs the job."""
-    pid = os.getpid() if pid is None else pid
-    path = data_dir.job_dir(job_id) / RUNNER_RECORD
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.touch(mode=0o600)  # private, as everything in the data directory
-    path.write_text(f"{pid} {_start_time(pid) or ''}".strip())
-
-
-def live_runner(data_dir: DataDir, job_id: str) -> int | None:
-    """The pid of the live process that runs the job, if any."""
-    recorded = _recorded(data_dir, job_id)
-    return recorded[0] if recorded is not None and recorded[1] else None
-
-
-def lost_runner(data_dir: DataDir, job_id: str) -> int | None:
-    """The pid of the process that ran the job and is gone; None while it lives (or when
-    none was recorded yet: a job between its storing and its runner's start)."""
-    recorded = _recorded(data_dir, job_id)
-    return recorded[0] if recorded is not None and not recorded[1] else None
-
-
-def _recorded(data_dir: DataDir, job_id: str) -> tuple[int, bool] | None:
-    """The recorded runner's pid and whether it still runs."""
-    try:
-        pid_text, _, started = (
-            (data_dir.job_dir(job_id) / RUNNER_RECORD).read_text().strip().partition(" ")
-        )
-        pid = int(pid_text)
-    except (OSError, ValueError):
-        return None
-    now = _start_time(pid)
-    if now is None:
-        return pid, False
-    if started:
-        return pid, now == started
-    # A record without a start time (written by an older trainfleet): a live pid counts
-    # when it still is a trainfleet process.
-    try:
-        return pid, b"trainfleet" in Path(f"/proc/{pid}/cmdline").read_bytes()
-    except OSError:
-        return pid, False
-
-
-def _start_time(pid: int) -> str | None:
-    """When the process started (clock ticks after boot), or None when it is gone."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    fields = stat.rpartition(")")[2].split()
-    return fields[19] if len(fields) > 19 and fields[0] != "Z" else None
 
 
 @contextlib.contextmanager

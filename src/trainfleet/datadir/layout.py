@@ -21,24 +21,13 @@ def create_private(path: Path) -> int:
     return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, PRIVATE_FILE)
 
 
-def default_root() -> Path:
-    """``$TRAINFLEET_DATA_DIR``, else ``$XDG_DATA_HOME/trainfleet`` (``~/.local/share``)."""
-    explicit = os.environ.get("TRAINFLEET_DATA_DIR")
-    if explicit:
-        return Path(explicit).expanduser()
-    xdg = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
-    return Path(xdg) / "trainfleet"
-
-
 @dataclass(frozen=True)
 class DataDir:
     """The data directory: ``trainfleet.db`` and ``jobs/<id>/logs/<role>-<index>.log``."""
 
     root: Path
-
-    @classmethod
-    def resolve(cls, explicit: str | os.PathLike[str] | None = None) -> DataDir:
-        return cls(Path(explicit).expanduser() if explicit else default_root())
+    """Where it is: ``--data-dir``, else as the environment says (see
+    ``control.settings.Settings.data_dir``)."""
 
     def ensure(self) -> None:
         """Create the root owner-only (0700), and tighten an existing one to that, but

@@ -237,11 +237,11 @@ def _flock(descriptor: int, mode: int, stop: Callable[[], bool]) -> None:
             time.sleep(POLL)
 
 
-def cache_size(value: str | None = None) -> int:
-    """Bytes in ``value`` (``20Gi``; TRAINFLEET_ENVIRONMENT_CACHE when None), else the
-    default; Misconfigured naming the setting."""
+def cache_size(value: str | None, source: str = SIZE_VARIABLE) -> int:
+    """Bytes in ``value`` (``20Gi``), the default when None or empty; Misconfigured
+    naming the setting."""
     try:
-        return size_setting(value, SIZE_VARIABLE, DEFAULT_SIZE)
+        return size_setting(value, source, DEFAULT_SIZE)
     except ValueError as error:
         raise CacheSizeError(f"{error} (--environment-cache)") from None
 

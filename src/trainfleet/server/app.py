@@ -29,15 +29,17 @@ from trainfleet.server.metrics import CONTENT_TYPE, LatencyMiddleware, Metrics
 from trainfleet.server.params import known_query_only
 from trainfleet.server.readiness import Readiness
 from trainfleet.server.settings import Settings
-from trainfleet.vault.secrets import KeySource, Secrets
 from trainfleet.wire import API_PREFIX, Health
 from trainfleet.workdirs.store import WorkdirStore
 
 
 def create_app(engine: Engine, settings: Settings) -> FastAPI:
-    """The API over ``engine``; when the server stops, the jobs it runs are stopped."""
+    """The API over ``engine`` (``control.assembly.server_engine``, or ``build_engine`` with
+    its vault); when the server stops, the jobs it runs are stopped."""
 
-    engine.secrets = engine.secrets or Secrets(engine.store, KeySource(engine.data_dir.root))
+    secrets = engine.secrets
+    if secrets is None:
+        raise ValueError("a server keeps teams' secrets: build its engine with a vault")
     services = Services.of(engine)
     readiness = Readiness(services.problem)
 

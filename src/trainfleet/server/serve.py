@@ -5,29 +5,21 @@ from __future__ import annotations
 import ipaddress
 import logging
 import math
-import os
 import re
 import ssl
-from collections.abc import Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 
 import uvicorn
 
-from trainfleet.backends.accounts import TeamAccounts, open_to_tasks
-from trainfleet.backends.api import Backend
-from trainfleet.backends.local.firewall import Firewall
 from trainfleet.control.engine import Engine
-from trainfleet.datadir.layout import DataDir
-from trainfleet.datadir.records import remove_mask_files
-from trainfleet.environments.task_base import SERVERS, TaskBase
+from trainfleet.control.settings import database_url_of as database_url_of  # the token group's
 from trainfleet.server.app import create_app
 from trainfleet.server.audit_writer import AuditPruner
 from trainfleet.server.auth import bootstrap
 from trainfleet.server.settings import Settings
 from trainfleet.spec.queues import QueuesFile
-from trainfleet.vault.secrets import KeySource, Secrets
 
 GRACEFUL_SHUTDOWN = 3
 """Seconds a stopping server waits for open requests before it cuts them."""
@@ -47,29 +39,6 @@ class Tls:
 
 class _Encrypted(Exception):
     """The private key asks for a passphrase."""
-
-
-def database_url_of(given: str | None, file: str | None) -> str | None:
-    """The database URL from ``--database-url`` (or TRAINFLEET_DATABASE_URL) or from the
-    first line of ``--database-url-file``; ValueError naming the option when it is unusable.
-
-    A file or the environment keeps the password out of the process list (``ps``).
-    """
-    if file is None:
-        return given
-    if given is not None:
-        raise ValueError(
-            "--database-url-file: give the database URL once, not also with --database-url "
-            "or TRAINFLEET_DATABASE_URL"
-        )
-    try:
-        lines = Path(file).read_text(encoding="utf-8").splitlines()
-    except (OSError, UnicodeDecodeError) as error:
-        raise ValueError(f"--database-url-file: cannot read {file}: {error}") from None
-    url = lines[0].strip() if lines else ""
-    if not url:
-        raise ValueError(f"--database-url-file: {file} is empty (its first line is the URL)")
-    return url
 
 
 def tls_of(cert: str | None, key: str | None) -> Tls | None:
@@ -138,17 +107,6 @@ def audit_retention_of(days: str | None) -> float | None:
     return value
 
 
-def team_accounts_of(pairs: Sequence[str]) -> TeamAccounts:
-    """``--team-account TEAM=USER`` as the teams' accounts; ValueError naming a bad one."""
-    configured = {}
-    for pair in pairs:
-        team, sep, user = pair.partition("=")
-        if not sep or not team or not user:
-            raise ValueError(f"--team-account {pair!r}: expected TEAM=USER")
-        configured[team] = user
-    return TeamAccounts(configured)
-
-
 def is_loopback(host: str) -> bool:
     """Whether ``host`` is this machine only: localhost, 127.0.0.0/8 or ::1."""
     if host == "localhost":
@@ -174,54 +132,33 @@ def warn_if_clear(host: str, port: int, tls: Tls | None) -> None:
 
 
 def serve(
-    data_dir: str | None,
+    engine: Engine,
     host: str,
     port: int,
-    database_url: str | None = None,
-    queues: QueuesFile | None = None,
-    backend: Backend | None = None,
     settings: Settings | None = None,
-    task_base: TaskBase = SERVERS,
-    environment_cache: int | None = None,
+    queues: QueuesFile | None = None,
     tls: Tls | None = None,
-    team_accounts: TeamAccounts | None = None,
+    admin_token: str | None = None,
 ) -> None:
-    """Run the server in this process until SIGINT or SIGTERM.
+    """Serve ``engine`` (``control.assembly.server_engine``) in this process until SIGINT
+    or SIGTERM.
 
     Supervised tasks outlive this process; a restarted server adopts them (resume).
-    ``queues`` (from ``--queues FILE``) are created or updated before jobs resume.
-    ``backend``: where jobs run (the local backend, supervised, by default).
     ``settings``: limits and defaults (``Settings``' own, in this directory, by default).
-    ``task_base``: where tasks' environments start (never this process's own environment).
+    ``queues`` (from ``--queues FILE``) are created or updated before jobs resume.
     ``tls``: serve HTTPS with this certificate (see ``tls_of``); plain HTTP without.
-    ``team_accounts``: each team's tasks run as its account (``backends.accounts``), and on
-    this machine only that account reaches a job's ports (``backends.local.firewall``).
+    ``admin_token``: the first administrator's token (TRAINFLEET_ADMIN_TOKEN; else one is
+    made and shown once).
     """
-    engine = Engine(
-        DataDir.resolve(data_dir),
-        backend,
-        supervised=True,
-        database=database_url,
-        task_base=task_base,
-        environment_cache=environment_cache,
-    )
     for queue in queues.queues if queues else []:
         engine.set_queue(queue)
-    if team_accounts is not None:
-        TeamAccounts.check()
-        engine.team_accounts = team_accounts
-        root = engine.data_dir.root
-        open_to_tasks([root, root / "jobs", engine.environments.root])
-        if not engine.backend.queues_tasks:  # tasks share this machine's network
-            engine.firewall = Firewall.open(str(root))
-    elif not engine.backend.queues_tasks:
-        Firewall.clear(str(engine.data_dir.root))  # what an isolating start left
-    remove_mask_files(engine.data_dir.root / "jobs")  # secret values earlier versions left
-    engine.secrets = Secrets(engine.store, KeySource(engine.data_dir.root))
-    rotated = engine.secrets.rotate()  # the keys are checked now: a bad one stops the start
-    if rotated:
-        print(f"trainfleet | {rotated} secret(s) encrypted again with the first key", flush=True)
-    token = bootstrap(engine.store, os.environ.get("TRAINFLEET_ADMIN_TOKEN") or None)
+    if engine.secrets is not None:
+        rotated = engine.secrets.rotate()  # the keys are checked now: a bad one stops the start
+        if rotated:
+            print(
+                f"trainfleet | {rotated} secret(s) encrypted again with the first key", flush=True
+            )
+    token = bootstrap(engine.store, admin_token)
     if token is not None:
         print(f"trainfleet | admin token (shown only this once): {token}", flush=True)
     resumed = engine.resume()

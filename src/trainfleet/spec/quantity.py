@@ -8,7 +8,6 @@ are accepted too. A bare number is bytes.
 from __future__ import annotations
 
 import math
-import os
 import re
 
 _DECIMAL = {"": 1, "k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12, "p": 10**15, "e": 10**18}
@@ -53,14 +52,13 @@ def parse_memory(value: str | int | float) -> int:
 
 
 def size_setting(value: str | None, variable: str, default: int, minimum: int = 1) -> int:
-    """Bytes of a size setting: ``value`` (a flag's), else the environment variable
-    ``variable``, else ``default``; ValueError naming ``variable`` when it is no size or
-    is below ``minimum``.
+    """Bytes of a size setting: ``value``, else ``default`` (None or empty); ValueError
+    naming ``variable`` (where it was given) when it is no size or is below ``minimum``.
 
-    >>> size_setting("2Gi", "TRAINFLEET_X", 0), size_setting("", "TRAINFLEET_NO_SUCH_X", 7)
+    >>> size_setting("2Gi", "TRAINFLEET_X", 0), size_setting("", "TRAINFLEET_X", 7)
     (2147483648, 7)
     """
-    value = (os.environ.get(variable, "") if value is None else value).strip()
+    value = (value or "").strip()
     if not value:
         return default
     try:

@@ -19,10 +19,11 @@ DEFAULT_CAP = 100 << 20
 CAP_VARIABLE = "TRAINFLEET_MAX_WORKDIR"
 
 
-def client_cap() -> int:
-    """The cap this client holds a job's directory to: TRAINFLEET_MAX_WORKDIR, else 100 MiB."""
+def client_cap(value: str | None) -> int:
+    """The cap this client holds a job's directory to: ``value`` (TRAINFLEET_MAX_WORKDIR),
+    else 100 MiB."""
     try:
-        return size_setting(None, CAP_VARIABLE, DEFAULT_CAP)
+        return size_setting(value, CAP_VARIABLE, DEFAULT_CAP)
     except ValueError as error:
         raise BadInput(str(error)) from None
 

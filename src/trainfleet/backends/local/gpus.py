@@ -11,13 +11,13 @@ class GpuConfigError(Misconfigured, ValueError):
     """TRAINFLEET_GPUS is set but is not a list of GPU indices."""
 
 
-def gpu_inventory() -> list[int]:
+def gpu_inventory(configured: str | None = None) -> list[int]:
     """Host indices of the GPUs tasks may use.
 
-    ``TRAINFLEET_GPUS`` overrides discovery: a comma-separated list of indices (``0,2,3``),
-    or empty for none. Otherwise NVML counts the devices; no driver means no GPUs.
+    ``configured`` (``TRAINFLEET_GPUS``) overrides discovery: a comma-separated list of
+    indices (``0,2,3``), or empty for none. Otherwise NVML counts the devices; no driver
+    means no GPUs.
     """
-    configured = os.environ.get("TRAINFLEET_GPUS")
     if configured is not None:
         return _parse(configured)
     return _nvml_inventory()

@@ -16,14 +16,14 @@ class ResourceConfigError(Misconfigured, ValueError):
     """TRAINFLEET_RESOURCES is not a list of name=count."""
 
 
-def local_node(gpus: Sequence[int]) -> Node:
-    """This machine: its CPUs, memory, the GPUs given, and named resources from the
-    environment (``TRAINFLEET_RESOURCES=licence=2,fpga=1``)."""
+def local_node(gpus: Sequence[int], resources: str = "") -> Node:
+    """This machine: its CPUs, memory, the GPUs given, and the named ``resources``
+    (``TRAINFLEET_RESOURCES``: ``licence=2,fpga=1``)."""
     capacity = Resources(
         cpu=(os.cpu_count() or 1) * 1000,
         memory=os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"),
         gpu=len(gpus) * GPU_UNIT,
-        custom=_custom_resources(os.environ.get("TRAINFLEET_RESOURCES", "")),
+        custom=_custom_resources(resources),
     )
     return Node(LOCAL_NODE, capacity, devices=tuple(gpus))
 

@@ -14,14 +14,13 @@ from functools import cached_property
 from pathlib import Path
 
 from trainfleet.backends.api import (
-    JobLaunch,
     NotStarted,
     Preview,
     TaskHandle,
-    TaskLaunch,
     TaskReports,
     TaskStatus,
 )
+from trainfleet.backends.launch import JobLaunch, TaskLaunch
 from trainfleet.backends.local.gpus import gpu_inventory
 from trainfleet.backends.local.groups import end_attempt, live_members, signal_group
 from trainfleet.backends.local.machine import local_node
@@ -51,10 +50,9 @@ class LogCapError(Misconfigured, ValueError):
     """TRAINFLEET_LOG_CAP (or ``--log-cap``) is not a size, or is too small."""
 
 
-def log_cap_setting(value: str | None = None, source: str = LOG_CAP_VARIABLE) -> int:
-    """Bytes in ``value`` (``512Mi``, ``2G``, bytes; ``TRAINFLEET_LOG_CAP`` when None), else
-    LOG_CAP; LogCapError naming ``source``."""
-    value = os.environ.get(LOG_CAP_VARIABLE, "") if value is None else value
+def log_cap_setting(value: str | None, source: str = LOG_CAP_VARIABLE) -> int:
+    """Bytes in ``value`` (``512Mi``, ``2G``, bytes), LOG_CAP when None or empty;
+    LogCapError naming ``source``."""
     try:
         return size_setting(value, source, LOG_CAP, minimum=4096)
     except ValueError as error:
@@ -82,7 +80,9 @@ class LocalBackend(PooledAddresses):
     running when it exits on its own is killed with it.
 
     Each task starts under a small shim that moves its output into its log, keeping at
-    most ``log_cap`` bytes (``TRAINFLEET_LOG_CAP`` by default), and records its exit.
+    most ``log_cap`` bytes (LOG_CAP by default), and records its exit. ``gpus``: the GPUs'
+    indices as configured (``TRAINFLEET_GPUS``; None: NVML's); ``resources``: this
+    machine's named resources (``licence=2,fpga=1``).
     ``supervised`` (the server's mode): the shim outlives this process, so a restarted
     server can ``adopt`` the task. Otherwise the shim is tethered to this process: the task
     ends with it.
@@ -97,9 +97,13 @@ class LocalBackend(PooledAddresses):
         supervised: bool = False,
         log_cap: int | None = None,
         container_runtime: str | None = None,
+        gpus: str | None = None,
+        resources: str = "",
     ) -> None:
         self.supervised = supervised
-        self.log_cap = log_cap_setting() if log_cap is None else log_cap
+        self.log_cap = LOG_CAP if log_cap is None else log_cap
+        self.configured_gpus = gpus
+        self.resources = resources
         self.containers = Containers(container_runtime)
         self._running: dict[int, _Running] = {}  # by pid: unique while the task lives
         self._lock = threading.Lock()
@@ -107,10 +111,10 @@ class LocalBackend(PooledAddresses):
     @cached_property
     def _gpus(self) -> list[int]:
         """Read once, on first use: NVML takes a while to start, and GPUs stay put."""
-        return gpu_inventory()
+        return gpu_inventory(self.configured_gpus)
 
     def nodes(self) -> list[Node]:
-        return [local_node(self._gpus)]
+        return [local_node(self._gpus, self.resources)]
 
     def check(self, spec: JobSpec) -> None:
         pass  # the scheduler's check covers this machine

@@ -20,7 +20,6 @@ from pathlib import Path
 
 from trainfleet.backends.api import (
     BackendError,
-    JobLaunch,
     NotStarted,
     Outside,
     Preview,
@@ -28,6 +27,7 @@ from trainfleet.backends.api import (
     TaskReports,
     TaskStatus,
 )
+from trainfleet.backends.launch import JobLaunch
 from trainfleet.backends.slurm import commands
 from trainfleet.backends.slurm.commands import SlurmError, SlurmJob
 from trainfleet.backends.slurm.pyxis import pyxis_argv

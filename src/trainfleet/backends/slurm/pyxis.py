@@ -15,7 +15,7 @@ step, and what is left carries the mark.
 
 from __future__ import annotations
 
-from trainfleet.backends.api import TaskLaunch
+from trainfleet.backends.launch import TaskLaunch
 
 
 def pyxis_argv(launch: TaskLaunch, node: str) -> list[str]:

@@ -17,7 +17,7 @@ import subprocess
 import threading
 from pathlib import Path
 
-from trainfleet.backends.api import TaskLaunch
+from trainfleet.backends.launch import TaskLaunch
 
 RUNTIMES = ("podman", "docker")
 CHECK_SECONDS = 60.0

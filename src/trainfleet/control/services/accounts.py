@@ -58,7 +58,7 @@ class Accounts:
         self.store = store
         self.audit = audit
         self.queues = queues
-        self.accounts = store.accounts
+        self.stored = store.accounts
 
     # -- tokens as credentials ------------------------------------------------
 
@@ -107,7 +107,7 @@ class Accounts:
     def whoami(self, who: Principal) -> WhoAmI:
         """The caller's user, token and teams."""
         caller = who.caller
-        teams = self.accounts.memberships(caller.user) if caller.admin else dict(caller.teams)
+        teams = self.stored.memberships(caller.user) if caller.admin else dict(caller.teams)
         return WhoAmI(user=caller.user, admin=caller.admin, token=who.token.name, teams=teams)
 
     # -- users ----------------------------------------------------------------
@@ -115,21 +115,21 @@ class Accounts:
     def users(self, caller: Caller) -> list[UserView]:
         """Every user (administrators only)."""
         caller.require(Action.MANAGE_USERS)
-        return [self._user_view(user) for user in self.accounts.list_users()]
+        return [self._user_view(user) for user in self.stored.list_users()]
 
     def create_user(self, caller: Caller, body: UserBody) -> tuple[NewUser, TokenRecord]:
         """Make a user (in ``body.team`` with ``body.role``, if given) and its first token:
         the user and the token's secret, to show once, and the token's record."""
         caller.require(Action.MANAGE_USERS)
-        if body.team is not None and self.accounts.get_team(body.team) is None:
+        if body.team is not None and self.stored.get_team(body.team) is None:
             raise BadInput(f"team: no team {body.team!r}")
         user = UserRecord(name=body.name, admin=body.admin, created_at=time.time())
         try:
-            self.accounts.add_user(user)
+            self.stored.add_user(user)
         except StoreConflict:
             raise Conflict(f"name: a user named {body.name!r} exists already") from None
         if body.team is not None:
-            self.accounts.set_member(body.team, user.name, body.role)
+            self.stored.set_member(body.team, user.name, body.role)
         record, secret = self.issue(FIRST_TOKEN, user.name)
         self.store.add_token(record)
         return NewUser(user=self._user_view(user), token=secret), record
@@ -140,14 +140,14 @@ class Accounts:
         self._existing_user(name)
         if name == caller.user:
             raise Conflict("you cannot disable yourself: ask another administrator")
-        self.accounts.disable_user(name)
+        self.stored.disable_user(name)
         return self._user_view(self._existing_user(name))
 
     def _user_view(self, user: UserRecord) -> UserView:
-        return UserView(**user.to_dict(), teams=self.accounts.memberships(user.name))
+        return UserView(**user.to_dict(), teams=self.stored.memberships(user.name))
 
     def _existing_user(self, name: str, field: str = "user") -> UserRecord:
-        user = self.accounts.get_user(name)
+        user = self.stored.get_user(name)
         if user is None:
             missing = NotFound if field == "user" else BadInput
             raise missing(f"{field}: no user {name!r}")
@@ -159,7 +159,7 @@ class Accounts:
         """The caller's teams (every team, for an administrator)."""
         return [
             TeamView(**team.to_dict())
-            for team in self.accounts.list_teams()
+            for team in self.stored.list_teams()
             if caller.sees(Action.READ_TEAM, team.name)
         ]
 
@@ -170,7 +170,7 @@ class Accounts:
         team = TeamRecord(name=name, default_queue=name, created_at=time.time())
         queue = QueueConfig(name=name)
         try:
-            self.accounts.add_team(team, queue.model_dump_json())
+            self.stored.add_team(team, queue.model_dump_json())
         except StoreConflict:
             raise Conflict(f"name: a team or a queue named {name!r} exists already") from None
         self.queues.configure(queue, team.name)
@@ -178,7 +178,7 @@ class Accounts:
 
     def team(self, caller: Caller, name: str, action: Action = Action.READ_TEAM) -> TeamView:
         """A team with its members, if the caller may do ``action`` to it."""
-        team = self.accounts.get_team(name)
+        team = self.stored.get_team(name)
         if team is None:
             raise NotFound(f"no team {name!r}")
         caller.require(action, name, missing=f"no team {name!r}")
@@ -188,13 +188,13 @@ class Accounts:
         """Add a user to the team with a role, or change its role there."""
         self.team(caller, team, Action.CHANGE_MEMBERS)
         self._existing_user(user, field="user")
-        self.accounts.set_member(team, user, role)
+        self.stored.set_member(team, user, role)
         return self.team(caller, team)
 
     def remove_member(self, caller: Caller, team: str, user: str) -> None:
         """Take a user out of the team: it stops seeing the team's jobs at once."""
         self.team(caller, team, Action.CHANGE_MEMBERS)
-        if not self.accounts.remove_member(team, user):
+        if not self.stored.remove_member(team, user):
             raise NotFound(f"user {user!r} is not in team {team!r}")
 
     # -- tokens ---------------------------------------------------------------

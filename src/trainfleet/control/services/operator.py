@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING
 
 from trainfleet.control.services.accounts import LOCAL, Accounts
 from trainfleet.control.services.audit import AuditLog
+from trainfleet.control.services.ownership import DEFAULT_TEAM
+from trainfleet.control.settings import data_dir_of
 from trainfleet.datadir.layout import DataDir
 from trainfleet.domain.errors import BadInput
 from trainfleet.domain.records import Audited, AuditRecord, TeamRole, TokenRecord, UserRecord
@@ -22,8 +24,6 @@ from trainfleet.wire import NAME_PATTERN
 
 if TYPE_CHECKING:
     from trainfleet.store.database import Store
-
-DEFAULT_TEAM = "default"
 
 
 class Operator:
@@ -41,7 +41,7 @@ class Operator:
         BadInput where there is none, or it cannot be opened."""
         from trainfleet.store.database import Store
 
-        root = DataDir.resolve(data_dir)
+        root = data_dir_of(data_dir)
         if database is None and not root.database.exists():
             raise BadInput(f"no trainfleet data in {root.root} (give the server's --data-dir)")
         try:

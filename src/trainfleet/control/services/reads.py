@@ -14,6 +14,7 @@ from trainfleet.domain.records import (
     JobNotFound,
     JobPage,
     JobRecord,
+    State,
     TaskRecord,
 )
 
@@ -48,6 +49,24 @@ class JobReads:
         if job is None:
             raise JobNotFound(f"no job {job_id!r}")
         return job
+
+    def settled(self, job: JobRecord) -> JobRecord:
+        """``job``, recorded as failed first where the local process that ran it (an
+        embedded run's) is gone; the engine is built only for such a job."""
+        if State(job.state).is_final:
+            return job
+        from trainfleet.control import local_admission
+
+        if local_admission.lost_runner(self.data_dir, job.id) is None:
+            return job
+        from trainfleet.control.assembly import embedded_engine
+        from trainfleet.control.settings import Settings
+
+        engine = embedded_engine(Settings.resolve(data_dir=str(self.data_dir.root)))
+        try:
+            return local_admission.fail_if_lost(engine, engine.get(job.id))
+        finally:
+            engine.store.close()
 
     def tasks(self, job_id: str) -> list[TaskRecord]:
         """The job's tasks in the spec's order (JobNotFound if there is no job)."""

@@ -1,0 +1,183 @@
+"""A task's launch as data (program, argv, env, workdir, mounts, resources, image), built
+from a job's start (``JobLaunch.task``): a process, a container, a Slurm step or a pod are
+ways to run the same launch."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from trainfleet.backends.accounts import Account
+from trainfleet.backends.supervision.shim import ATTEMPT_VARIABLE
+from trainfleet.datadir.files import fresh_dir, write_new
+from trainfleet.datadir.layout import DataDir
+from trainfleet.environments.task_base import SERVERS, TaskBase
+from trainfleet.frameworks import task_argv, task_environment
+from trainfleet.frameworks.base import TaskContext
+from trainfleet.programs import TF_SERVER
+from trainfleet.scheduling.placement import Placement, TaskKey
+from trainfleet.spec.models import JobSpec, Resources, SecretRef
+
+
+@dataclass(frozen=True)
+class Mount:
+    """A folder of this machine (or of the shared file system) that the task sees."""
+
+    source: Path
+    target: Path
+    read_only: bool = False
+
+
+@dataclass(frozen=True)
+class TaskLaunch:
+    """One task's attempt as data: what runs, where, with what. A backend runs it as a
+    process, a Slurm step, a container or a pod; none needs more than this."""
+
+    key: TaskKey
+    argv: Sequence[str]
+    env: Mapping[str, str]
+    cwd: Path
+    log_path: Path
+    record: Path
+    """Prefix of this attempt's supervision records (``.pid``, ``.exit``)."""
+    resources: Resources = field(default_factory=Resources)
+    gpus: tuple[int, ...] = ()
+    """Host indices of the GPUs given to it here; () where a cluster engine gives them."""
+    mounts: tuple[Mount, ...] = ()
+    """Folders it needs: its working directory, its Python environment. A process sees
+    them anyway; a container must be given them."""
+    image: str | None = None
+    """The container image it runs in; None: this machine's (or node's) own file system."""
+    pull: str = "if-missing"
+    """When the image is pulled: ``if-missing``, ``always`` or ``never``."""
+    entrypoint: bool = False
+    """True: the role gives no command, and ``argv`` are arguments to the image's own
+    ENTRYPOINT (as Kubernetes runs a container with ``args`` alone)."""
+    mask: tuple[bytes, ...] = field(default=(), repr=False)
+    """Secret values its log shows as ``***`` (see ``supervision.masking``), never in a repr."""
+    account: Account | None = None
+    """The Unix account it runs as (its team's, see ``backends.accounts``); None: ours."""
+
+
+@dataclass(frozen=True)
+class JobLaunch:
+    """A start of some of a job's tasks: enough to build each task's launch, anywhere.
+
+    A backend that learns the tasks' addresses only where they land (a cluster engine)
+    builds the launches there, from a placement with the real addresses.
+    """
+
+    job_id: str
+    spec: JobSpec
+    placement: Placement
+    workdir: Path
+    data_dir: DataDir
+    attempts: Mapping[TaskKey, int]
+    """The tasks to start, each with the number of its attempt (0: the first start)."""
+    base: TaskBase = SERVERS
+    """Where each task's environment starts (see ``environments.task_base``)."""
+    python_dirs: Mapping[str, Path] = field(default_factory=dict)
+    """Per role with a Python environment of its own: its ``bin`` folder (``python``)."""
+    mask: tuple[bytes, ...] = field(default=(), repr=False)
+    """Secret values every task's log shows as ``***`` (``TaskLaunch.mask``)."""
+    secrets: Mapping[tuple[str, str], str] = field(default_factory=dict, repr=False)
+    """The values of the secrets the job names, by (secret, key); none in a dry run, whose
+    tasks show each secret's reference instead."""
+    secret_dir: Path | None = None
+    """Where the files of secrets given as files are (``write_secret_files`` writes them)."""
+    account: Account | None = None
+    """The Unix account its tasks run as (its team's); None: this process's own."""
+    team: str = "default"
+    """The team the job belongs to (a cluster engine charges its account)."""
+
+    def task(self, key: TaskKey, placement: Placement | None = None) -> TaskLaunch:
+        """The argv, environment, directory, log file and records of one task's attempt."""
+        placement = placement or self.placement
+        context = TaskContext(self.job_id, self.spec, placement, *key)
+        role = self.spec.roles[key[0]]
+        env = self.base.environment()
+        mounts = [Mount(self.workdir, self.workdir)]
+        mounts += [
+            Mount(self.workdir / mount.source, Path(mount.target), mount.read_only)
+            for mount in role.mounts
+        ]
+        argv = task_argv(context)
+        program = TF_SERVER
+        if str(program) in argv:  # trainfleet's TensorFlow server, run from its file
+            mounts.append(Mount(program, program, read_only=True))
+        python_dir = self.python_dirs.get(key[0])
+        if python_dir is not None:  # the job's own environment: its python and pip first
+            env["PATH"] = os.pathsep.join([str(python_dir), env.get("PATH", "")])
+            env["VIRTUAL_ENV"] = str(python_dir.parent)
+            mounts.append(Mount(python_dir.parent, python_dir.parent, read_only=True))
+        env.update(task_environment(context))
+        env.update(self._secret_variables(key[0]))
+        if self.account is not None:  # the account's name, and a home it may write to
+            env |= {"USER": self.account.name, "LOGNAME": self.account.name}
+            env["HOME"] = str(self.workdir)
+        if self.secret_dir is not None:
+            mounts.append(Mount(self.secret_dir, self.secret_dir, read_only=True))
+        record = self.data_dir.record(self.job_id, *key, self.attempts.get(key, 0))
+        # Every process of the attempt inherits it, even one that leaves the task's group.
+        env[ATTEMPT_VARIABLE] = str(record)
+        return TaskLaunch(
+            key=key,
+            argv=argv,
+            env=env,
+            cwd=self.workdir / role.working_dir if role.working_dir else self.workdir,
+            log_path=self.data_dir.log_path(self.job_id, *key),
+            record=record,
+            resources=role.resources,
+            gpus=placement.slot(*key).gpus,
+            mounts=tuple(mounts),
+            image=self.spec.image_of(key[0]),
+            pull=role.pull,
+            entrypoint=role.command is None,
+            mask=self.mask or tuple(value.encode() for value in self.secrets.values()),
+            account=self.account,
+        )
+
+    def _secret_variables(self, role: str) -> dict[str, str]:
+        """The role's variables that name secrets: their values, or their files' paths; in
+        a dry run, which reads no value, the reference as the job file writes it."""
+        variables = {}
+        for name, ref in self.spec.env_of(role).items():
+            if not isinstance(ref, SecretRef):
+                continue
+            if (ref.secret, ref.key) not in self.secrets:  # a dry run's launch
+                variables[name] = _reference(ref)
+            elif ref.file:
+                variables[name] = str(self.secret_file(ref))
+            else:
+                variables[name] = self.secrets[(ref.secret, ref.key)]
+        return variables
+
+    def secret_file(self, ref: SecretRef) -> Path:
+        assert self.secret_dir is not None, "a job with secret files has a secret_dir"
+        return self.secret_dir / ref.secret / ref.key
+
+    def write_secret_files(self) -> None:
+        """Write the values the job wants as files, once: readable by this process and by
+        its tasks' account (its group), writable by none of them, in folders the account
+        cannot change (so nothing is ever written there again, see ``datadir.files``)."""
+        wanted = [ref for _, ref in self.spec.secret_refs() if ref.file]
+        if not wanted or self.secret_dir is None or self.secret_dir.is_dir():
+            return
+        group = self.account.gid if self.account is not None else None
+        folder_mode, file_mode = (0o750, 0o440) if group is not None else (0o700, 0o600)
+        staging = self.secret_dir.with_name(f"{self.secret_dir.name}.new")
+        fresh_dir(staging, folder_mode, group)
+        for ref in wanted:
+            secret = staging / ref.secret
+            if not secret.is_dir():
+                fresh_dir(secret, folder_mode, group)
+            value = self.secrets[(ref.secret, ref.key)].encode()
+            write_new(secret, ref.key, value, file_mode, group)
+        os.rename(staging, self.secret_dir)  # whole, or not there
+
+
+def _reference(ref: SecretRef) -> str:
+    """``{secret: NAME, key: KEY}`` (with ``file: true`` where the task gets a file)."""
+    return f"{{secret: {ref.secret}, key: {ref.key}{', file: true' if ref.file else ''}}}"

@@ -1,0 +1,71 @@
+"""Backends by name (``backend:`` in the config file), each made from the settings the
+assembly hands it: no backend reads the environment itself."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from trainfleet.domain.errors import Misconfigured
+
+if TYPE_CHECKING:
+    from trainfleet.backends.api import Backend
+    from trainfleet.spec.backends import SlurmConfig
+
+
+@dataclass(frozen=True)
+class BackendSettings:
+    """What any backend may be made from."""
+
+    supervised: bool = False
+    """Tasks outlive this process (a server), and a restarted one adopts them."""
+    log_cap: int | None = None
+    """Bytes a task's log keeps (None: the backend's default)."""
+    container_runtime: str | None = None
+    """``podman`` or ``docker`` (None: the one found on PATH)."""
+    gpus: str | None = None
+    """This machine's GPUs as configured (``TRAINFLEET_GPUS``; None: discovered)."""
+    resources: str = ""
+    """This machine's named resources (``TRAINFLEET_RESOURCES``: ``licence=2``)."""
+    slurm: SlurmConfig | None = None
+    """The ``slurm:`` section of the config file."""
+
+
+Factory = Callable[[BackendSettings], "Backend"]
+
+
+def _local(settings: BackendSettings) -> Backend:
+    from trainfleet.backends.local import LocalBackend
+
+    return LocalBackend(
+        settings.supervised,
+        settings.log_cap,
+        settings.container_runtime,
+        gpus=settings.gpus,
+        resources=settings.resources,
+    )
+
+
+def _slurm(settings: BackendSettings) -> Backend:
+    from trainfleet.backends.slurm.backend import SlurmBackend
+    from trainfleet.spec.backends import SlurmConfig
+
+    return SlurmBackend(settings.slurm or SlurmConfig(), settings.container_runtime)
+
+
+BACKENDS: dict[str, Factory] = {"local": _local, "slurm": _slurm}
+"""Each backend's factory, by the name the config file gives it; each imports its
+backend only when called, so naming one costs nothing."""
+
+
+class UnknownBackend(Misconfigured):
+    """A backend name the registry does not hold."""
+
+
+def make_backend(name: str, settings: BackendSettings) -> Backend:
+    """The backend called ``name``, made from ``settings``."""
+    factory = BACKENDS.get(name)
+    if factory is None:
+        raise UnknownBackend(f"backend: no backend {name!r} (known: {', '.join(BACKENDS)})")
+    return factory(settings)

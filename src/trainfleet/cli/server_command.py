@@ -1,0 +1,213 @@
+"""``trainfleet server``: its flags resolved into the settings, the engine built by the
+assembly, then served (the one CLI module that imports ``server/``)."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import click
+from click.core import ParameterSource
+
+from trainfleet.control.settings import Setting, Settings, Source
+
+
+@click.command()
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
+@click.option("--port", default=8080, show_default=True, type=click.IntRange(0, 65535))
+@click.option(
+    "--database-url",
+    envvar="TRAINFLEET_DATABASE_URL",
+    help="postgresql://user:password@host/db [default: TRAINFLEET_DATABASE_URL, then SQLite "
+    "in the data directory]. Given here, its password shows in `ps`: prefer the variable or "
+    "--database-url-file.",
+)
+@click.option(
+    "--database-url-file",
+    type=click.Path(dir_okay=False),
+    help="A file whose first line is the database URL (keep it readable by the server only).",
+)
+@click.option(
+    "--queues",
+    "queues_file",
+    type=click.Path(dir_okay=False),
+    help="A YAML file of queues (quota, cohort, borrowing limit) to create or update.",
+)
+@click.option(
+    "--max-body",
+    type=click.IntRange(1024, 1 << 30),
+    help="Largest request body in bytes (a job's text); larger ones get 413 [default: 1 MiB].",
+)
+@click.option(
+    "--max-roles",
+    type=click.IntRange(1, 10_000),
+    help="Most roles of one job; more get 422 [default: 64].",
+)
+@click.option(
+    "--max-tasks",
+    type=click.IntRange(1, 1_000_000),
+    help="Most tasks of one job (replicas summed over roles); more get 422 [default: 1000].",
+)
+@click.option(
+    "--log-cap",
+    envvar="TRAINFLEET_LOG_CAP",
+    metavar="SIZE",
+    help="Most bytes a task's log keeps, its first and last halves (512Mi, 2G) "
+    "[default: TRAINFLEET_LOG_CAP, else 1Gi].",
+)
+@click.option(
+    "--max-workdir",
+    envvar="TRAINFLEET_MAX_WORKDIR",
+    metavar="SIZE",
+    help="Most bytes of a job directory that clients send, packed and unpacked (413 beyond) "
+    "[default: TRAINFLEET_MAX_WORKDIR, else 100Mi].",
+)
+@click.option(
+    "--environment-cache",
+    envvar="TRAINFLEET_ENVIRONMENT_CACHE",
+    metavar="SIZE",
+    help="Bytes of built job environments kept, least recently used evicted first; those "
+    "of running jobs are always kept [default: TRAINFLEET_ENVIRONMENT_CACHE, else 20Gi].",
+)
+@click.option(
+    "--task-python",
+    envvar="TRAINFLEET_TASK_PYTHON",
+    metavar="PYTHON",
+    help="The `python` of tasks whose job builds no environment of its own: its directory "
+    "goes first on their PATH [default: TRAINFLEET_TASK_PYTHON, else the server's own].",
+)
+@click.option(
+    "--tls-cert",
+    envvar="TRAINFLEET_TLS_CERT",
+    metavar="FILE",
+    help="Serve HTTPS with this certificate (PEM, its chain after it) "
+    "[default: TRAINFLEET_TLS_CERT, else plain HTTP].",
+)
+@click.option(
+    "--tls-key",
+    envvar="TRAINFLEET_TLS_KEY",
+    metavar="FILE",
+    help="The private key of --tls-cert (PEM, no passphrase) [default: TRAINFLEET_TLS_KEY].",
+)
+@click.option(
+    "--isolate-teams",
+    is_flag=True,
+    envvar="TRAINFLEET_ISOLATE_TEAMS",
+    help="Run each team's tasks as its own Unix account (tf-TEAM, made on demand; the "
+    "server runs as root): no task reads the server's data or another team's.",
+)
+@click.option(
+    "--team-account",
+    "team_accounts",
+    multiple=True,
+    metavar="TEAM=USER",
+    help="With --isolate-teams: an existing account for TEAM instead of tf-TEAM.",
+)
+@click.option(
+    "--allow-path",
+    "allow_paths",
+    multiple=True,
+    type=click.Path(exists=True, file_okay=False),
+    envvar="TRAINFLEET_ALLOW_PATHS",
+    metavar="FOLDER",
+    help="A folder of this machine jobs may run in (--server-workdir) and mount (mounts:, "
+    "hostPath); with it, no other beyond a job's own folder [default: TRAINFLEET_ALLOW_PATHS "
+    "(colon-separated), else any; none with --isolate-teams].",
+)
+@click.option(
+    "--audit-retention",
+    envvar="TRAINFLEET_AUDIT_RETENTION",
+    metavar="DAYS",
+    help="Remove audit records older than this many days, at start and then daily "
+    "[default: TRAINFLEET_AUDIT_RETENTION, else keep every record].",
+)
+@click.pass_context
+def server(ctx: click.Context, /, **_: object) -> None:
+    """Serve the REST API and run submitted jobs (stop with Ctrl-C).
+
+    On the first start it prints an admin token once, or takes TRAINFLEET_ADMIN_TOKEN.
+    Jobs keep running while the server is stopped or restarted; it adopts them again.
+    Tokens travel in every request: beyond this machine (--host other than 127.0.0.1),
+    serve HTTPS with --tls-cert and --tls-key; clients trust the certificate through
+    --ca-cert or TRAINFLEET_CA_CERT unless a CA they already trust signed it.
+    """
+    from trainfleet.domain.errors import TrainfleetError
+
+    try:
+        _serve(Settings.resolve(**dict(given(ctx))))
+    except (TrainfleetError, ValueError, OSError) as error:
+        click.echo(f"error: {error}", err=True)
+        sys.exit(2)
+
+
+def _serve(settings: Settings) -> None:
+    """Check the server's own flags, build the engine (``control.assembly``), serve it."""
+    from trainfleet.control.assembly import server_engine
+    from trainfleet.server import settings as server_settings
+    from trainfleet.server.host_paths import HostPaths
+    from trainfleet.server.serve import audit_retention_of, serve, tls_of
+    from trainfleet.spec.loading import load_queues_file
+
+    retention = audit_retention_of(settings.text("audit_retention"))
+    tls = tls_of(settings.text("tls_cert"), settings.text("tls_key"))
+    settings.database_url()  # a bad one is named before anything is built
+    queues_file = settings.text("queues_file")
+    queues = load_queues_file(queues_file) if queues_file else None
+    max_workdir = settings.text("max_workdir")
+    limits = {name: settings.value(name) for name in ("max_body", "max_roles", "max_tasks")}
+    limits["max_workdir"] = size_setting(max_workdir, "--max-workdir") if max_workdir else None
+    isolating = settings.value("isolate_teams") or settings.value("team_accounts")
+    allow_paths = settings.value("allow_paths")
+    allowed = [Path(path) for path in allow_paths] if allow_paths or isolating else None
+    http = server_settings.Settings(
+        workdir=Path.cwd(),
+        host_paths=HostPaths(allowed),
+        audit_retention=retention,
+        **{name: value for name, value in limits.items() if value is not None},
+    )
+    engine = server_engine(settings)
+    serve(
+        engine,
+        settings.value("host"),
+        settings.value("port"),
+        http,
+        queues,
+        tls,
+        admin_token=settings.text("admin_token"),
+    )
+
+
+def given(ctx: click.Context) -> Iterator[tuple[str, Setting]]:
+    """Each flag of the command (and ``--data-dir``) with where click found it: on the
+    command line, in its variable (``envvar``), or its default."""
+    for context in (ctx.parent, ctx) if ctx.parent else (ctx,):
+        for param in context.command.params:
+            if param.name is None or param.name not in context.params:
+                continue
+            if context is ctx.parent and param.name != "data_dir":
+                continue
+            yield param.name, _setting(context, param)
+
+
+def _setting(ctx: click.Context, param: click.Parameter) -> Setting:
+    assert param.name is not None
+    value = ctx.params[param.name]
+    source = ctx.get_parameter_source(param.name)
+    flag = param.opts[0]
+    if source is ParameterSource.COMMANDLINE:
+        return Setting(value, Source.FLAG, flag)
+    if source is ParameterSource.ENVIRONMENT and isinstance(param.envvar, str):
+        return Setting(value, Source.ENV, param.envvar)
+    return Setting(value, Source.DEFAULT, flag)
+
+
+def size_setting(value: str, source: str) -> int:
+    """Bytes in a size flag's ``value`` (``100Mi``, ``2G``); UserError naming ``source``."""
+    from trainfleet.cli.errors import UserError
+    from trainfleet.spec import quantity
+
+    try:
+        return quantity.size_setting(value, source, 0, minimum=1024)
+    except ValueError as error:
+        raise UserError(str(error)) from None
