@@ -43,11 +43,9 @@ def _state(state: str) -> str:
     return f"[{style}]{state}[/]" if style else state
 
 
-def _condition(job: JobRecord) -> tuple[str, str]:
+def _why(job: JobRecord) -> str:
     """Why the job is where it is: why it waits while it does, else its state's reason."""
-    if job.waiting_code:
-        return job.waiting_code, job.waiting
-    return job.code, job.reason
+    return job.waiting if job.waiting_code else job.reason
 
 
 def task_table(tasks: Sequence[TaskRecord]) -> Table:
@@ -73,18 +71,16 @@ def task_table(tasks: Sequence[TaskRecord]) -> Table:
 
 def print_jobs(jobs: Sequence[JobRecord]) -> None:
     table = Table(box=None, pad_edge=False)
-    for column in ("JOB", "STATE", "FRAMEWORK", "USER", "CREATED", "CODE", "REASON"):
+    for column in ("JOB", "STATE", "FRAMEWORK", "USER", "CREATED", "REASON"):
         table.add_column(column)
     for job in jobs:
-        code, message = _condition(job)
         table.add_row(
             job.id,
             _state(job.state),
             job.framework,
             escape(job.user),
             _when(job.created_at),
-            code or "-",
-            escape(message),
+            escape(_why(job)),
         )
     console.print(table)
 
