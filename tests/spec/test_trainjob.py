@@ -289,8 +289,9 @@ def test_errors_in_a_runtime_file_name_that_file_and_line(tmp_path: Path) -> Non
         RuntimeCatalog.with_files([str(not_a_runtime)])
 
 
-def test_the_cli_runs_a_trainjob_on_a_runtime_file(tmp_path: Path) -> None:
-    """``--runtime`` reaches run (dry run here), export, and refuses a missing file."""
+def test_the_cli_runs_a_trainjob_on_a_runtime_file(tmp_path: Path, data_dir: Path) -> None:
+    """``--runtime`` reaches run (dry run here), export, and refuses a missing file (in a
+    data directory of its own: a dry run opens the store)."""
     (tmp_path / "runtime.yaml").write_text(RUNTIME)
     (tmp_path / "job.yaml").write_text(on_runtime("my-torch"))
     shown = run_cli(

@@ -18,7 +18,7 @@ class PythonEnvironment(BaseModel):
     """A virtual environment built with uv, cached by its content, shared by every job that
     asks for the same one. In its tasks, ``python`` and ``pip`` are its own."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)  # as JobSpec's
 
     python: str | None = Field(
         default=None,
