@@ -164,3 +164,26 @@ def test_an_unknown_code_still_reads(store: Store, make_job: MakeJob) -> None:
     """A newer trainfleet's code on a shared database: kept as its text."""
     store.add_job(make_job(code="from-the-future"), [])
     assert store.get_job("demo-1").code == "from-the-future"  # type: ignore[union-attr]
+
+
+def test_a_write_run_again_after_a_lost_link_is_not_written_twice(
+    store: Store, make_job: MakeJob
+) -> None:
+    """A try that lost its link may have committed: its second run writes nothing more
+    and reports the change as made."""
+    job_id = _job(store, make_job)
+    waits = Condition(Code.WAITING_FOR_RESOURCES, "waiting for resources: gpu held by job a-1")
+    lost = Condition(Code.LOST, "lost: the trainfleet process running it ended (pid 7)")
+    for retried in (False, True):
+        with store._db.transaction() as db:
+            db.retried = retried
+            assert transitions.note(db, job_id, State.QUEUED, waits, waiting=True, recorded=True)
+    for retried in (False, True):
+        with store._db.transaction() as db:
+            db.retried = retried
+            assert transitions.transition(db, job_id, State.FAILED, lost, None, {})
+    assert [e.code for e in store.list_events(job_id)] == [
+        Code.SUBMITTED,
+        Code.WAITING_FOR_RESOURCES,
+        Code.LOST,
+    ]

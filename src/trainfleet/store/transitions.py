@@ -98,9 +98,22 @@ def note(
         )
     else:
         changed = len(db.rows("SELECT id FROM jobs WHERE id = :job_id AND state = :state", key))
-    if changed and recorded:
+    if changed and recorded and not (db.retried and _last_event_is(db, job_id, condition)):
         event(db, job_id, "", state, condition)
     return changed > 0
+
+
+def _last_event_is(db: Transaction, job_id: str, condition: Condition) -> bool:
+    """Whether the job's newest event says ``condition`` (the try that lost its link may
+    have written it)."""
+    rows = db.rows(
+        "SELECT code, message FROM events WHERE job_id = :job_id ORDER BY id DESC LIMIT 1",
+        {"job_id": job_id},
+    )
+    return bool(rows) and (rows[0]["code"], rows[0]["message"]) == (
+        condition.code.value,
+        condition.message,
+    )
 
 
 def event(db: Transaction, job_id: str, task: str, state: State, condition: Condition) -> None:
