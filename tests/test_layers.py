@@ -67,7 +67,6 @@ def test_every_package_has_a_layer() -> None:
     assert {_package(module) for module in modules()} - set(LEVEL) == set()
 
 
-@pytest.mark.xfail(reason="issue 24: the faces still reach the store", strict=True)
 def test_imports_point_down_only() -> None:
     known = modules()
     wrong = [
@@ -76,7 +75,6 @@ def test_imports_point_down_only() -> None:
     assert wrong == []
 
 
-@pytest.mark.xfail(reason="issue 24: four circles left", strict=True)
 def test_no_import_circle() -> None:
     assert circles(all_imports(), modules()) == []
 
