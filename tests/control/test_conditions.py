@@ -25,6 +25,7 @@ def test_a_job_that_succeeds(engine: Engine, tmp_path: Path) -> None:
     job = engine.submit(_spec("name: ok\nroles:\n  worker: {command: 'true'}\n"), tmp_path)
     assert (job.code, job.reason) == (Code.SUBMITTED, "")
     assert (job.waiting_code, job.waiting) == (Code.WAITING_FOR_ADMISSION, "waiting to be admitted")
+    assert [(t.state, t.code) for t in engine.tasks(job.id)] == [(State.QUEUED, Code.SUBMITTED)]
 
     engine.start(job.id)
     ended = engine.wait(job.id, timeout=30)

@@ -221,7 +221,8 @@ class Engine:
             waiting=WAITING,
         )
         tasks = [
-            TaskRecord(job_id=job.id, role=role, index=index) for role, index in task_keys(spec)
+            TaskRecord(job_id=job.id, role=role, index=index, code=Code.SUBMITTED)
+            for role, index in task_keys(spec)
         ]
         self.store.add_job(job, tasks)
         return job

@@ -29,8 +29,12 @@ def transition(
 ) -> bool:
     """Write the job's (or its ``task``'s) new state, its condition and its event; False,
     with nothing written, where it is in a final state or does not exist."""
-    values = {**fields, "state": state.value, "code": condition.code.value}
-    values["reason"] = condition.message
+    values = {
+        **fields,
+        "state": state.value,
+        "code": condition.code.value,
+        "reason": condition.message,
+    }
     if task is None:
         values.update(waiting_code="", waiting="")  # a job that moves waits for nothing
         sets = queries.assignments(values, schema.JOB_COLUMNS)
