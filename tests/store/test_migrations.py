@@ -170,11 +170,14 @@ def test_old_rows_are_coded_from_their_reasons(target: str) -> None:
         'INSERT INTO tasks (job_id, role, "index", state, reason) VALUES '
         "('lost-1', 'w', 0, 'failed', 'lost: the trainfleet process running it ended (pid 7)'), "
         "('done-1', 'w', 0, 'succeeded', 'exit code 0'), "
-        "('done-1', 'ps', 0, 'succeeded', 'stopped: training finished')",
+        "('done-1', 'ps', 0, 'succeeded', 'stopped: training finished'), "
+        "('pre-1', 'w', 0, 'queued', 'exit code 143 (SIGTERM); preempted by b-1 (priority 5)'), "
+        "('wait-1', 'w', 0, 'queued', '')",
         "INSERT INTO events (job_id, time, task, state, message) VALUES "
         "('done-1', 1.0, '', 'queued', 'submitted by ada'), "
         "('done-1', 2.0, 'w/0', 'restarting', 'exit code 1; restarting in 1s'), "
-        "('done-1', 3.0, '', 'succeeded', 'worker/0 succeeded')",
+        "('done-1', 3.0, '', 'succeeded', 'worker/0 succeeded'), "
+        "('pre-1', 4.0, 'w/0', 'queued', 'exit code 143 (SIGTERM); preempted by b-1')",
     )
     with Store.open(target) as store:
         jobs = {job.id: job for job in store.list_jobs()}
@@ -187,6 +190,9 @@ def test_old_rows_are_coded_from_their_reasons(target: str) -> None:
         }
         assert jobs["wait-1"].waiting == rows["wait-1"][1]
         assert [t.code for t in store.list_tasks("lost-1")] == [Code.LOST]
+        assert [t.code for t in store.list_tasks("pre-1")] == [Code.PREEMPTED]
+        assert [e.code for e in store.list_events("pre-1")] == [Code.PREEMPTED]
+        assert [t.code for t in store.list_tasks("wait-1")] == [Code.SUBMITTED]
         assert [t.code for t in store.list_tasks("done-1")] == [Code.STOPPED, Code.EXITED]  # ps, w
         assert [e.code for e in store.list_events("done-1")] == [
             Code.SUBMITTED, Code.RESTARTING, Code.SUCCEEDED

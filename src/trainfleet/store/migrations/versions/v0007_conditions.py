@@ -95,6 +95,12 @@ def upgrade() -> None:
     op.execute(f"UPDATE events SET code = {job_events} WHERE task = ''")
     task_events = _case("message", PREFIXES, TASK_STATES)
     op.execute(f"UPDATE events SET code = {task_events} WHERE task <> ''")
+    # A queued task was never started, or was stopped when its job was preempted.
+    op.execute(
+        "UPDATE tasks SET code = CASE WHEN reason = '' THEN 'submitted' ELSE 'preempted' END "
+        "WHERE state = 'queued'"
+    )
+    op.execute("UPDATE events SET code = 'preempted' WHERE task <> '' AND state = 'queued'")
 
 
 def downgrade() -> None:
