@@ -107,7 +107,7 @@ def build_engine(
         if vault:
             from trainfleet.vault.secrets import KeySource, Secrets
 
-            secrets = Secrets(store, KeySource(data_dir.root))
+            secrets = Secrets(store, KeySource(data_dir.root, settings.environ))
     except BaseException:
         store.close()
         raise

@@ -9,7 +9,6 @@ shows them as ``***``. No answer, event or log line of trainfleet carries a valu
 from __future__ import annotations
 
 import json
-import os
 import time
 from collections.abc import Collection, Mapping
 from pathlib import Path
@@ -30,9 +29,12 @@ Values = dict[tuple[str, str], str]
 
 
 class KeySource:
-    """The keyring, read again when the key file changes (a rotation needs no restart)."""
+    """The keyring, read again when the key file changes (a rotation needs no restart).
 
-    def __init__(self, data_dir: Path, environ: Mapping[str, str] = os.environ) -> None:
+    ``environ``: where ``TRAINFLEET_SECRET_KEY`` may give the keys instead of the file (the
+    settings' environment, ``control.settings``)."""
+
+    def __init__(self, data_dir: Path, environ: Mapping[str, str]) -> None:
         self.data_dir, self.environ = data_dir, dict(environ)
         self._keyring: Keyring | None = None
         self._stamp: float | None = None

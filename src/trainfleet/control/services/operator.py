@@ -110,7 +110,8 @@ class Operator:
 
         root = self.data_dir.root
         rotate_key_file(root / KEY_FILE)
-        return Secrets(self.store, KeySource(root)).rotate()
+        # The file's keys: the CLI refuses a rotation while TRAINFLEET_SECRET_KEY gives them.
+        return Secrets(self.store, KeySource(root, {})).rotate()
 
     def _record(self, action: Audited, target: str, detail: str, by: str, team: str = "") -> None:
         self.audit.record(
