@@ -7,7 +7,7 @@ from __future__ import annotations
 import importlib
 from collections.abc import Mapping
 from gettext import gettext as _
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import click
 
@@ -24,8 +24,8 @@ class Lazy(NamedTuple):
 class LazyGroup(click.Group):
     """A group of lazy commands (``lazy``: name -> Lazy) beside any defined in place."""
 
-    def __init__(self, *args: object, lazy: Mapping[str, Lazy], **kwargs: object) -> None:
-        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+    def __init__(self, *args: Any, lazy: Mapping[str, Lazy], **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
         self.lazy = dict(lazy)
 
     def list_commands(self, ctx: click.Context) -> list[str]:
@@ -42,7 +42,7 @@ class LazyGroup(click.Group):
         if not shown:
             return
         limit = formatter.width - 6 - max(len(name) for name in shown)
-        rows = [(name, self._short_help(ctx, name, limit)) for name in shown]
+        rows = [(name, self._short_help(name, limit)) for name in shown]
         with formatter.section(_("Commands")):
             formatter.write_dl(rows)
 
@@ -51,13 +51,13 @@ class LazyGroup(click.Group):
             return self.commands[name].hidden
         return self.lazy[name].hidden
 
-    def _short_help(self, ctx: click.Context, name: str, limit: int) -> str:
+    def _short_help(self, name: str, limit: int) -> str:
         if name in self.commands:
             return self.commands[name].get_short_help_str(limit)
         return click.Command(name, help=self.lazy[name].help).get_short_help_str(limit)
 
     def _load(self, name: str) -> click.Command:
-        module, _, attribute = self.lazy[name].target.partition(":")
+        module, attribute = self.lazy[name].target.split(":")
         command = getattr(importlib.import_module(module), attribute)
         if not isinstance(command, click.Command):
             raise TypeError(f"{self.lazy[name].target} is not a click command")
