@@ -125,3 +125,13 @@ def test_the_settings_and_the_assembly_are_cheap_to_import() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_the_config_file_is_a_source_too(tmp_path: Path) -> None:
+    env = _config(tmp_path, "server: http://file\nbackend: slurm\n")
+    settings = Settings.resolve(env)
+    path = tmp_path / "config" / "trainfleet" / "config.yaml"
+    assert settings["server"] == Setting("http://file", Source.FILE, f"{path}: server")
+    assert settings["backend"].source is Source.FILE
+    assert settings["token"] == Setting(None, Source.DEFAULT, "TRAINFLEET_TOKEN")
+    assert Settings.resolve(env, server="http://flag")["server"].source is Source.FLAG

@@ -87,6 +87,9 @@ KNOBS: dict[str, Knob] = {
     "isolate_teams": Knob("--isolate-teams", "TRAINFLEET_ISOLATE_TEAMS"),
     "team_accounts": Knob("--team-account"),
     "admin_token": Knob(None, "TRAINFLEET_ADMIN_TOKEN"),
+    "backend": Knob(file="backend"),
+    "slurm": Knob(file="slurm"),
+    "container_runtime": Knob(file="container_runtime"),
 }
 """Every setting below the faces. A face's own flags (``--host``, ``--max-body``) may be
 given too (``Settings.resolve``), under the names it chooses."""
@@ -131,10 +134,16 @@ class Settings:
         return cls(values, dict(environ))
 
     def __getitem__(self, name: str) -> Setting:
-        return self.values.get(name) or Setting(None)
+        """The setting ``name``: given by a flag or the environment, else by the config
+        file (read now, if it was not), else its default (None)."""
+        setting = self.values.get(name) or Setting(None)
+        key = KNOBS[name].file if name in KNOBS else None
+        if setting.given or key is None or key not in self.file:
+            return setting
+        return Setting(self.file[key], Source.FILE, f"{self.config_path}: {key}")
 
     def value(self, name: str) -> Any:
-        """The value of ``name``, None where it was given nowhere."""
+        """The value of ``name`` (see ``__getitem__``), None where it was given nowhere."""
         return self[name].value
 
     def text(self, name: str) -> str | None:
@@ -166,31 +175,19 @@ class Settings:
 
     def target(self) -> Target:
         """The server commands go to: flags (``--server``, ``--ca-cert``), then the
-        environment, then the config file."""
-        path = self.config_path
-        env_token = self.environ.get("TRAINFLEET_TOKEN") or None
-        if env_token is not None:
-            _check_token(env_token, "TRAINFLEET_TOKEN")
-        file = _strings(self.file, path)
-        if env_token is None and "token" in file:
-            _check_token(file["token"], f"{path}: token")
-        ca_cert, ca_source = self._ca_cert(file, path)
-        return Target(
-            server=self.text("server") or file.get("server"),
-            token=env_token or file.get("token"),
-            ca_cert=ca_cert,
-            ca_source=ca_source,
-        )
-
-    def _ca_cert(self, file: dict[str, str], path: Path) -> tuple[str | None, str]:
-        """The CA certificate file and where it was given; the config file's is relative to
-        it."""
-        given = self["ca_cert"]
-        if given.given and given.value:
-            return given.value, given.where
-        if "ca_cert" in file:
-            return str(path.parent / Path(file["ca_cert"]).expanduser()), f"{path}: ca_cert"
-        return None, "--ca-cert"
+        environment, then the config file (its ``ca_cert`` relative to it)."""
+        token = self.values["token"]
+        if token.given:  # named before the file is read
+            _check_token(token.value, token.where)
+        _strings(self.file, self.config_path)
+        token = self["token"]
+        if token.source is Source.FILE:
+            _check_token(token.value, token.where)
+        ca = self["ca_cert"]
+        ca_cert = ca.value
+        if ca.source is Source.FILE:
+            ca_cert = str(self.config_path.parent / Path(ca.value).expanduser())
+        return Target(self.text("server"), self.text("token"), ca_cert, ca.where)
 
     def backend_config(self) -> BackendConfig:
         """The config file's ``backend``, ``slurm`` and ``container_runtime`` (the local
@@ -199,7 +196,7 @@ class Settings:
 
         from trainfleet.spec.backends import BackendConfig
 
-        keys = {key: value for key, value in self.file.items() if key in BACKEND_KEYS}
+        keys = {key: self.value(key) for key in BACKEND_KEYS if key in self.file}
         try:
             return BackendConfig.model_validate(keys)
         except ValidationError as error:
@@ -225,11 +222,11 @@ def data_dir_of(given: str | os.PathLike[str] | None) -> DataDir:
 
 
 def _resolve(name: str, knob: Knob, flag: Any, environ: Mapping[str, str]) -> Setting:
-    """One setting: the flag, else the environment variable, else unset (the file's keys
-    are read by ``Settings.file``)."""
+    """One setting: the flag, else the environment variable, else unset (the config file
+    is read when a value of it is asked for, ``Settings.__getitem__``)."""
     if isinstance(flag, Setting):  # resolved by the face (click's ``envvar``)
         return flag
-    if flag is not None and flag != () and flag is not False:
+    if flag is not None and flag is not False and flag not in ("", ()):
         return _given(flag, knob)
     if knob.env is not None:
         value = environ.get(knob.env)
