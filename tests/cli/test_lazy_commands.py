@@ -8,6 +8,7 @@ import sys
 
 import click
 import pytest
+from click.testing import CliRunner
 
 from trainfleet.cli.main import COMMANDS, cli
 
@@ -50,3 +51,10 @@ def test_help_loads_no_command() -> None:
 def test_a_command_loads_its_own_module_alone() -> None:
     assert _commands_loaded_by("run", "--help") == ["trainfleet.cli.launch_commands"]
     assert _commands_loaded_by("queue", "list", "--help") == ["trainfleet.cli.queue_commands"]
+
+
+def test_a_mistyped_command_gets_suggestions_among_every_command() -> None:
+    """click suggests among the commands it has loaded: the group suggests among all."""
+    done = CliRunner().invoke(cli, ["lsit"], prog_name="trainfleet")
+    assert done.exit_code == 2
+    assert "No such command 'lsit'. (Did you mean one of: 'list', 'submit'?)" in done.output

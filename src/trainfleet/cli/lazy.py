@@ -36,6 +36,16 @@ class LazyGroup(click.Group):
             self.add_command(self._load(cmd_name), cmd_name)
         return super().get_command(ctx, cmd_name)
 
+    def resolve_command(
+        self, ctx: click.Context, args: list[str]
+    ) -> tuple[str | None, click.Command | None, list[str]]:
+        try:
+            return super().resolve_command(ctx, args)
+        except click.NoSuchCommand as error:
+            # click suggests among the commands loaded so far: suggest among every one
+            every = self.list_commands(ctx)
+            raise click.NoSuchCommand(error.command_name, possibilities=every, ctx=ctx) from None
+
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         """As click does, with the lazy commands' short help from the table."""
         shown = [name for name in self.list_commands(ctx) if not self._hidden(name)]
