@@ -179,22 +179,18 @@ def _serve(settings: Settings) -> None:
 
 
 def given(ctx: click.Context) -> Iterator[tuple[str, Setting]]:
-    """Each flag of the command (and ``--data-dir``) with where click found it: on the
-    command line, in its variable (``envvar``), or its default."""
-    for context in (ctx.parent, ctx) if ctx.parent else (ctx,):
-        for param in context.command.params:
-            if param.name is None or param.name not in context.params:
-                continue
-            if context is ctx.parent and param.name != "data_dir":
-                continue
-            yield param.name, _setting(context, param)
+    """Each flag of the command, and the group's ``--data-dir``, with where click found
+    it: on the command line, in its variable (``envvar``), or its default."""
+    if ctx.parent is not None and "data_dir" in ctx.parent.params:
+        yield "data_dir", _setting(ctx.parent, "data_dir")
+    for name in ctx.params:
+        yield name, _setting(ctx, name)
 
 
-def _setting(ctx: click.Context, param: click.Parameter) -> Setting:
-    assert param.name is not None
-    value = ctx.params[param.name]
-    source = ctx.get_parameter_source(param.name)
-    flag = param.opts[0]
+def _setting(ctx: click.Context, name: str) -> Setting:
+    param = next(param for param in ctx.command.params if param.name == name)
+    value, flag = ctx.params[name], param.opts[0]
+    source = ctx.get_parameter_source(name)
     if source is ParameterSource.COMMANDLINE:
         return Setting(value, Source.FLAG, flag)
     if source is ParameterSource.ENVIRONMENT and isinstance(param.envvar, str):

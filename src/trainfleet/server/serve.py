@@ -1,4 +1,6 @@
-"""``trainfleet server``: open the data directory, make sure a token exists, serve."""
+"""``trainfleet server``: the server's own flags (TLS, audit retention), then, on the engine
+the assembly built, the queues given, the keys checked, an admin token made, jobs resumed,
+and the API served."""
 
 from __future__ import annotations
 
