@@ -33,6 +33,7 @@ from trainfleet.spec.loading import LoadedJob, load_job_file
 
 if TYPE_CHECKING:
     from trainfleet.control.services.queues import Queues
+    from trainfleet.control.settings import Settings
     from trainfleet.wire import QueueBody, QueueState
 
 STOP_TIMEOUT = 60.0
@@ -68,11 +69,19 @@ class EngineService(StoreReader):
 
     @classmethod
     def open(cls, data_dir: str | None) -> EngineService:
-        """The engine, on the backend the config file names (this machine by default)."""
-        from trainfleet.control.assembly import embedded_engine
+        """The engine in ``data_dir`` (``--data-dir``), the other settings from the
+        environment and the config file."""
         from trainfleet.control.settings import Settings
 
-        return cls(embedded_engine(Settings.resolve(data_dir=data_dir)))
+        return cls.of(Settings.resolve(data_dir=data_dir))
+
+    @classmethod
+    def of(cls, settings: Settings) -> EngineService:
+        """The engine the settings describe, on the backend the config file names (this
+        machine by default)."""
+        from trainfleet.control.assembly import embedded_engine
+
+        return cls(embedded_engine(settings))
 
     def submit(self, job: JobInput, *, detach: bool) -> JobRecord:
         if job.server_workdir is not None:

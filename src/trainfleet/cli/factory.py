@@ -20,16 +20,22 @@ if TYPE_CHECKING:
 def target_of(options: Options) -> Target:
     """The server (URL, token, CA certificate) every command talks to: from the flags, the
     environment, then the config file (see ``trainfleet.cli.config``); none: embedded."""
-    from trainfleet.cli.config import resolve
+    from trainfleet.cli.config import settings_of
 
-    return resolve(options.server, options.ca_cert)
+    return settings_of(options).target()
 
 
 def open_service(options: Options) -> JobService:
-    """The service the configuration names (see ``trainfleet.cli.config``)."""
-    target = target_of(options)
+    """The service the configuration names (see ``trainfleet.cli.config``); the settings
+    are resolved once, for both."""
+    from trainfleet.cli.config import settings_of
+
+    settings = settings_of(options)
+    target = settings.target()
     if target.server is None:
-        return embedded(options)
+        from trainfleet.cli.embedded import EngineService
+
+        return EngineService.of(settings)
     from trainfleet.cli.remote import RemoteService
 
     return RemoteService(target)
@@ -37,13 +43,15 @@ def open_service(options: Options) -> JobService:
 
 def open_reader(options: Options) -> JobReader:
     """Like ``open_service``, for the read commands: embedded, only the store is opened."""
-    target = target_of(options)
+    from trainfleet.cli.config import settings_of
+
+    settings = settings_of(options)
+    target = settings.target()
     if target.server is None:
-        from trainfleet.cli.config import backend_config, config_path
         from trainfleet.cli.reading import StoreReader
 
-        if config_path().exists():
-            backend_config()  # a malformed file is named here too, as by the engine
+        if settings.file:
+            settings.backend_config()  # a malformed file is named here too, as by the engine
         return StoreReader.open(options.data_dir)
     from trainfleet.cli.remote import RemoteService
 
