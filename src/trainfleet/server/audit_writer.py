@@ -2,4 +2,3 @@
 imports from there."""
 
 from trainfleet.control.services.audit import AuditPruner as AuditPruner
-from trainfleet.control.services.audit import AuditWriter as AuditWriter
