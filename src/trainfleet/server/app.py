@@ -37,8 +37,6 @@ def create_app(engine: Engine, settings: Settings) -> FastAPI:
     """The API over ``engine`` (``control.assembly.server_engine``, or ``build_engine`` with
     its vault); when the server stops, the jobs it runs are stopped."""
 
-    if engine.secrets is None:
-        raise ValueError("a server keeps teams' secrets: build its engine with a vault")
     services = Services.of(engine)
     readiness = Readiness(services.problem)
 

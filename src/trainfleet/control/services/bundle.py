@@ -30,8 +30,10 @@ class Services:
 
     @classmethod
     def of(cls, engine: Engine) -> Services:
-        """The services of ``engine``, which keeps the teams' secrets (``engine.secrets``)."""
-        assert engine.secrets is not None, "a server's engine keeps secrets"
+        """The services of ``engine``, which keeps the teams' secrets (``engine.secrets``);
+        ValueError where it has no vault."""
+        if engine.secrets is None:
+            raise ValueError("a server keeps teams' secrets: build its engine with a vault")
         store = engine.store
         owners = QueueTeams(store.accounts)
         audit = AuditLog(store.audit)
