@@ -20,8 +20,10 @@ class BackendSettings:
 
     supervised: bool = False
     """Tasks outlive this process (a server), and a restarted one adopts them."""
-    log_cap: int | None = None
-    """Bytes a task's log keeps (None: the backend's default)."""
+    log_cap: str | None = None
+    """Bytes a task's log keeps (``512Mi``; None: the backend's default)."""
+    log_cap_source: str = "TRAINFLEET_LOG_CAP"
+    """Where ``log_cap`` was given, as its error names it."""
     container_runtime: str | None = None
     """``podman`` or ``docker`` (None: the one found on PATH)."""
     gpus: str | None = None
@@ -37,10 +39,11 @@ Factory = Callable[[BackendSettings], "Backend"]
 
 def _local(settings: BackendSettings) -> Backend:
     from trainfleet.backends.local import LocalBackend
+    from trainfleet.backends.local.processes import log_cap_setting
 
     return LocalBackend(
         settings.supervised,
-        settings.log_cap,
+        log_cap_setting(settings.log_cap, settings.log_cap_source),
         settings.container_runtime,
         gpus=settings.gpus,
         resources=settings.resources,

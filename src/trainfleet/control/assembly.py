@@ -4,8 +4,7 @@ teams' accounts and the firewall, then the ``Engine`` with all of them.
 
 ``trainfleet run`` and an embedded ``submit`` take ``embedded_engine``, ``trainfleet
 server`` ``server_engine``; tests and programs ``build_engine`` (``engine_at``) with the
-parts they vary. Cheap to
-import: the engine and each part load when built.
+parts they vary. Cheap to import: the engine and each part load when built.
 """
 
 from __future__ import annotations
@@ -30,17 +29,12 @@ def backend_of(settings: Settings, supervised: bool = False) -> Backend:
     from trainfleet.backends.registry import BackendSettings, make_backend
 
     config = settings.backend_config()
-    cap = settings["log_cap"]
-    log_cap = None
-    if cap.value:
-        from trainfleet.backends.local.processes import log_cap_setting
-
-        log_cap = log_cap_setting(cap.value, cap.where)
     return make_backend(
         config.backend,
         BackendSettings(
             supervised=supervised,
-            log_cap=log_cap,
+            log_cap=settings.text("log_cap"),
+            log_cap_source=settings["log_cap"].where,
             container_runtime=config.container_runtime,
             gpus=settings.value("gpus"),
             resources=settings.text("resources") or "",
