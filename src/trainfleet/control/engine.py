@@ -11,7 +11,7 @@ import secrets
 import shutil
 import threading
 import time
-from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -25,7 +25,7 @@ from trainfleet.control.runner import Runner
 from trainfleet.datadir.layout import DataDir
 from trainfleet.datadir.space import require_free
 from trainfleet.domain.conditions import Code, Condition
-from trainfleet.domain.records import EventRecord, JobPage, JobRecord, Reason, State, TaskRecord
+from trainfleet.domain.records import EventRecord, JobRecord, Reason, State, TaskRecord
 from trainfleet.domain.records import JobActive as JobActive  # kept importable from here
 from trainfleet.domain.records import JobDetails as JobDetails
 from trainfleet.domain.records import JobNotFound as JobNotFound
@@ -559,29 +559,6 @@ class Engine:
 
     def list(self, limit: int = 100) -> list[JobRecord]:
         return self.store.list_jobs(limit)
-
-    def find(
-        self,
-        *,
-        state: str | None = None,
-        name: str | None = None,
-        user: str | None = None,
-        labels: Mapping[str, str] | None = None,
-        teams: Collection[str] | None = None,
-        limit: int = 50,
-        cursor: str | None = None,
-    ) -> JobPage:
-        """One page of matching jobs (of ``teams`` only, if given), newest first (raises
-        ValueError on a bad cursor)."""
-        return self.store.find_jobs(
-            state=state,
-            name=name,
-            user=user,
-            labels=labels,
-            teams=teams,
-            limit=limit,
-            cursor=cursor,
-        )
 
     def log_path(self, job_id: str, role: str, index: int) -> Path:
         return self.backend.log_path(self.data_dir, job_id, (role, index))

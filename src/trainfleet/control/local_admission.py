@@ -25,7 +25,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from trainfleet.datadir.layout import DataDir
-from trainfleet.datadir.runners import lost_runner as lost_runner  # the job reads ask it too
+from trainfleet.datadir.runners import lost_runner
 from trainfleet.domain.records import JobRecord, Reason, State
 
 if TYPE_CHECKING:

@@ -33,11 +33,11 @@ from trainfleet.wire import API_PREFIX, Health
 from trainfleet.workdirs.store import WorkdirStore
 
 
-def create_app(engine: Engine, settings: Settings) -> FastAPI:
+def create_app(engine: Engine, settings: Settings, services: Services | None = None) -> FastAPI:
     """The API over ``engine`` (``control.assembly.server_engine``, or ``build_engine`` with
-    its vault); when the server stops, the jobs it runs are stopped."""
-
-    services = Services.of(engine)
+    its vault) and its ``services`` (made here if not given); when the server stops, the
+    jobs it runs are stopped."""
+    services = services or Services.of(engine)
     readiness = Readiness(services.problem)
 
     @asynccontextmanager

@@ -12,7 +12,6 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from starlette.types import Scope
 
 from trainfleet.control.services.accounts import Accounts
-from trainfleet.control.services.accounts import bootstrap as bootstrap  # serve.py's, for now
 from trainfleet.control.services.tokens import Principal, digest
 from trainfleet.domain.errors import Unauthorized
 from trainfleet.server.errors import ApiError

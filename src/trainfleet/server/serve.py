@@ -16,10 +16,9 @@ from pathlib import Path
 import uvicorn
 
 from trainfleet.control.engine import Engine
-from trainfleet.control.settings import database_url_of as database_url_of  # the token group's
+from trainfleet.control.services.audit import AuditPruner
+from trainfleet.control.services.bundle import Services
 from trainfleet.server.app import create_app
-from trainfleet.server.audit_writer import AuditPruner
-from trainfleet.server.auth import bootstrap
 from trainfleet.server.settings import Settings
 from trainfleet.spec.queues import QueuesFile
 
@@ -160,19 +159,20 @@ def serve(
             print(
                 f"trainfleet | {rotated} secret(s) encrypted again with the first key", flush=True
             )
-    token = bootstrap(engine.store, admin_token)
+    services = Services.of(engine)
+    token = services.accounts.bootstrap(admin_token)
     if token is not None:
         print(f"trainfleet | admin token (shown only this once): {token}", flush=True)
     resumed = engine.resume()
     if resumed:
         print(f"trainfleet | resumed {len(resumed)} unfinished job(s)", flush=True)
     settings = settings or Settings(workdir=Path.cwd())
-    app = create_app(engine, settings)
+    app = create_app(engine, settings, services)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
     warn_if_clear(host, port, tls)
     retention = settings.audit_retention
     pruning: AbstractContextManager[object] = (
-        AuditPruner(engine.store.audit, retention) if retention else nullcontext()
+        AuditPruner(services.audit.trail, retention) if retention else nullcontext()
     )
     with pruning:  # at start, then daily, until the server stops
         uvicorn.run(

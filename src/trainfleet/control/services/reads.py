@@ -56,8 +56,9 @@ class JobReads:
         if State(job.state).is_final:
             return job
         from trainfleet.control import local_admission
+        from trainfleet.datadir.runners import lost_runner
 
-        if local_admission.lost_runner(self.data_dir, job.id) is None:
+        if lost_runner(self.data_dir, job.id) is None:
             return job
         from trainfleet.control.assembly import embedded_engine
         from trainfleet.control.settings import Settings
