@@ -1,2 +1,3 @@
-"""Persistence: jobs, tasks, events, labels and API tokens in SQL (SQLite or PostgreSQL, see
-``database.Store``), task logs in files under the data directory (``layout``, ``logs``)."""
+"""The database, and only it: jobs, tasks, events, labels, queues, accounts, tokens, secrets
+and the audit trail in SQL (SQLite or PostgreSQL, see ``database.Store``), each state change
+through ``transitions``. The data directory's files are ``datadir``'s."""
