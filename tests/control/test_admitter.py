@@ -14,7 +14,7 @@ from helpers import wait_for
 
 from trainfleet.control.admitter import Admitter
 from trainfleet.control.engine import Engine
-from trainfleet.domain.conditions import Code
+from trainfleet.domain.conditions import Code, Condition
 from trainfleet.domain.records import State
 from trainfleet.scheduling.admission import Admission, GangJob, Preemption, Scheduler
 from trainfleet.scheduling.cluster import Node, TaskDemand
@@ -85,10 +85,10 @@ def test_a_store_error_in_a_pass_is_logged_once_and_the_pass_retried(
     """The store fails (injected: the first writes of waiting reasons raise StoreError, as
     a stopped database makes them): the admitter logs it once, backs off, and goes on."""
     failures = 3
-    noted: dict[str, str] = {}
+    noted: dict[str, Condition] = {}
     launched: list[str] = []
 
-    def note_waiting(job_id: str, reason: str) -> None:
+    def note_waiting(job_id: str, reason: Condition) -> None:
         nonlocal failures
         if failures:
             failures -= 1
@@ -100,7 +100,8 @@ def test_a_store_error_in_a_pass_is_logged_once_and_the_pass_retried(
         _submit(admitter, _gang("runs", 0))
         _submit(admitter, _gang("waits", 1))
         wait_for(lambda: "waits" in noted, timeout=30, what="the reason stored after the outage")
-        assert noted["waits"].startswith("waiting for resources"), noted
+        assert noted["waits"].code is Code.WAITING_FOR_RESOURCES, noted
+        assert noted["waits"].message.startswith("waiting for resources"), noted
         admitter.finished("runs")
         assert admitter.wait(lambda: launched == ["runs", "waits"], timeout=30), launched
     failed = [r for r in caplog.records if "scheduling pass failed" in r.getMessage()]

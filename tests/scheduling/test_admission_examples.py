@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from trainfleet.domain.conditions import Code, Condition
 from trainfleet.scheduling.admission import GangJob, Scheduler
 from trainfleet.scheduling.cluster import Node, TaskAllocation, TaskDemand
 from trainfleet.scheduling.placement import Unschedulable
@@ -99,12 +100,15 @@ def test_reclaim_stops_the_borrowing_job_and_its_queue_waits() -> None:
     decisions = scheduler.schedule()
     assert [(p.job, p.by) for p in decisions.preempted] == [("b-borrows", "a-own")]
     assert decisions.preempted[0].reason == "preempted: queue 'a' reclaims the quota it lent to 'b'"
-    assert scheduler.waiting_reason("a-own") == "waiting for b-borrows to stop: preempted for it"
+    assert scheduler.waiting("a-own") == Condition(
+        Code.WAITING_FOR_PREEMPTION, "waiting for b-borrows to stop: preempted for it"
+    )
     scheduler.finished("b-borrows")
     assert scheduler.pending() == ["b-borrows", "a-own"]
     assert admitted(scheduler) == ["a-own"]
     assert scheduler.schedule().preempted == []
     assert "waiting for quota" in (scheduler.waiting_reason("b-borrows") or "")
+    assert getattr(scheduler.waiting("b-borrows"), "code", None) is Code.WAITING_FOR_QUOTA
 
 
 def test_what_a_reclaim_frees_goes_to_the_job_that_reclaimed() -> None:
@@ -177,8 +181,12 @@ def test_waiting_reason_names_the_resource_or_the_quota() -> None:
     scheduler.submit(job("quota-1", demand(cpu=2000), queue="solo", order=2))
     scheduler.submit(job("quota-2", demand(cpu=1000), queue="solo", order=3))
     scheduler.submit(job("gpu-wanter", demand(gpu=1000), order=4))
-    assert scheduler.waiting_reason("quota-2") == "waiting for its turn: 2 job(s) ahead of it"
+    assert scheduler.waiting("quota-2") == Condition(
+        Code.WAITING_FOR_TURN, "waiting for its turn: 2 job(s) ahead of it"
+    )
     assert admitted(scheduler) == ["gpu-user", "quota-1"]
+    assert getattr(scheduler.waiting("quota-2"), "code", None) is Code.WAITING_FOR_QUOTA
+    assert getattr(scheduler.waiting("gpu-wanter"), "code", None) is Code.WAITING_FOR_RESOURCES
     assert scheduler.waiting_reason("quota-2") == (
         "waiting for quota: queue 'solo' has a nominal quota of cpu 2, uses cpu 2 and the job "
         "needs cpu 1; it has no cohort to borrow from"

@@ -18,6 +18,7 @@ import threading
 import time
 from collections.abc import Callable
 
+from trainfleet.domain.conditions import Condition
 from trainfleet.scheduling.admission import Admission, Decisions, Preemption, Scheduler
 from trainfleet.store.connection import patiently
 
@@ -43,18 +44,18 @@ class Admitter:
         scheduler: Scheduler,
         launch: Callable[[Admission], None],
         preempt: Callable[[Preemption], object],
-        note_waiting: Callable[[str, str], object],
+        note_waiting: Callable[[str, Condition], object],
     ) -> None:
         """``launch`` starts an admitted job (called without ``lock``; when it raises, the
-        job waits again in its old place); ``note_waiting(job_id, reason)`` is called when
-        a waiting job's reason changes."""
+        job waits again in its old place); ``note_waiting(job_id, condition)`` is called when
+        why a waiting job waits changes."""
         self.scheduler = scheduler
         self._launch = launch
         self._preempt = preempt
         self._note_waiting = note_waiting
         self.lock = threading.Condition(threading.RLock())
         """Held while the scheduler is used; notified after every pass and every end."""
-        self._reasons: dict[str, str] = {}
+        self._reasons: dict[str, Condition] = {}
         self._launching: set[str] = set()
         self._to_note: dict[str, None] = {}  # waiting jobs whose reason may have changed
         self._wanted = threading.Event()
@@ -129,10 +130,10 @@ class Admitter:
             if self._wanted.is_set():
                 return
             with self.lock:  # one row at a time: a cancel must not be overwritten
-                reason = self.scheduler.waiting_reason(job_id)
-                if reason is not None and self._reasons.get(job_id) != reason:
-                    self._note_waiting(job_id, reason)
-                    self._reasons[job_id] = reason
+                why = self.scheduler.waiting(job_id)
+                if why is not None and self._reasons.get(job_id) != why:
+                    self._note_waiting(job_id, why)
+                    self._reasons[job_id] = why
                 del self._to_note[job_id]
 
     def _loop(self) -> None:

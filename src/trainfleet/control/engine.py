@@ -112,8 +112,8 @@ class Engine:
                     preempt=lambda preemption: self.runner.preempt(
                         preemption.job, preemption.reason
                     ),
-                    note_waiting=lambda job_id, reason: self.store.note(
-                        job_id, State.QUEUED, Condition.waiting(reason), waiting=True, event=False
+                    note_waiting=lambda job_id, why: self.store.note(
+                        job_id, State.QUEUED, why, waiting=True, event=False
                     ),
                 )
             return self._admitter
@@ -305,9 +305,9 @@ class Engine:
             while self.get(job_id).state == State.QUEUED and time.monotonic() < deadline:
                 with self.admitter.lock:
                     if job_id in self.scheduler.pending():  # held back here (a quota)
-                        reason = self.scheduler.waiting_reason(job_id) or "waiting"
+                        why = self.scheduler.waiting(job_id)
                         self.admitter.withdraw(job_id)
-                        return Condition.waiting(reason)
+                        return why or Condition(Code.WAITING_FOR_ADMISSION, "waiting")
                 time.sleep(0.005)
             return None
         finally:

@@ -80,28 +80,6 @@ class Condition:
     code: Code
     message: str = ""
 
-    @classmethod
-    def waiting(cls, message: str) -> Condition:
-        """Why a job waits, from the scheduler's sentence.
-
-        The scheduler says it in words only; their first phrase is its code. (Kept here, in
-        one place, until the scheduler hands out a code of its own.)
-        """
-        for phrase, code in _WAITING_PHRASES:
-            if message.startswith(phrase):
-                return cls(code, message)
-        if message.startswith("waiting for") and message.endswith("to stop: preempted for it"):
-            return cls(Code.WAITING_FOR_PREEMPTION, message)
-        return cls(Code.WAITING_FOR_RESOURCES, message)
-
-
-_WAITING_PHRASES = (
-    ("waiting for quota", Code.WAITING_FOR_QUOTA),
-    ("waiting for resources", Code.WAITING_FOR_RESOURCES),
-    ("waiting for its turn", Code.WAITING_FOR_TURN),
-    ("waiting to be admitted", Code.WAITING_FOR_ADMISSION),
-)
-
 
 def known(code: str) -> Code | str:
     """``code`` as a Code where this trainfleet knows it (a newer server's still reads)."""

@@ -41,6 +41,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 
+from trainfleet.domain.conditions import Code, Condition
 from trainfleet.domain.records import Reason
 from trainfleet.scheduling.cluster import Cluster, Node, TaskAllocation, TaskDemand
 from trainfleet.scheduling.placement import Unschedulable
@@ -127,7 +128,7 @@ class Scheduler:
         self._wants: dict[str, dict[str, Counter[int]]] = {}  # queue: name: amounts waiting
         self._fresh: set[str] = set()  # waiting jobs no pass has looked at yet
         self._admitted: dict[str, _Admitted] = {}
-        self._why: dict[str, str] = {}
+        self._why: dict[str, Condition] = {}
         self._stopped_for: dict[str, str] = {}  # a stopped victim: the job it yields to
         self._victims: dict[str, int] = {}  # a preemptor: how many victims are still stopping
         self._nominated: set[str] = set()  # waiting jobs that preempted: they go first
@@ -242,14 +243,19 @@ class Scheduler:
             found.setdefault(admitted.job.queue, []).append(admitted.job.id)
         return found
 
-    def waiting_reason(self, job_id: str) -> str | None:
+    def waiting(self, job_id: str) -> Condition | None:
         """Why a waiting job has not started (None when it is not waiting)."""
         if job_id not in self._keys:
             return None
         if job_id in self._why:
             return self._why[job_id]
         ahead = bisect.bisect_left(self._pending, (self._keys[job_id],))
-        return f"waiting for its turn: {ahead} job(s) ahead of it"
+        return Condition(Code.WAITING_FOR_TURN, f"waiting for its turn: {ahead} job(s) ahead of it")
+
+    def waiting_reason(self, job_id: str) -> str | None:
+        """The message of ``waiting``."""
+        condition = self.waiting(job_id)
+        return None if condition is None else condition.message
 
     # -- the pass -------------------------------------------------------------
 
@@ -263,7 +269,7 @@ class Scheduler:
         queues_blocked: set[str] = set()
         queues_seen: set[str] = set()
         done: set[str] = set()  # queues whose other jobs this pass need not look at
-        over_quota: dict[tuple[str, tuple[tuple[str, int], ...]], str] = {}
+        over_quota: dict[tuple[str, tuple[tuple[str, int], ...]], Condition] = {}
         for_capacity = 0  # jobs looked at that wait for capacity: at most backfill_depth
         for_quota: Counter[str] = Counter()  # by queue, those that wait for its quota
         for ahead, job in self._waiting():
@@ -279,7 +285,9 @@ class Scheduler:
                 continue  # served at the head of its priority, or its queue is done
             preemptor = self._stopped_for.get(job.id)
             if preemptor in self._keys:
-                self._why[job.id] = f"preempted for {preemptor}, which starts first"
+                self._why[job.id] = Condition(
+                    Code.WAITING_FOR_RESOURCES, f"preempted for {preemptor}, which starts first"
+                )
                 decisions.waiting.append(job.id)
                 continue
             queues_seen.add(job.queue)
@@ -304,7 +312,7 @@ class Scheduler:
                 for_capacity += 1
                 self._why[job.id] = self._capacity_reason(job, head, reserved)
             else:
-                self._why[job.id] = f"waiting for quota: {check.reason}"
+                self._why[job.id] = _over_quota(check.reason)
                 for_quota[job.queue] += 1
                 if for_quota[job.queue] >= self.backfill_depth or self._over_quota_all(job.queue):
                     done.add(job.queue)
@@ -329,7 +337,7 @@ class Scheduler:
             if job.queue in for_quota:  # its queue has jobs over quota: is it one?
                 check = self.quotas.check(job.queue, job.total)
                 if not check.fits:
-                    self._why[job_id] = f"waiting for quota: {check.reason}"
+                    self._why[job_id] = _over_quota(check.reason)
                     decisions.passed_over.append(job_id)
         self._fresh.clear()
         self.cluster.release(RESERVED)
@@ -367,7 +375,7 @@ class Scheduler:
         elif check.fits:
             self._why[job.id] = self._capacity_reason(job, None, Resources())
         else:
-            self._why[job.id] = f"waiting for quota: {check.reason}"
+            self._why[job.id] = _over_quota(check.reason)
         self.cluster.reserve(_hold(job), job.tasks)
         self.quotas.use(job.queue, job.total)
         return [job]
@@ -399,15 +407,21 @@ class Scheduler:
         self._admitted[job.id] = _Admitted(job, borrows, next(self._sequence))
         decisions.admitted.append(Admission(job.id, tuple(allocations)))
 
-    def _capacity_reason(self, job: GangJob, head: GangJob | None, reserved: Resources) -> str:
+    def _capacity_reason(
+        self, job: GangJob, head: GangJob | None, reserved: Resources
+    ) -> Condition:
         short = job.total.shortfall(self.cluster.free)
         if head is not None and not job.total.shortfall(self.cluster.free + reserved):
-            return f"waiting for resources held for {head.id}, which is ahead of it"
-        if short:
+            message = f"waiting for resources held for {head.id}, which is ahead of it"
+        elif short:
             wants = ", ".join(describe(name, job.total.get(name)) for name in short)
             free = ", ".join(describe(name, self.cluster.free.get(name)) for name in short)
-            return f"waiting for resources: needs {wants}; free now {free}"
-        return "waiting for resources: enough is free in all, but not on nodes that fit its tasks"
+            message = f"waiting for resources: needs {wants}; free now {free}"
+        else:
+            message = (
+                "waiting for resources: enough is free in all, but not on nodes that fit its tasks"
+            )
+        return Condition(Code.WAITING_FOR_RESOURCES, message)
 
     # -- preemption -----------------------------------------------------------
 
@@ -443,7 +457,9 @@ class Scheduler:
             self._stopped_for.pop(job.id, None)
             self._nominated.add(job.id)
             names = ", ".join(victim.job.id for victim in victims)
-            self._why[job.id] = f"waiting for {names} to stop: preempted for it"
+            self._why[job.id] = Condition(
+                Code.WAITING_FOR_PREEMPTION, f"waiting for {names} to stop: preempted for it"
+            )
         preemptions = []
         for victim in victims:
             victim.stopping_for = job.id
@@ -540,6 +556,10 @@ class Scheduler:
             for queue in list(self.quotas.queues.values())
             if queue.cohort == cohort
         )
+
+
+def _over_quota(why: str) -> Condition:
+    return Condition(Code.WAITING_FOR_QUOTA, f"waiting for quota: {why}")
 
 
 def _hold(job: GangJob) -> str:
