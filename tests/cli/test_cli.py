@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from helpers import process_group_alive, run_cli, trainfleet, wait_for
 
 from trainfleet.backends.local.gpus import NVIDIA_DRIVER
@@ -401,3 +402,25 @@ def test_read_commands_load_no_engine(job_file, engine: Engine) -> None:
     ).stdout
     assert "worker/0 | hi" in out
     assert out.strip().splitlines()[-1] == "[]"
+
+
+@pytest.mark.parametrize("command", [("run", "job.yaml"), ("list",), ("describe", "x-1")])
+@pytest.mark.parametrize("how", ["flag", "env"])
+def test_a_data_directory_that_cannot_be_made_is_named_without_a_traceback(
+    tmp_path: Path, command: tuple[str, ...], how: str
+) -> None:
+    """A data directory under a file cannot be made: exit 2, the path and where it came
+    from named, nothing made (a traceback before)."""
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    wanted = blocker / "data"
+    (tmp_path / "job.yaml").write_text("name: j\nroles: {w: {command: 'true'}}\n")
+    flags = ["--data-dir", str(wanted)] if how == "flag" else []
+    env = {**os.environ, "TRAINFLEET_DATA_DIR": str(wanted)}
+    out = subprocess.run(
+        trainfleet(*flags, *command), capture_output=True, text=True, cwd=tmp_path, env=env
+    )
+    assert out.returncode == 2, out.stderr
+    assert f"cannot use the data directory {wanted}: Not a directory" in out.stderr
+    assert "TRAINFLEET_DATA_DIR" in out.stderr and "Traceback" not in out.stderr
+    assert blocker.read_text() == ""

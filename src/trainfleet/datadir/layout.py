@@ -8,6 +8,8 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
+from trainfleet.domain.errors import Misconfigured
+
 JOB_ID = re.compile(r"^[a-z0-9][a-z0-9-]{0,79}$")
 PRIVATE_DIR = 0o700
 PASSABLE_DIR = 0o711
@@ -31,10 +33,17 @@ class DataDir:
 
     def ensure(self) -> None:
         """Create the root owner-only (0700), and tighten an existing one to that, but
-        for an isolating server's 0711 (its teams' accounts pass through to their jobs)."""
-        self.root.mkdir(mode=PRIVATE_DIR, parents=True, exist_ok=True)
-        if stat.S_IMODE(self.root.stat().st_mode) not in (PRIVATE_DIR, PASSABLE_DIR):
-            os.chmod(self.root, PRIVATE_DIR)
+        for an isolating server's 0711 (its teams' accounts pass through to their jobs).
+        Misconfigured where it cannot be made or used (a file, a folder not writable)."""
+        try:
+            self.root.mkdir(mode=PRIVATE_DIR, parents=True, exist_ok=True)
+            if stat.S_IMODE(self.root.stat().st_mode) not in (PRIVATE_DIR, PASSABLE_DIR):
+                os.chmod(self.root, PRIVATE_DIR)
+        except OSError as error:
+            raise Misconfigured(
+                f"cannot use the data directory {self.root}: {error.strerror or error}"
+                " (--data-dir, or TRAINFLEET_DATA_DIR)"
+            ) from None
 
     @property
     def database(self) -> Path:
