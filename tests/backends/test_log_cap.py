@@ -22,10 +22,10 @@ from helpers import fill_disk, tmpfs, wait_for
 
 from trainfleet.backends.local import LocalBackend
 from trainfleet.backends.supervision import SHIM
-from trainfleet.cli.config import Target
 from trainfleet.cli.remote import RemoteService, RemoteTail
 from trainfleet.client import Client
 from trainfleet.control.assembly import engine_at
+from trainfleet.control.settings import Target
 from trainfleet.datadir.logs import LogTail
 
 CAP = 64 << 10

@@ -8,9 +8,9 @@ import pytest
 import yaml
 from helpers import process_group_alive, wait_for
 
-from trainfleet.control.engine import Engine, JobActive, JobNotFound
+from trainfleet.control.engine import Engine
 from trainfleet.domain.conditions import Code, Condition
-from trainfleet.domain.records import State
+from trainfleet.domain.records import JobActive, JobNotFound, State
 from trainfleet.spec.models import JobSpec
 
 

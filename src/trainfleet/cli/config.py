@@ -11,7 +11,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from trainfleet.control.settings import Settings
-from trainfleet.control.settings import Target as Target
 
 if TYPE_CHECKING:
     from trainfleet.cli.options import Options

@@ -24,11 +24,11 @@ from trainfleet.cli.reading import StoreReader
 from trainfleet.cli.service import JobInput
 from trainfleet.control import local_admission
 from trainfleet.control.access import EMBEDDED
-from trainfleet.control.engine import Engine, JobActive
+from trainfleet.control.engine import Engine
 from trainfleet.control.services.reads import JobReads
 from trainfleet.datadir import runners
 from trainfleet.datadir.layout import create_private
-from trainfleet.domain.records import JobRecord, State
+from trainfleet.domain.records import JobActive, JobRecord, State
 from trainfleet.spec.loading import LoadedJob, load_job_file
 
 if TYPE_CHECKING:

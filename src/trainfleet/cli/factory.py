@@ -13,8 +13,8 @@ from trainfleet.cli.options import Options
 from trainfleet.cli.service import JobReader, JobService
 
 if TYPE_CHECKING:
-    from trainfleet.cli.config import Target
     from trainfleet.cli.remote import RemoteService
+    from trainfleet.control.settings import Target
 
 
 def target_of(options: Options) -> Target:

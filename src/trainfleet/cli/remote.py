@@ -17,7 +17,6 @@ from typing import TypeVar
 
 import click
 
-from trainfleet.cli.config import Target
 from trainfleet.cli.errors import UserError
 from trainfleet.cli.service import JobInput
 from trainfleet.client import (
@@ -26,6 +25,7 @@ from trainfleet.client import (
     Unauthorized,
     Untrusted,
 )
+from trainfleet.control.settings import Target
 from trainfleet.datadir.logs import CHUNK, LogTail
 from trainfleet.domain.errors import BadInput
 from trainfleet.domain.records import EventRecord, JobDetails, JobRecord, State, TaskRecord

@@ -25,10 +25,16 @@ from trainfleet.control.runner import Runner
 from trainfleet.datadir.layout import DataDir
 from trainfleet.datadir.space import require_free
 from trainfleet.domain.conditions import Code, Condition
-from trainfleet.domain.records import EventRecord, JobRecord, Reason, State, TaskRecord
-from trainfleet.domain.records import JobActive as JobActive  # kept importable from here
-from trainfleet.domain.records import JobDetails as JobDetails
-from trainfleet.domain.records import JobNotFound as JobNotFound
+from trainfleet.domain.records import (
+    EventRecord,
+    JobActive,
+    JobDetails,
+    JobNotFound,
+    JobRecord,
+    Reason,
+    State,
+    TaskRecord,
+)
 from trainfleet.environments.cache import Builders, EnvironmentCache
 from trainfleet.environments.task_base import SERVERS, TaskBase
 from trainfleet.scheduling.admission import Admission, GangJob, Scheduler
