@@ -32,6 +32,9 @@ def pytest_configure() -> None:
     # run (`trainfleet run` takes the user's shell) is the one with TensorFlow and PyTorch.
     bin_dir = os.path.dirname(sys.executable)
     os.environ["PATH"] = os.pathsep.join([bin_dir, os.environ.get("PATH", os.defpath)])
+    # `trainfleet` runs in its own process: no warm starter outlives a test (tests/starter/
+    # turn it on, each in a private folder)
+    os.environ["TRAINFLEET_STARTER"] = "off"
 
 
 @pytest.fixture

@@ -19,7 +19,7 @@ LAYERS: list[set[str]] = [
     {"frameworks"},
     {"backends"},
     {"control"},
-    {"cli", "server", "client", "__main__"},
+    {"cli", "server", "client", "__main__", "starter"},
 ]
 """Lowest first: a package imports its own modules and packages of lower layers."""
 
@@ -29,6 +29,7 @@ SIDEWAYS = {
     ("store", "datadir"),  # the database file lives in the data directory
     ("cli", "client"),  # the CLI talks to a server through the SDK
     ("__main__", "cli"),
+    ("starter", "cli"),  # the console script runs the CLI, warm or in its own process
 }
 """Imports within one layer that are part of the design."""
 
