@@ -26,8 +26,10 @@ import argparse
 import contextlib
 import json
 import os
+import re
 import shutil
 import signal
+import socket
 import statistics
 import subprocess
 import sys
@@ -38,6 +40,7 @@ from collections import defaultdict
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
+from typing import NamedTuple
 
 from trainfleet.control.assembly import engine_at
 from trainfleet.control.engine import Engine
@@ -78,27 +81,87 @@ def _timed(
     return time.perf_counter() - started
 
 
-Trees = dict[str, tuple[Path, Path]]
-"""Source trees to run `trainfleet run` of, by the prefix of their figures' names ("" for
-this checkout's, "baseline_" for --baseline-src's): their data directories and sources."""
+class Tree(NamedTuple):
+    """A source tree to run `trainfleet` of: its data directory, the command that runs its
+    console script's entry point, and the environment (its source first on the path)."""
+
+    data: Path
+    command: list[str]
+    env: dict[str, str]
+
+    def run(self, *args: str) -> list[str]:
+        return [*self.command, *args]
 
 
-def _trees(work: Path, name: str, baseline: Path | None) -> Trees:
-    """This checkout's tree, and the baseline's where one is given, each with its data dir.
+Trees = dict[str, Tree]
+"""By the prefix of their figures' names: "" for this checkout's `trainfleet` as users run
+it (through its warm starter, once the first run left one), "cold_" for the same without
+the starter (TRAINFLEET_STARTER=off), "baseline_" for --baseline-src's."""
+
+
+def _entry_point(source: Path) -> list[str]:
+    """``python -c`` running the ``trainfleet`` console script of the tree at ``source``
+    (its pyproject's entry point, as the script pip writes does)."""
+    text = (source.parent / "pyproject.toml").read_text()
+    found = re.search(r'^trainfleet = "([\w.]+):(\w+)"', text, re.M)
+    if found is None:
+        raise SystemExit(f"no trainfleet script in {source.parent / 'pyproject.toml'}")
+    module, function = found.groups()
+    code = f"import sys; sys.argv[0] = 'trainfleet'; from {module} import {function}; "
+    code += f"sys.exit({function}())"
+    return [sys.executable, "-c", code]
+
+
+def _trees(work: Path, name: str, baseline: Path | None, cold: bool = True) -> Trees:
+    """This checkout's tree (warm, and ``cold``), and the baseline's where one is given,
+    each with its own data directory; the starters in a private folder under ``work``.
 
     Both are compiled first, as an install compiles them: a start timed without the
     bytecode (PYTHONDONTWRITEBYTECODE, a fresh checkout) pays ~0.1 s compiling trainfleet."""
-    trees: Trees = {"": (work / name, HERE.parent / "src")}
+    runtime = work / "runtime"
+    runtime.mkdir(mode=0o700, exist_ok=True)
+    ours = HERE.parent / "src"
+    sources = {"": ours, **({"cold_": ours} if cold else {})}
     if baseline is not None:
-        trees["baseline_"] = (work / f"{name}-baseline", baseline.resolve() / "src")
-    for _, source in trees.values():
+        sources["baseline_"] = baseline.resolve() / "src"
+    trees: Trees = {}
+    for prefix, source in sources.items():
+        data = work / f"{name}-{prefix or 'warm_'}data"
+        env = {
+            **os.environ,
+            "TRAINFLEET_DATA_DIR": str(data),
+            "PYTHONPATH": str(source),
+            "XDG_RUNTIME_DIR": str(runtime),
+            "TRAINFLEET_STARTER": "off" if prefix == "cold_" else "on",
+        }
+        trees[prefix] = Tree(data, _entry_point(source), env)
+    for source in set(sources.values()):
         subprocess.run([sys.executable, "-m", "compileall", "-q", str(source)], check=True)
+    _warm_up(trees[""])
     return trees
 
 
-def _env_of(data: Path, source: Path) -> dict[str, str]:
-    """The environment of a `trainfleet run` of one tree: its data dir and its source."""
-    return {**os.environ, "TRAINFLEET_DATA_DIR": str(data), "PYTHONPATH": str(source)}
+def _warm_up(tree: Tree) -> None:
+    """A first command, which leaves a starter behind; back once the starter listens."""
+    subprocess.run(tree.run("list"), env=tree.env, check=True, stdout=subprocess.DEVNULL)
+    folder = Path(tree.env["XDG_RUNTIME_DIR"], "trainfleet")
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        for path in folder.glob("*.sock"):
+            with socket.socket(socket.AF_UNIX) as probe, contextlib.suppress(OSError):
+                probe.connect(str(path))
+                return
+        time.sleep(0.05)
+    raise SystemExit(f"no starter listens in {folder}: see its .log there")
+
+
+def _end_starters(work: Path) -> None:
+    """SIGTERM the starters serving from ``work``'s runtime folder."""
+    folder = os.fsencode(work / "runtime" / "trainfleet")
+    for proc in Path("/proc").iterdir():
+        with contextlib.suppress(OSError, ValueError):
+            if proc.name.isdigit() and folder in (proc / "cmdline").read_bytes().split(b"\0"):
+                os.kill(int(proc.name), signal.SIGTERM)
 
 
 def _torchx(path: Path | None) -> str:
@@ -151,10 +214,8 @@ def bench_run_vs_torchx(
     walls: defaultdict[str, list[float]] = defaultdict(list)
     program = _torchx(torchx)
     for _ in range(runs):
-        for tree, (data, source) in trees.items():
-            walls[tree].append(
-                _timed([str(BIN / "trainfleet"), "run", str(job)], work, env=_env_of(data, source))
-            )
+        for tree, of in trees.items():
+            walls[tree].append(_timed(of.run("run", str(job)), work, env=of.env))
         replicas = ["--num_replicas", "3", "true"]
         walls["torchx"].append(
             _timed([program, "run", "-s", "local_cwd", "--wait", "utils.sh", *replicas], work)
@@ -280,17 +341,15 @@ def bench_stdout(work: Path, runs: int, baseline: Path | None = None) -> dict[st
     writer = f"yes '{line}' 2>/dev/null | head -c {1 << 30}"  # stdout alone: no 'Broken pipe'
     job = work / "stdout.yaml"
     job.write_text(f"name: stdout\nroles:\n  worker: {{command: {json.dumps(writer)}}}\n")
-    trees = _trees(work, "e", baseline)
+    trees = _trees(work, "e", baseline, cold=False)
     walls: defaultdict[str, list[float]] = defaultdict(list)
     for _ in range(runs):
-        for tree, (data, source) in trees.items():
+        for tree, of in trees.items():
             # Each timing starts with the disk synced: none pays for writing back another's GiB.
             os.sync()
-            walls[f"{tree}run"].append(
-                _timed([str(BIN / "trainfleet"), "run", str(job)], work, env=_env_of(data, source))
-            )
-            walls[f"{tree}task"].append(_last_task_wall(data / "trainfleet.db"))
-            shutil.rmtree(data / "jobs")
+            walls[f"{tree}run"].append(_timed(of.run("run", str(job)), work, env=of.env))
+            walls[f"{tree}task"].append(_last_task_wall(of.data / "trainfleet.db"))
+            shutil.rmtree(of.data / "jobs")
         for command, name in (
             (f"{writer} > out.log", "direct"),
             (f"{writer} | cat > out.log", "piped"),
@@ -472,9 +531,8 @@ def bench_first_task(
         program = None
     starts: defaultdict[str, list[float]] = defaultdict(list)
     for _ in range(runs):
-        for tree, (data, source) in trees.items():
-            command = [str(BIN / "trainfleet"), "run", str(job)]
-            starts[tree].append(_first_start(command, work, _env_of(data, source)))
+        for tree, of in trees.items():
+            starts[tree].append(_first_start(of.run("run", str(job)), work, of.env))
         if program is not None:
             # utils.sh quotes each word it is given: the shell that reads ">>" is one more
             command = [program, "run", "-s", "local_cwd", "--wait", "utils.sh", "sh", "-c"]
@@ -530,7 +588,10 @@ def main() -> None:
             work.mkdir()
             bench = getattr(BENCHMARKS[name], "func", BENCHMARKS[name])  # partial or not
             print(f"({name}) {bench.__doc__.splitlines()[0]}", flush=True)
-            results[name] = BENCHMARKS[name](work, args.runs)
+            try:
+                results[name] = BENCHMARKS[name](work, args.runs)
+            finally:
+                _end_starters(work)
             print(json.dumps(results[name], indent=2), flush=True)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(results, indent=2))
