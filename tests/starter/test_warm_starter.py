@@ -105,14 +105,14 @@ def job(tmp_path: Path) -> Callable[[str], Path]:
 
 
 def test_a_warm_run_prints_and_ends_as_a_cold_one(home: Home, job: Callable[..., Path]) -> None:
-    job("echo out-$WHO; echo err-$WHO >&2; exit 3")
+    job("echo out-$WHO-é✓; echo err-$WHO >&2; exit 3")
     cold = home.run("run", "job.yaml", traced=True, env={**home.env, "WHO": "cold"})
     _wait(home.listening, "listening")
     warm = home.run("run", "job.yaml", traced=True, env={**home.env, "WHO": "warm"})
     assert not ran_warm(cold) and ran_warm(warm), warm.stderr[-2000:]
     assert cold.returncode == warm.returncode == 1
     for result, who in ((cold, "cold"), (warm, "warm")):
-        assert f"worker/0 | out-{who}" in result.stdout
+        assert f"worker/0 | out-{who}-é✓" in result.stdout
         assert f"worker/0 | err-{who}" in result.stdout + result.stderr
         assert "failed: worker/0 exited with exit code 3" in result.stdout
 
@@ -198,6 +198,25 @@ def test_stale_code_another_starter_and_a_killed_one_is_replaced(
     assert home.sockets() == [first]
 
 
+def test_a_hung_starter_costs_a_wait_and_the_command_runs_once(
+    home: Home, job: Callable[..., Path]
+) -> None:
+    home.warm()
+    (starter,) = _starters(home)
+    job("echo ran >> runs")
+    os.kill(starter, signal.SIGSTOP)
+    try:
+        result = home.run("run", "job.yaml", traced=True)
+    finally:
+        os.kill(starter, signal.SIGCONT)  # it now takes the request its client gave up on
+    assert result.returncode == 0 and not ran_warm(result)
+    time.sleep(2)
+    assert (home.root / "runs").read_text() == "ran\n"
+    again = home.run("run", "job.yaml", traced=True)
+    assert again.returncode == 0 and ran_warm(again)
+    assert (home.root / "runs").read_text() == "ran\nran\n"
+
+
 def test_the_key_moves_with_the_code_the_environment_and_the_groups(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -281,21 +300,32 @@ def test_another_user_is_refused_even_through_an_open_socket(
 
 
 def test_a_bad_request_is_refused_and_the_starter_serves_on(
-    home: Home, job: Callable[..., Path]
+    home: Home, job: Callable[..., Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     home.warm()
     (path,) = home.sockets()
     for garbage in (b"\0\0\0\x05hello", (64 << 20).to_bytes(4, "big"), b"\0\0\0\x08" + b"\0" * 8):
         with socket.socket(socket.AF_UNIX) as conn:
             conn.connect(str(path))
-            socket.send_fds(conn, [garbage], [0, 1, 2])
+            socket.send_fds(conn, [garbage], [0, 1, 2])  # descriptors it never asked for
             conn.settimeout(10)
             assert conn.recv(100) == b""
-    with socket.socket(socket.AF_UNIX) as conn:  # no descriptors
-        conn.connect(str(path))
-        conn.sendall(protocol.request())
-        conn.settimeout(10)
-        assert conn.recv(100) == b""
+    marker = home.root / "ran"
+    job(f"touch {marker}")
+    monkeypatch.setattr(sys, "argv", ["trainfleet", "run", "job.yaml"])  # would touch it
+    monkeypatch.chdir(home.root)
+    for go in (protocol.GO, b"x"):  # GO without the descriptors; something else with them
+        with socket.socket(socket.AF_UNIX) as conn:
+            conn.connect(str(path))
+            conn.sendall(protocol.request())
+            conn.settimeout(10)
+            assert conn.recv(100).startswith(b"ok ")
+            if go == protocol.GO:
+                conn.sendall(go)
+            else:
+                socket.send_fds(conn, [go], [0, 1, 2])
+            assert conn.recv(100) == b""
+    assert not marker.exists()
     job("true")
     result = home.run("run", "job.yaml", traced=True)
     assert result.returncode == 0 and ran_warm(result)

@@ -104,9 +104,12 @@ def through_starter(later: list[tuple[str, str]]) -> int | None:
     import signal
 
     with client:
-        socket.send_fds(client, [protocol.request()], [0, 1, 2])
+        client.settimeout(protocol.HANDSHAKE_SECONDS)
+        client.sendall(protocol.request())
         if not _read_line(client).startswith(b"ok "):
             return None  # nothing was run: the starter said no, or is ending
+        socket.send_fds(client, [protocol.GO], [0, 1, 2])
+        client.settimeout(None)
 
         def forward(number: int, _frame: object) -> None:
             try:  # noqa: SIM105 (contextlib: one more import on every command)
@@ -144,8 +147,10 @@ def main() -> None:
     if wanted(sys.argv[1:], os.environ):
         try:
             code = through_starter(later)
-        except OSError:
+        except OSError:  # a timeout among them
             code = None
+        except KeyboardInterrupt:  # before the command started
+            sys.exit(130)
         if code is not None:
             sys.exit(code)
     from trainfleet.cli.main import main as in_this_process

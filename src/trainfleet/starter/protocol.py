@@ -1,9 +1,12 @@
 """What a client and its starter say to each other on the starter's socket.
 
-The client sends one request (``FIELDS``, with its stdin, stdout and stderr as SCM_RIGHTS
-descriptors); the starter answers ``ok PID`` once its child took over, or ``no WHY`` (the
-client then runs the command itself), then ``exit CODE`` (negative: killed by that signal).
-While it waits the client sends one byte per signal it was sent. Standard library only."""
+The client sends one request (``FIELDS``); the starter's child answers ``ok PID`` once it
+took over all but the client's descriptors, or ``no WHY`` (the client then runs the command
+itself); the client sends ``GO`` with its stdin, stdout and stderr (SCM_RIGHTS), and only
+then does the child run the command: a client that gave up waiting runs it itself, and only
+it, and left no descriptor of its own in a starter that hangs. The client gets ``exit CODE``
+at the end (negative: killed by that signal); while it waits it sends one byte per signal it
+was sent. Standard library only."""
 
 from __future__ import annotations
 
@@ -13,6 +16,9 @@ import signal
 import sys
 
 VERSION = b"1"
+GO = b"\0"
+HANDSHAKE_SECONDS = 5.0
+"""How long a client waits for ``ok`` (a starter that hangs): then it runs the command."""
 FIELDS = ("version", "ignored", "nice", "argv", "cwd", "umask", "limits", "cpus", "env")
 """A request's fields, in order."""
 MAX_REQUEST = 4 << 20

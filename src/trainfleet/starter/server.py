@@ -114,7 +114,7 @@ class Starter:
         except OSError:
             return
         try:
-            fields, fds = self.receive(conn)
+            fields = self.receive(conn)
         except (OSError, ValueError) as error:
             print(f"refused a request: {error}", file=sys.stderr, flush=True)
             conn.close()
@@ -122,7 +122,7 @@ class Starter:
         if len(self.children) >= MAX_CHILDREN:
             with contextlib.suppress(OSError):
                 conn.sendall(b"no busy\n")
-            self.forget(conn, fds)
+            conn.close()
             return
         signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGCHLD])
         try:
@@ -132,41 +132,26 @@ class Starter:
 
                 self.listener.close()
                 signal.pthread_sigmask(signal.SIG_UNBLOCK, [signal.SIGCHLD])
-                become(conn, fields, fds)  # never returns
+                become(conn, fields)
             self.children[pid] = conn
-            for fd in fds:
-                os.close(fd)
         finally:
             signal.pthread_sigmask(signal.SIG_UNBLOCK, [signal.SIGCHLD])
 
     @staticmethod
-    def receive(conn: socket.socket) -> tuple[dict[str, bytes], list[int]]:
-        """A request of this user with its three descriptors."""
+    def receive(conn: socket.socket) -> dict[str, bytes]:
+        """A request of this user."""
         conn.settimeout(5.0)  # a client that connects and says nothing does not hold us
         uid = struct.unpack("3i", conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12))[1]
         if uid != os.getuid():
             raise PermissionError(f"a client of uid {uid}")
-        data, fds, _, _ = socket.recv_fds(conn, 1 << 16, 3)
-        try:
-            if len(fds) != 3:
-                raise ValueError(f"{len(fds)} descriptors, not 3")
-            while (fields := protocol.fields_of(data)) is None:
-                more = conn.recv(1 << 20)
-                if not more:
-                    raise ValueError("a request cut short")
-                data += more
-        except BaseException:
-            for fd in fds:
-                os.close(fd)
-            raise
+        data = b""
+        while (fields := protocol.fields_of(data)) is None:
+            more = conn.recv(1 << 20)
+            if not more:
+                raise ValueError("a request cut short")
+            data += more
         conn.settimeout(None)
-        return fields, fds
-
-    @staticmethod
-    def forget(conn: socket.socket, fds: list[int]) -> None:
-        for fd in fds:
-            os.close(fd)
-        conn.close()
+        return fields
 
     def reap(self) -> None:
         """Wait for ended children; tell a client its child was killed (a child that ended

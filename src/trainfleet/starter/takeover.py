@@ -11,11 +11,14 @@ import signal
 import socket
 import sys
 import threading
+from typing import NoReturn, TextIO
+
+from trainfleet.starter import protocol
 
 
-def _adopt(fields: dict[str, bytes], fds: list[int]) -> None:
-    """The client's signals, nice value, descriptors, folder, umask, limits, CPUs,
-    environment and argv, in this process."""
+def _adopt(fields: dict[str, bytes]) -> None:
+    """The client's signals, nice value, folder, umask, limits, CPUs, environment and argv,
+    in this process."""
     for handled in (signal.SIGCHLD, signal.SIGTERM, signal.SIGHUP):
         signal.signal(handled, signal.SIG_DFL)
     signal.signal(signal.SIGINT, signal.default_int_handler)
@@ -35,12 +38,27 @@ def _adopt(fields: dict[str, bytes], fds: list[int]) -> None:
         if equals:
             os.environb[name_] = value
     sys.argv = [os.fsdecode(word) for word in fields["argv"].split(b"\0")]
+
+
+def _take_streams(fds: list[int]) -> None:
+    """The client's stdin, stdout and stderr as this process's."""
     for target, fd in enumerate(fds):
         os.dup2(fd, target)
         os.close(fd)
-    sys.stdin = open(0, closefd=False)  # noqa: SIM115 (the process's own, never closed)
-    sys.stdout = open(1, "w", buffering=1 if os.isatty(1) else -1, closefd=False)  # noqa: SIM115
-    sys.stderr = open(2, "w", buffering=1, closefd=False)  # noqa: SIM115
+    sys.stdin = _stream(0, sys.__stdin__)
+    sys.stdout = _stream(1, sys.__stdout__)
+    sys.stderr = _stream(2, sys.__stderr__)
+
+
+def _stream(fd: int, like: TextIO | None) -> TextIO:
+    """Descriptor ``fd`` as the interpreter makes its standard stream: the encoding and error
+    handler of this process's own (the locale and ``PYTHONIOENCODING``, the same as the
+    client's: both are in the key), line-buffered where the interpreter would be."""
+    buffering = 1 if fd == 2 or (fd == 1 and os.isatty(1)) else -1
+    encoding, errors = (like.encoding, like.errors) if like is not None else (None, None)
+    if fd == 0:
+        return open(0, encoding=encoding, errors=errors, closefd=False)
+    return open(fd, "w", buffering=buffering, encoding=encoding, errors=errors, closefd=False)
 
 
 def _relay(conn: socket.socket) -> None:
@@ -66,37 +84,54 @@ def _exit_code(error: SystemExit) -> int:
     return 1
 
 
-def become(conn: socket.socket, fields: dict[str, bytes], fds: list[int]) -> None:
-    """Run the client's command in this process, then end it. Never returns."""
-    try:
-        _adopt(fields, fds)
-    except (OSError, ValueError) as error:
-        try:
-            conn.sendall(f"no {error}\n".encode())
-        finally:
-            os._exit(1)
-    conn.sendall(f"ok {os.getpid()}\n".encode())
-    threading.Thread(target=_relay, args=(conn,), daemon=True).start()
+def become(conn: socket.socket, fields: dict[str, bytes]) -> NoReturn:
+    """Run the client's command in this process, then end it: never returns, whatever is
+    raised (the starter's own loop must not go on in a child)."""
     code = 1
+    try:
+        if _taken_over(conn, fields):
+            code = _command()
+            with contextlib.suppress(OSError):
+                conn.sendall(f"exit {code}\n".encode())
+    finally:
+        os._exit(code)
+
+
+def _taken_over(conn: socket.socket, fields: dict[str, bytes]) -> bool:
+    """This process as the client's, once the client said go with its descriptors; False:
+    the client runs the command itself (this one could not become it, or it gave up)."""
+    try:
+        _adopt(fields)
+    except (OSError, ValueError) as error:
+        conn.sendall(f"no {error}\n".encode())
+        return False
+    conn.sendall(f"ok {os.getpid()}\n".encode())
+    go, fds, _, _ = socket.recv_fds(conn, 1, 3)
+    if go != protocol.GO or len(fds) != 3:
+        return False
+    _take_streams(fds)
+    threading.Thread(target=_relay, args=(conn,), daemon=True).start()
+    return True
+
+
+def _command() -> int:
+    """The CLI's exit status, as the interpreter would end it."""
     try:
         from trainfleet.cli.main import main
 
         main()
-        code = 0
+        return 0
     except SystemExit as error:
-        code = _exit_code(error)
+        return _exit_code(error)
     except KeyboardInterrupt:
-        code = 130
-    except BaseException:  # as the interpreter would: the traceback, status 1
+        return 130
+    except BaseException:  # the traceback, status 1
         import traceback
 
         traceback.print_exc()
+        return 1
     finally:
         atexit._run_exitfuncs()  # what the interpreter runs at its exit
         for stream in (sys.stdout, sys.stderr):
             with contextlib.suppress(OSError, ValueError):
                 stream.flush()
-    try:
-        conn.sendall(f"exit {code}\n".encode())
-    finally:
-        os._exit(code)
