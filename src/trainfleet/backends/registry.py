@@ -32,6 +32,17 @@ class BackendSettings:
     """This machine's named resources (``TRAINFLEET_RESOURCES``: ``licence=2``)."""
     slurm: SlurmConfig | None = None
     """The ``slurm:`` section of the config file."""
+    usage_interval: str | None = None
+    """Seconds between two samples of a task's resource use (``0``: none; None: the
+    default, ``supervision.usage_options.USAGE_INTERVAL``)."""
+    usage_interval_source: str = "TRAINFLEET_USAGE_INTERVAL"
+    """Where ``usage_interval`` was given, as its error names it."""
+
+    def sample_every(self) -> float:
+        """``usage_interval`` in seconds; UsageIntervalError naming where it was given."""
+        from trainfleet.backends.supervision.usage_options import usage_interval_setting
+
+        return usage_interval_setting(self.usage_interval, self.usage_interval_source)
 
 
 Factory = Callable[[BackendSettings], "Backend"]
@@ -47,6 +58,7 @@ def _local(settings: BackendSettings) -> Backend:
         settings.container_runtime,
         gpus=settings.gpus,
         resources=settings.resources,
+        usage_interval=settings.sample_every(),
     )
 
 
@@ -54,7 +66,9 @@ def _slurm(settings: BackendSettings) -> Backend:
     from trainfleet.backends.slurm.backend import SlurmBackend
     from trainfleet.spec.backends import SlurmConfig
 
-    return SlurmBackend(settings.slurm or SlurmConfig(), settings.container_runtime)
+    return SlurmBackend(
+        settings.slurm or SlurmConfig(), settings.container_runtime, settings.sample_every()
+    )
 
 
 BACKENDS: dict[str, Factory] = {"local": _local, "slurm": _slurm}

@@ -57,6 +57,13 @@ from trainfleet.control.settings import Setting, Settings, Source
     "[default: TRAINFLEET_LOG_CAP, else 1Gi].",
 )
 @click.option(
+    "--usage-interval",
+    envvar="TRAINFLEET_USAGE_INTERVAL",
+    metavar="SECONDS",
+    help="Seconds between two samples of each task's CPU, memory and GPU use, kept beside "
+    "its log (0: none) [default: TRAINFLEET_USAGE_INTERVAL, else 5].",
+)
+@click.option(
     "--max-workdir",
     envvar="TRAINFLEET_MAX_WORKDIR",
     metavar="SIZE",

@@ -29,6 +29,8 @@ from trainfleet.backends.supervision.containers import Containers
 from trainfleet.backends.supervision.ports import PooledAddresses
 from trainfleet.backends.supervision.shim import ATTEMPT_VARIABLE, FROM_STDIN
 from trainfleet.backends.supervision.shim import options as shim_options
+from trainfleet.backends.supervision.usage_options import USAGE_INTERVAL
+from trainfleet.backends.supervision.usage_options import shim_options as usage_options
 from trainfleet.datadir import records
 from trainfleet.datadir.layout import DataDir, create_private
 from trainfleet.datadir.space import DiskFull, is_disk_full, require_free
@@ -82,7 +84,8 @@ class LocalBackend(PooledAddresses):
     Each task starts under a small shim that moves its output into its log, keeping at
     most ``log_cap`` bytes (LOG_CAP by default), and records its exit. ``gpus``: the GPUs'
     indices as configured (``TRAINFLEET_GPUS``; None: NVML's); ``resources``: this
-    machine's named resources (``licence=2,fpga=1``).
+    machine's named resources (``licence=2,fpga=1``). The shim samples what its task uses
+    every ``usage_interval`` seconds (0: never) into a history beside its log.
     ``supervised`` (the server's mode): the shim outlives this process, so a restarted
     server can ``adopt`` the task. Otherwise the shim is tethered to this process: the task
     ends with it.
@@ -99,8 +102,10 @@ class LocalBackend(PooledAddresses):
         container_runtime: str | None = None,
         gpus: str | None = None,
         resources: str = "",
+        usage_interval: float = USAGE_INTERVAL,
     ) -> None:
         self.supervised = supervised
+        self.usage_interval = usage_interval
         self.log_cap = LOG_CAP if log_cap is None else log_cap
         self.configured_gpus = gpus
         self.resources = resources
@@ -137,6 +142,7 @@ class LocalBackend(PooledAddresses):
         tether = [] if self.supervised else ["--tether", f"{os.getpid()}:{grace}"]
         options = [str(launch.record), *tether]
         options += ["--log", str(launch.log_path), "--log-cap", str(self.log_cap)]
+        options += usage_options(launch.log_path, self.usage_interval, launch.gpus)
         if launch.image is None:
             account = launch.account
             command = account.command(launch.argv) if account else list(launch.argv)

@@ -41,8 +41,10 @@ from trainfleet.backends.slurm.script import (
 from trainfleet.backends.supervision import SHIM
 from trainfleet.backends.supervision.containers import Containers
 from trainfleet.backends.supervision.ports import PooledAddresses
+from trainfleet.backends.supervision.usage_options import USAGE_INTERVAL, nvml_file
 from trainfleet.datadir import records
 from trainfleet.datadir.layout import DataDir
+from trainfleet.datadir.usage import usage_path
 from trainfleet.scheduling.cluster import Node
 from trainfleet.scheduling.placement import Placement, TaskKey, Unschedulable
 from trainfleet.scheduling.resources import GPU_UNIT, Resources
@@ -116,8 +118,15 @@ class SlurmBackend(PooledAddresses):
     restarts_whole_jobs = True
     queues_tasks = True
 
-    def __init__(self, config: SlurmConfig, container_runtime: str | None = None) -> None:
+    def __init__(
+        self,
+        config: SlurmConfig,
+        container_runtime: str | None = None,
+        usage_interval: float = USAGE_INTERVAL,
+    ) -> None:
         self.config = config
+        self.usage_interval = usage_interval
+        """Seconds between two samples of a task's resource use by its bootstrap (0: none)."""
         # Each node's runtime pulls what it lacks.
         self.containers = Containers(container_runtime, pulls_here=False)
         self._tasks: dict[TaskHandle, _Task] = {}
@@ -234,6 +243,8 @@ class SlurmBackend(PooledAddresses):
                 "record": str(launch.record),
                 "gpus": int(job.spec.roles[key[0]].resources.gpu),
                 "token": tokens[key],
+                "usage": str(usage_path(launch.log_path)),
+                "usage_every": self.usage_interval,
             }
         groups = components(job.spec, list(job.attempts), self.config)
         launch_file = run / f"{name}.launch"
@@ -242,6 +253,7 @@ class SlurmBackend(PooledAddresses):
                 {
                     "tasks": tasks,
                     "shim": str(SHIM),
+                    "nvml": nvml_file(),
                     "groups": [[f"{role}/{index}" for role, index in keys] for _, keys in groups],
                     "rendezvous_timeout": self.config.rendezvous_timeout,
                 }

@@ -7,7 +7,9 @@ environment with a placeholder for every task's host. The bootstrap writes this 
 ``RECORD.host`` (its node and Slurm step, as ``tf-node2 41.0``), waits until every task of
 the start has written its own, puts the real host names in place of the placeholders, and
 runs the task with its log as output, with the local backend's shim (loaded from its file):
-``RECORD.pid`` at the start, ``RECORD.exit`` (the exit status) at the end.
+``RECORD.pid`` at the start, ``RECORD.exit`` (the exit status) at the end; meanwhile the
+shim's ``Sampling`` keeps the task's resource use in the history beside its log (its GPUs:
+those Slurm gave the step).
 
 Tasks of one step share it, so a signal for one task comes as a file: the backend writes
 ``TERM`` or ``KILL`` to ``RECORD.signal`` and the bootstrap sends it to the task's process
@@ -88,10 +90,19 @@ def _obey_requests(record: str, pid: int, ended: threading.Event) -> None:
             _signal(pid, getattr(signal, f"SIG{name}"))
 
 
-def _supervise(shim: ModuleType, record: str, command: list[str], env: dict[str, str]) -> int:
+def _supervise(
+    shim: ModuleType,
+    record: str,
+    command: list[str],
+    env: dict[str, str],
+    usage: tuple[str, float, list[int], str | None] | None = None,
+) -> int:
+    """Run the task under the shim's records; ``usage``: sample it (the history's path,
+    seconds between samples, its GPUs, NVML's file)."""
     pid = shim.start(record, command, env, new_session=True)
     if pid is None:
         return 127
+    sampling = shim.Sampling(pid, *usage) if usage else None
     for number in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(number, lambda number, _: _signal(pid, number))
     ended = threading.Event()
@@ -99,7 +110,7 @@ def _supervise(shim: ModuleType, record: str, command: list[str], env: dict[str,
     try:
         # Leftovers (a container's processes among them) end with the task, as Slurm would
         # end the rest of the step; the runtime starts a container outside of it.
-        return int(shim.finish(record, pid, leftovers=True))
+        return int(shim.finish(record, pid, leftovers=True, sampling=sampling))
     finally:
         ended.set()
 
@@ -161,7 +172,11 @@ def main(argv: list[str]) -> int:
         print(f"trainfleet: cannot start the task: {error}", flush=True)
         shim.write_record(f"{me['record']}.exit", "127")
         return 127
-    return _supervise(shim, me["record"], command, env)
+    usage = None
+    if me.get("usage") and me.get("usage_every", 0) > 0:
+        gpus = [int(gpu) for gpu in (slurm_gpus or "").split(",") if gpu.isdigit()]
+        usage = (me["usage"], me["usage_every"], gpus if me["gpus"] else [], launch.get("nvml"))
+    return _supervise(shim, me["record"], command, env, usage)
 
 
 if __name__ == "__main__":

@@ -4,8 +4,9 @@ Started as ``python -I -S shim.py -`` in the task's own session and process grou
 options read from its standard input (``options``: NUL-separated, until the end), so that
 its command line, which every account may read in ``/proc/PID/cmdline``, names no path of
 the job and no secret. The options are ``RECORD_PREFIX [--log PATH [--log-cap BYTES]
-[--mask B64,...]] [--tether PID[:GRACE]] -- ARGV...``; they may also be given as the
-command line itself (``--mask`` excepted). The task's standard input is ``/dev/null``.
+[--mask B64,...]] [--tether PID[:GRACE]] [--usage PATH --usage-every SECONDS [--gpus
+I,... --nvml PYNVML_FILE]] -- ARGV...``; they may also be given as the command line itself
+(``--mask`` excepted). The task's standard input is ``/dev/null``.
 
 The shim writes ``RECORD_PREFIX.pid`` (its own pid) at once, runs ARGV as its child, writes
 the child's exit status to ``RECORD_PREFIX.exit`` (atomically) and then ends the way the
@@ -32,6 +33,11 @@ masked and written by the shim instead of spliced, and only then is ``masking.py
 (beside this file: the masker trainfleet uses too, kept to the standard library for the
 shim's sake). Others run no masking code.
 
+``--usage``: the task's process tree is sampled every ``--usage-every`` seconds (CPU, RSS,
+and with ``--gpus``, the host indices of its GPUs, their utilisation and its own GPU
+memory through NVML, the ``pynvml`` module at ``--nvml``) into a history at PATH (see
+``Sampling``). Sampling never stops the task, nor the shim: a sample that fails is skipped.
+
 Standard library only, and no trainfleet import: it starts in a few milliseconds.
 """
 
@@ -49,6 +55,8 @@ from collections.abc import Mapping
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (mypy reads it so)
 if TYPE_CHECKING:
+    from typing import Any
+
     from trainfleet.backends.supervision.masking import Masker
 
 ATTEMPT_VARIABLE = "TRAINFLEET_ATTEMPT"
@@ -137,13 +145,21 @@ def start(
     return pid
 
 
-def finish(prefix: str, pid: int, capture: Capture | None = None, leftovers: bool = False) -> int:
+def finish(
+    prefix: str,
+    pid: int,
+    capture: Capture | None = None,
+    leftovers: bool = False,
+    sampling: Sampling | None = None,
+) -> int:
     """Wait for the task, finish its log, record its exit status and end the way it did.
 
     ``leftovers``: first end what the task left running (see ``end_marked``), where no
     backend is there to give it its grace period and end it then.
     """
     code = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+    if sampling:
+        sampling.stop()
     if leftovers:
         end_marked(prefix)
     if capture:
@@ -499,15 +515,70 @@ def mask_values(text: str) -> list[bytes]:
 def load_masker(values: list[bytes]) -> Masker:
     """A masker of ``values``, from ``masking.py`` beside this file: loaded only for a task
     that has secrets, so that the others start as fast as ever."""
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "masking.py")
+    masker: Masker = load_file("trainfleet_masking", path).Masker(values)
+    return masker
+
+
+def load_file(name: str, path: str) -> Any:
+    """The module in the file ``path``, loaded as ``name``."""
     import importlib.util
 
-    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "masking.py")
-    spec = importlib.util.spec_from_file_location("trainfleet_masking", path)
+    spec = importlib.util.spec_from_file_location(name, path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # what dataclasses look their module up by
     spec.loader.exec_module(module)
-    masker: Masker = module.Masker(values)
-    return masker
+    return module
+
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SAMPLER = os.path.join(HERE, "sampling.py")
+USAGE_FORMAT = os.path.join(os.path.dirname(os.path.dirname(HERE)), "datadir", "usage.py")
+"""The history's format, with its writer: ``trainfleet/datadir/usage.py``."""
+
+
+class Sampling:
+    """Samples the task ``child``'s process tree every ``every`` seconds into the history
+    at ``path`` (``sampling.py`` beside this file, writing ``datadir/usage.py``'s format),
+    on a thread of its own. Both are loaded when the first sample is due, so that a task's
+    start pays nothing for them; so is NVML (``nvml``: the ``pynvml`` module's file), for
+    the host GPUs ``gpus`` only. Without NVML, CPU and memory are sampled all the same."""
+
+    def __init__(
+        self, child: int, path: str, every: float, gpus: list[int], nvml: str | None = None
+    ) -> None:
+        self.child, self.path, self.every, self.gpus, self.nvml = child, path, every, gpus, nvml
+        self.started = time.monotonic()
+        self.stopped = threading.Event()
+        self.thread = threading.Thread(target=self._run, name="sampling", daemon=True)
+        self.thread.start()
+
+    def stop(self) -> None:
+        """Stop sampling (the history is closed within a second)."""
+        self.stopped.set()
+        self.thread.join(1.0)
+
+    def _run(self) -> None:
+        if self.stopped.wait(self.every):
+            return
+        try:
+            usage = load_file("trainfleet_usage", USAGE_FORMAT)
+            sampling = load_file("trainfleet_sampling", SAMPLER)
+        except Exception as error:  # a broken installation: the task runs unsampled
+            print(f"trainfleet: no resource sampling: {error!r}", file=sys.stderr, flush=True)
+            return
+        devices = None
+        if self.gpus and self.nvml:
+            try:
+                devices = sampling.Gpus(load_file("pynvml", self.nvml), self.gpus)
+            except Exception:  # no driver or library here: CPU and memory only
+                devices = None
+        writer = usage.UsageWriter(self.path)
+        sampler = sampling.Sampler(
+            self.child, self.every, writer, usage.Sample, devices, self.started, self.stopped
+        )
+        sampler.run()
 
 
 def _write_line(descriptor: int, text: str) -> None:
@@ -655,7 +726,8 @@ def take_option(argv: list[str], name: str) -> tuple[str | None, list[str]]:
 
 USAGE = (
     "usage: shim.py - (options on standard input) | shim.py RECORD_PREFIX [--log PATH "
-    "[--log-cap BYTES]] [--tether PID[:GRACE]] -- ARGV..."
+    "[--log-cap BYTES]] [--tether PID[:GRACE]] [--usage PATH --usage-every SECONDS "
+    "[--gpus I,... --nvml PYNVML_FILE]] -- ARGV..."
 )
 
 
@@ -671,8 +743,18 @@ def main(argv: list[str]) -> int:
     log, argv = take_option(argv, "--log")
     cap, argv = take_option(argv, "--log-cap")
     tethered, argv = take_option(argv, "--tether")
+    usage, argv = take_option(argv, "--usage")
+    every, argv = take_option(argv, "--usage-every")
+    gpus, argv = take_option(argv, "--gpus")
+    nvml, argv = take_option(argv, "--nvml")
     if len(argv) < 3 or argv[1] != "--":
         print(USAGE, file=sys.stderr)
+        return 2
+    try:
+        sample_every = float(every) if usage and every else 0.0
+        devices = [int(gpu) for gpu in (gpus or "").split(",") if gpu]
+    except ValueError as error:
+        print(f"trainfleet: {error}\n{USAGE}", file=sys.stderr)
         return 2
     prefix, _, *command = argv
     try:
@@ -694,9 +776,12 @@ def main(argv: list[str]) -> int:
     child = start(prefix, command, capture=capture)
     if child is None:
         return 127
+    sampling = None
+    if usage and sample_every > 0:
+        sampling = Sampling(child, usage, sample_every, devices, nvml)
     # A dead runner's backend cannot end what the task leaves outside its group.
     orphaned = runner is not None and tether(child, *runner)
-    return finish(prefix, child, capture, leftovers=orphaned)
+    return finish(prefix, child, capture, leftovers=orphaned, sampling=sampling)
 
 
 if __name__ == "__main__":
