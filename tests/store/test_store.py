@@ -132,7 +132,11 @@ def test_delete_job_takes_its_tasks_events_and_labels_along(
 
     assert store.delete_job("demo-1") is True
     assert store.get_job("demo-1") is None
-    assert store.list_tasks("demo-1") == [] and store.list_events("demo-1") == []
+    assert store.list_tasks("demo-1") == []
+    # One event is left, for the readers of every job's changes: its deletion.
+    (deleted,) = store.list_events("demo-1")
+    assert (deleted.code, deleted.state, deleted.team) == (Code.DELETED, State.QUEUED, "default")
+    assert store.changes(after=0, limit=100)[-1] == deleted
     assert [job.id for job in store.find_jobs(labels={"team": "a"}).jobs] == ["keep-1"]
     assert store.delete_job("demo-1") is False
     # Nothing of it lingers: the same id, tasks and labels can be stored afresh.

@@ -220,6 +220,7 @@ class Engine:
             workdir=str(workdir),
             user=_user() if user is None else user,
             team=team,
+            queue=spec.queue,
             labels=dict(spec.labels),
             created_at=time.time(),
             code=Code.SUBMITTED,

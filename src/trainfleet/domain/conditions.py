@@ -55,6 +55,8 @@ class Code(StrEnum):
     """A job: its success policy is met."""
     FAILED = "failed"
     """A job: its tracked tasks ended without meeting the success policy."""
+    DELETED = "deleted"
+    """A job: forgotten with its tasks, events and logs (its last event; the change feed's)."""
 
     # Why a job or task ended where no exit says it (also the messages' first words)
     ENVIRONMENT_BUILD_FAILED = "environment-build-failed"

@@ -144,6 +144,8 @@ class JobRecord(_Record):
     workdir: str
     user: str = ""
     team: str = "default"
+    queue: str = "default"
+    """The queue it waits (and is admitted) in, as its spec says."""
     created_at: float
     started_at: float | None = None
     finished_at: float | None = None
@@ -159,6 +161,9 @@ class JobPage(_Record):
 
     jobs: list[JobRecord]
     next_cursor: str | None = None
+    counts: dict[str, int] = field(default_factory=dict)
+    """How many jobs match every filter but ``state``, by state (states with none left
+    out): the same on every page."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -173,6 +178,8 @@ class EventRecord(_Record):
     code: str = ""
     """The condition code of the change (see ``Code``)."""
     message: str = ""
+    team: str = ""
+    """The team of its job (kept with the event: a job's deletion leaves its last event)."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "code", known(self.code))

@@ -73,6 +73,14 @@ class Transaction:
         self.retried = retried
         """An earlier try of this transaction lost its link while committing: it may have
         committed (a write that must happen once checks whether it did)."""
+        self._in_order = dialect.in_order is None
+
+    def in_order(self) -> None:
+        """Make the events this transaction adds take ids after those of every transaction
+        that commits before it (once per transaction; see ``Dialect.in_order``)."""
+        if not self._in_order:
+            self._in_order = True
+            self._connection.execute(self._dialect.in_order)
 
     def execute(self, query: str, params: Params | None = None) -> int:
         """Run one statement; returns how many rows it changed."""

@@ -9,6 +9,7 @@ the rest of the start-up. SQLAlchemy and Alembic are imported only to upgrade th
 
 from __future__ import annotations
 
+import functools
 import os
 import time
 from collections.abc import Collection, Mapping, Sequence
@@ -107,6 +108,8 @@ class Store:
         def add(db: Transaction) -> None:
             if db.retried and db.rows("SELECT id FROM jobs WHERE id = :id", {"id": job.id}):
                 return  # the try that lost its link had committed
+            # A job of this id deleted before left its `deleted` event: the new one starts afresh.
+            db.execute("DELETE FROM events WHERE job_id = :id", {"id": job.id})
             db.execute(queries.insert("jobs", schema.JOB_COLUMNS), job.to_dict(exclude={"labels"}))
             db.execute_many(
                 queries.insert("job_labels", ("job_id", "key", "value")),
@@ -196,13 +199,23 @@ class Store:
         )
 
     def delete_job(self, job_id: str) -> bool:
-        """Forget a job with its tasks, events and labels; False if there was no such job."""
+        """Forget a job with its tasks, events and labels; False if there was no such job.
+
+        One event is left of it, its last: ``deleted`` (with its team and last state), for
+        the readers of every job's events (``changes``) to learn of it."""
         key = {"job_id": job_id}
 
         def delete(db: Transaction) -> bool:
+            jobs = db.rows("SELECT state, team FROM jobs WHERE id = :job_id", key)
             for table in ("events", "tasks", "job_labels"):
                 db.execute(f"DELETE FROM {table} WHERE job_id = :job_id", key)
-            return db.execute("DELETE FROM jobs WHERE id = :job_id", key) > 0 or db.retried
+            if not jobs:
+                return db.retried
+            db.execute("DELETE FROM jobs WHERE id = :job_id", key)
+            deleted = Condition(Code.DELETED, "deleted")
+            state = State(jobs[0]["state"])
+            transitions.event(db, job_id, "", state, deleted, team=str(jobs[0]["team"]))
+            return True
 
         return self._db.write(delete)
 
@@ -226,28 +239,27 @@ class Store:
         user: str | None = None,
         labels: Mapping[str, str] | None = None,
         teams: Collection[str] | None = None,
+        queue: str | None = None,
         limit: int = 50,
         cursor: str | None = None,
     ) -> JobPage:
-        """One page of the jobs that match every filter given, newest first.
+        """One page of the jobs that match every filter given, newest first, with how many
+        match every filter but ``state``, by state.
 
-        ``name`` matches exactly; every ``labels`` pair must match; ``teams``: only jobs of
-        these teams (None: of every team). Pass the page's
+        ``name`` and ``queue`` match exactly; every ``labels`` pair must match; ``teams``:
+        only jobs of these teams (None: of every team). Pass the page's
         ``next_cursor`` as ``cursor`` for the next page: pages neither repeat nor skip a job,
         whatever is submitted meanwhile. ValueError for a bad cursor or a limit below 1.
         """
         if limit < 1:
             raise ValueError("limit must be at least 1")
+        after = decode_cursor(cursor) if cursor is not None else None
         if teams is not None and not teams:
             return JobPage(jobs=[])
-        where, params = queries.job_filter(
-            state=state,
-            name=name,
-            user=user,
-            labels=labels or {},
-            teams=teams,
-            after=decode_cursor(cursor) if cursor is not None else None,
+        filtered = functools.partial(
+            queries.job_filter, name=name, user=user, queue=queue, labels=labels or {}, teams=teams
         )
+        where, params = filtered(state=state, after=after)
         rows = self._db.rows(
             f"{SELECT_JOBS} {where} {NEWEST_FIRST} LIMIT :limit", {**params, "limit": limit + 1}
         )
@@ -255,7 +267,11 @@ class Store:
         more = len(rows) > limit
         last = jobs[-1] if jobs else None
         next_cursor = encode_cursor(last.created_at, last.id) if more and last else None
-        return JobPage(jobs=jobs, next_cursor=next_cursor)
+        where, params = filtered(state=None, after=None)
+        counts = self._counts(
+            f"SELECT state, COUNT(*) AS n FROM jobs {where} GROUP BY state", params
+        )
+        return JobPage(jobs=jobs, next_cursor=next_cursor, counts=counts)
 
     def list_tasks(self, job_id: str) -> list[TaskRecord]:
         """The tasks of a job in the order they were stored (role order, then index)."""
@@ -275,6 +291,20 @@ class Store:
         )
         return [EventRecord.from_row(row) for row in rows]
 
+    def changes(self, after: int, limit: int) -> list[EventRecord]:
+        """Events of every job with an id above ``after``, oldest first, at most ``limit``:
+        ids grow in the order of the commits, so no event read later has a lower id."""
+        rows = self._db.rows(
+            f"SELECT {queries.columns(schema.EVENT_COLUMNS)} FROM events "
+            "WHERE id > :after ORDER BY id LIMIT :limit",
+            {"after": after, "limit": limit},
+        )
+        return [EventRecord.from_row(row) for row in rows]
+
+    def newest_event(self) -> int:
+        """The id of the newest event (0 where there is none)."""
+        return int(self._db.rows("SELECT COALESCE(MAX(id), 0) AS n FROM events")[0]["n"])
+
     def count_jobs(self) -> dict[str, int]:
         """How many jobs are in each state (states with none are left out)."""
         return self._counts("SELECT state, COUNT(*) AS n FROM jobs GROUP BY state")
@@ -287,8 +317,8 @@ class Store:
         """The restarts of every stored task, added up."""
         return int(self._db.rows("SELECT COALESCE(SUM(restarts), 0) AS n FROM tasks")[0]["n"])
 
-    def _counts(self, query: str) -> dict[str, int]:
-        return {str(row["state"]): int(row["n"]) for row in self._db.rows(query)}
+    def _counts(self, query: str, params: dict[str, Any] | None = None) -> dict[str, int]:
+        return {str(row["state"]): int(row["n"]) for row in self._db.rows(query, params)}
 
     def _jobs(self, rows: list[Row]) -> list[JobRecord]:
         """Job rows as records, each with its labels (one more query for them all)."""

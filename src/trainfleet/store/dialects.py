@@ -25,6 +25,9 @@ from trainfleet.store.targets import Target
 CONNECT_TIMEOUT = 3
 """Seconds to wait for a PostgreSQL server to answer a new connection (2 at least)."""
 
+EVENTS_LOCK = 0x7472_6E66_6576
+"""The PostgreSQL advisory lock key of adding events ("trnfev")."""
+
 _NAMED_PARAMETER = re.compile(r"(?<![:\w]):([A-Za-z_]\w*)")
 
 
@@ -33,6 +36,9 @@ class Dialect(ABC):
 
     begin = "BEGIN"
     """The statement that opens a write transaction."""
+    in_order: str | None = None
+    """The statement that makes a transaction's events take ids in the order of the
+    commits, run before its first event (None where writers take turns anyway)."""
 
     @abstractmethod
     def connect(self, target: Target) -> Any:
@@ -125,6 +131,10 @@ class PostgreSQL(Dialect):
             )
         except psycopg.Error as error:
             raise StoreUnavailable(f"cannot connect to the store {target}: {error}") from error
+
+    # Sequences hand out ids when rows are inserted, not when they commit: one lock per
+    # transaction that adds events, held until it commits, puts both in the same order.
+    in_order = f"SELECT pg_advisory_xact_lock({EVENTS_LOCK})"
 
     def sql(self, query: str) -> str:
         return _pyformat(query)

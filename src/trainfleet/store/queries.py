@@ -38,11 +38,12 @@ def job_filter(
     labels: Mapping[str, str],
     after: tuple[float, str] | None,
     teams: Collection[str] | None = None,
+    queue: str | None = None,
 ) -> tuple[str, dict[str, Any]]:
     """The WHERE clause (``""`` for none) and parameters of a listing of jobs."""
     conditions: list[str] = []
     params: dict[str, Any] = {}
-    for column, value in (("state", state), ("name", name), ("user", user)):
+    for column, value in (("state", state), ("name", name), ("user", user), ("queue", queue)):
         if value is not None:
             conditions.append(f'"{column}" = :{column}')
             params[column] = str(value)

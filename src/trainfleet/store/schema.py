@@ -7,14 +7,14 @@ from __future__ import annotations
 
 JOB_COLUMNS = (
     "id", "name", "framework", "state", "code", "reason", "waiting_code", "waiting", "spec",
-    "source", "workdir", "user", "team", "created_at", "started_at", "finished_at",
+    "source", "workdir", "user", "team", "queue", "created_at", "started_at", "finished_at",
 )  # fmt: skip
 TASK_COLUMNS = (
     "job_id", "role", "index", "state", "address", "gpus", "pid", "restarts", "exit_code",
     "code", "reason", "started_at", "finished_at",
 )  # fmt: skip
 TOKEN_COLUMNS = ("id", "name", "digest", "admin", "created_at", "revoked_at", "user")
-EVENT_COLUMNS = ("id", "job_id", "time", "task", "state", "code", "message")
+EVENT_COLUMNS = ("id", "job_id", "time", "task", "state", "code", "message", "team")
 USER_COLUMNS = ("name", "admin", "created_at", "disabled_at")
 TEAM_COLUMNS = ("name", "default_queue", "created_at")
 SECRET_COLUMNS = ("team", "name", "keys", "data", "user", "created_at")

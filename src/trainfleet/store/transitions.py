@@ -120,10 +120,28 @@ def _last_event_is(db: Transaction, job_id: str, condition: Condition) -> bool:
     )
 
 
-def event(db: Transaction, job_id: str, task: str, state: State, condition: Condition) -> None:
+def event(
+    db: Transaction,
+    job_id: str,
+    task: str,
+    state: State,
+    condition: Condition,
+    team: str | None = None,
+) -> None:
+    """Add an event of the job (its ``team``: the job's, read here where not given).
+
+    Events are numbered in the order their transactions commit (``Transaction.in_order``):
+    a reader of every event after a given id (the change feed) never misses one that
+    commits later with a lower id."""
+    db.in_order()
     db.execute(
-        "INSERT INTO events (job_id, time, task, state, code, message) "
-        "VALUES (:job_id, :time, :task, :state, :code, :message)",
+        "INSERT INTO events (job_id, time, task, state, code, message, team) "
+        "VALUES (:job_id, :time, :task, :state, :code, :message, "
+        + (
+            ":team)"
+            if team is not None
+            else "COALESCE((SELECT team FROM jobs WHERE id = :job_id), ''))"
+        ),
         {
             "job_id": job_id,
             "time": time.time(),
@@ -131,5 +149,6 @@ def event(db: Transaction, job_id: str, task: str, state: State, condition: Cond
             "state": state.value,
             "code": condition.code.value,
             "message": condition.message,
+            "team": team,
         },
     )

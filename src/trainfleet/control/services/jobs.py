@@ -44,16 +44,24 @@ class Jobs(JobReads):
         name: str | None = None,
         user: str | None = None,
         labels: Mapping[str, str] | None = None,
+        team: str | None = None,
+        queue: str | None = None,
         limit: int = 50,
         cursor: str | None = None,
     ) -> JobPage:
-        """Jobs of the caller's teams (every job, for an administrator), newest first."""
+        """Jobs of the caller's teams (every job, for an administrator), newest first;
+        ``team``: of that team only (none where the caller does not see it, as for a team
+        that does not exist)."""
+        teams = caller.teams_seen()
+        if team is not None:
+            teams = [team] if teams is None or team in teams else []
         return self.page(
             state=state,
             name=name,
             user=user,
             labels=labels,
-            teams=caller.teams_seen(),
+            teams=teams,
+            queue=queue,
             limit=limit,
             cursor=cursor,
         )

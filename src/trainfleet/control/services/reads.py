@@ -92,20 +92,31 @@ class JobReads:
         user: str | None = None,
         labels: Mapping[str, str] | None = None,
         teams: list[str] | None = None,
+        queue: str | None = None,
         limit: int = 50,
         cursor: str | None = None,
     ) -> JobPage:
-        """One page of matching jobs (of ``teams`` only, if given), newest first (raises
-        ValueError on a bad cursor)."""
+        """One page of matching jobs (of ``teams`` only, if given), newest first, with the
+        count of each state among them (raises ValueError on a bad cursor)."""
         return self.store.find_jobs(
             state=state,
             name=name,
             user=user,
             labels=labels,
             teams=teams,
+            queue=queue,
             limit=limit,
             cursor=cursor,
         )
+
+    def changes(self, after: int, limit: int) -> list[EventRecord]:
+        """Every job's events with an id above ``after``, oldest first, at most ``limit``
+        (ids grow in commit order: none read later has a lower id)."""
+        return self.store.changes(after, limit)
+
+    def newest_change(self) -> int:
+        """The id of the newest event of any job (0 where there is none)."""
+        return self.store.newest_event()
 
     def log_path(self, job_id: str, role: str, index: int) -> Path:
         """Where a task's log is, on a backend that keeps it in the data directory."""
