@@ -13,7 +13,7 @@ from pathlib import Path
 
 from helpers import fill_disk, tmpfs, wait_for
 
-from trainfleet.backends.supervision import SHIM
+from trainfleet.backends.supervision import SHIM, sampling
 from trainfleet.datadir import usage
 
 EVERY = "0.2"
@@ -190,3 +190,29 @@ def test_without_nvml_the_rest_is_sampled(tmp_path: Path) -> None:
     finally:
         assert _stop(tmp_path, shim) == 0
     assert all(s.rss > 0 and s.gpus == 0 and s.gpu_util is None for s in samples)
+
+
+# Starts, from a thread other than the main one, a child that holds memory; then waits.
+THREADED = """\
+import subprocess, sys, threading, time
+def spawn():
+    subprocess.Popen([sys.executable, "-S", "-c", "import time; time.sleep(600)"])
+    time.sleep(600)
+threading.Thread(target=spawn, daemon=True).start()
+time.sleep(600)
+"""
+
+
+def test_a_child_made_by_another_thread_is_in_the_tree() -> None:
+    """Children are listed by the thread that made them: a full look finds this one, and
+    the looks between full ones keep asking that thread."""
+    task = subprocess.Popen([sys.executable, "-S", "-c", THREADED])
+    try:
+        found = wait_for(lambda: len(sampling.tree(task.pid)) == 2, 30, "the thread's child")
+        assert found
+        cheap = sampling.Tree(task.pid, full_every=12)
+        assert [len(cheap.processes()) for _ in range(3)] == [2, 2, 2]
+    finally:
+        for pid in sampling.tree(task.pid):
+            os.kill(pid, signal.SIGKILL)
+        task.wait()

@@ -3,7 +3,7 @@ GPUs' utilisation and its own GPU memory where NVML sees them.
 
 The tree is the task's process and its descendants, found through the kernel's
 ``/proc/PID/task/TID/children`` (no scan of every process of the machine: a sample costs
-a few reads per process of the task). CPU is the tree's time between two samples, in
+a few reads per process of the task; see ``Tree``). CPU is the tree's time between two samples, in
 percent of one core: each process's own and its reaped children's time (``utime``,
 ``stime``, ``cutime``, ``cstime``), so that short-lived children count too; a process
 seen before and reaped since by one of the tree counts only the part after the last
@@ -52,29 +52,57 @@ class Stat:
 
 def tree(root: int) -> dict[int, Stat]:
     """The live processes of the tree under ``root`` (itself included), by pid; {} once
-    it is gone."""
-    found: dict[int, Stat] = {}
-    waiting = [root]
-    while waiting:
-        pid = waiting.pop()
-        try:
-            stat = Stat(_read(f"/proc/{pid}/stat"))
-        except (OSError, ValueError, IndexError):
-            continue  # gone meanwhile
-        found[pid] = stat
-        threads = [str(pid)]
-        if stat.threads > 1:  # children are listed by the thread that made them
+    it is gone. Every thread of every process is asked for its children."""
+    return Tree(root, full_every=1).processes()
+
+
+class Tree:
+    """The processes under ``root``, found cheaply sample after sample.
+
+    The kernel lists a process's children by the thread that made them, so finding them
+    all takes a read per thread (a trainer has dozens). Every ``full_every``-th look reads
+    every thread's list; the looks between read only the main thread's and those of the
+    threads that had children at the last full look. A long-lived child made by another
+    thread since then is counted from the next full look (a short-lived one is counted
+    anyway: its time is in its parent's ``cutime`` once reaped).
+    """
+
+    def __init__(self, root: int, full_every: int = 12) -> None:
+        self.root, self.full_every, self.looks = root, full_every, 0
+        self.forking: dict[tuple[int, int], list[str]] = {}
+        """By (pid, start): its threads other than the main one that had children."""
+
+    def processes(self) -> dict[int, Stat]:
+        """The live processes of the tree, by pid; {} once it is gone."""
+        full = self.looks % self.full_every == 0
+        self.looks += 1
+        found: dict[int, Stat] = {}
+        forking: dict[tuple[int, int], list[str]] = {}
+        waiting = [self.root]
+        while waiting:
+            pid = waiting.pop()
             try:
-                threads = os.listdir(f"/proc/{pid}/task")
-            except OSError:
-                continue
-        for thread in threads:
-            try:
-                children = _read(f"/proc/{pid}/task/{thread}/children")
-            except OSError:
-                continue
-            waiting.extend(int(child) for child in children.split() if int(child) not in found)
-    return found
+                stat = Stat(_read(f"/proc/{pid}/stat"))
+            except (OSError, ValueError, IndexError):
+                continue  # gone meanwhile
+            found[pid] = stat
+            key, main = (pid, stat.start), str(pid)
+            threads = [main, *self.forking.get(key, ())]
+            if full and stat.threads > 1:
+                try:
+                    threads = os.listdir(f"/proc/{pid}/task")
+                except OSError:
+                    continue
+            for thread in threads:
+                try:
+                    children = _read(f"/proc/{pid}/task/{thread}/children").split()
+                except OSError:
+                    continue
+                if children and thread != main:
+                    forking.setdefault(key, []).append(thread)
+                waiting.extend(int(child) for child in children if int(child) not in found)
+        self.forking = forking
+        return found
 
 
 class Gpus:
@@ -134,6 +162,7 @@ class Sampler:
     ) -> None:
         self.root, self.every, self.writer, self.sample_type = root, every, writer, sample_type
         self.gpus = gpus
+        self.tree = Tree(root)
         self.seen: dict[int, tuple[int, int, int]] = {}
         """At the last sample, by pid: its start, its CPU ticks, its parent."""
         self.last = time.monotonic() if started is None else started
@@ -160,7 +189,7 @@ class Sampler:
     def sample(self) -> bool:
         """Take one sample and write it; whether the tree was there and it was written."""
         now = time.monotonic()
-        processes = tree(self.root)
+        processes = self.tree.processes()
         if not processes:
             return False
         ticks = self._ticks(processes)
