@@ -7,6 +7,7 @@ module imports nothing of the server, the engine, the backends or the store, so 
 
 from __future__ import annotations
 
+from enum import StrEnum
 from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -62,6 +63,10 @@ class JobDetails(_Model):
     job: JobRecord
     tasks: list[TaskRecord]
     events: list[EventRecord]
+    may: list[str] = Field(
+        default_factory=list,
+        description="What the caller may do to the job now: `stop`, `delete` (access.RULES).",
+    )
 
 
 class LogChunk(_Model):
@@ -230,3 +235,96 @@ class AuditPage(_Model):
 
 class Health(_Model):
     status: str = "ok"
+
+
+class SignIn(_Body):
+    """A token, as ``POST /api/v1/session`` takes it to open a dashboard session."""
+
+    token: str = Field(min_length=1, max_length=1024)
+
+
+class SessionView(WhoAmI):
+    """The caller, and the CSRF token every change of its dashboard session must send."""
+
+    csrf: str | None = Field(
+        description="Send as X-CSRF-Token with every change; null: not a session (a bearer "
+        "token needs none)."
+    )
+
+
+class LogHit(_Model):
+    """A line of a task's log holding the searched text."""
+
+    offset: int = Field(description="The line's byte offset in the log.")
+    line: str = Field(description="The line (at most 2,000 characters around the match).")
+
+
+class LogHits(_Model):
+    """The lines found by one search, and where to search on from."""
+
+    hits: list[LogHit]
+    next: int | None = Field(description="Search again from here (`start`); null: done.")
+
+
+class NoticeCode(StrEnum):
+    """What a change feed's ``notice`` says."""
+
+    EVENTS_LOST = "events-lost"
+    """The stream fell behind and skipped events: reload, then go on with the stream."""
+    UNKNOWN_ID = "unknown-id"
+    """``Last-Event-ID`` is newer than any event (the database was replaced): reload."""
+    UNAVAILABLE = "unavailable"
+    """The server cannot read changes now; the stream stays open and goes on by itself."""
+    AVAILABLE = "available"
+    """The server reads changes again; nothing was lost meanwhile."""
+
+
+class FeedNotice(_Model):
+    """A ``notice`` of ``GET /api/v1/events/follow``: something about the stream itself."""
+
+    code: NoticeCode
+    message: str
+    after: int | None = Field(
+        default=None, description="The id of the last event sent before what was lost."
+    )
+    resync: bool = Field(
+        default=False, description="What the client shows may be stale: read it again."
+    )
+
+
+class UsagePoint(_Model):
+    """What a task used at one time: a sample, or (``samples`` > 1) a minute's average."""
+
+    time: float = Field(description="Seconds since the epoch (a minute's start, for an average).")
+    cpu: float = Field(description="CPU of the task's process tree, in percent of one core.")
+    rss: int = Field(description="Resident memory of the task's process tree, in bytes.")
+    gpu_util: float | None = Field(
+        default=None, description="Mean utilisation of its GPUs in percent; null: none seen."
+    )
+    gpu_memory: int | None = Field(
+        default=None, description="GPU memory its processes hold (NVML), in bytes; null: none."
+    )
+    samples: int = Field(default=1, description="1: one sample; more: a minute's average.")
+
+
+class TaskUsage(_Model):
+    """One task's resource use: its newest sample while it runs, and its history if asked."""
+
+    role: str
+    index: int
+    state: State
+    current: UsagePoint | None = Field(
+        default=None, description="Its newest sample, while it runs (null: none yet)."
+    )
+    history: list[UsagePoint] = Field(
+        default_factory=list,
+        description="Oldest first: minute averages, then the last hour's samples.",
+    )
+
+
+class JobUsage(_Model):
+    """What each task of a job uses (``GET /api/v1/jobs/{id}/usage``)."""
+
+    job_id: str
+    team: str = "default"
+    tasks: list[TaskUsage]

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from trainfleet.server.changes import KEEP, STREAMS_PER_USER
 from trainfleet.server.host_paths import HostPaths
 from trainfleet.server.hub import READ, WINDOW
 from trainfleet.spec.limits import DEFAULT_MAX_ROLES, DEFAULT_MAX_TASKS, JobLimits
@@ -35,6 +36,11 @@ class Settings:
     """Latest bytes of a followed log kept in memory for its followers."""
     log_read: int = READ
     """Most bytes of a log one follower reads at a time."""
+    changes_kept: int = KEEP
+    """Latest events of every job kept in memory for the change feed's streams; a stream
+    that falls further behind is told to resync."""
+    change_feeds_per_user: int = STREAMS_PER_USER
+    """Most change feeds one user may hold open at once."""
     audit_retention: float | None = None
     """Days an audit record is kept: older ones are pruned at start, then daily (None:
     every record is kept)."""
