@@ -1,8 +1,11 @@
-"""Prometheus metrics at ``/metrics``: jobs and tasks by state, restarts, submissions, latency.
+"""Prometheus metrics at ``/metrics``: jobs and tasks by state, restarts, submissions, latency,
+what each running task uses, and each queue's quota and use.
 
 Jobs, tasks and restarts are read from the store (through the jobs service) at each
-scrape, so they count every job the store holds, whichever process ran it. Submissions
-and latency are this process's own.
+scrape, so they count every job the store holds, whichever process ran it; so is each
+running task's newest sample (CPU, memory, GPUs: the usage service, from its history
+beside its log) and each queue's state (the queues service). Submissions and latency are
+this process's own.
 """
 
 from __future__ import annotations
@@ -16,7 +19,10 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from trainfleet.control.queueing import quota_amounts
 from trainfleet.domain.records import State
+from trainfleet.scheduling.resources import GPU_UNIT
+from trainfleet.wire import JobUsage, QueueState
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
@@ -56,12 +62,110 @@ class StoreCollector(Collector):
         )
 
 
+class RunningUse(Protocol):
+    """What the usage service tells of the running tasks."""
+
+    def running(self) -> Iterator[JobUsage]: ...
+
+
+class AllQueues(Protocol):
+    """What the queues service tells of every queue."""
+
+    def every(self) -> list[QueueState]: ...
+
+
+TASK_GAUGES = (
+    ("trainfleet_task_cpu_percent", "CPU of a running task's processes, percent of a core."),
+    ("trainfleet_task_memory_rss_bytes", "Resident memory of a running task's processes."),
+    ("trainfleet_task_gpu_utilization_percent", "Mean utilisation of a running task's GPUs."),
+    ("trainfleet_task_gpu_memory_bytes", "GPU memory a running task's processes hold."),
+)
+TASK_LABELS = ["job", "role", "index", "team"]
+
+
+class UsageCollector(Collector):
+    """Gauges of each running task's newest sample (labels job, role, index, team): a
+    task with no sample yet, or no GPU seen, has none of its gauges (or no GPU ones)."""
+
+    def __init__(self, usage: RunningUse) -> None:
+        self.usage = usage
+
+    def collect(self) -> Iterator[Metric]:
+        cpu, rss, gpu, gpu_memory = (
+            GaugeMetricFamily(name, text, labels=TASK_LABELS) for name, text in TASK_GAUGES
+        )
+        for job in self.usage.running():
+            for task in job.tasks:
+                now = task.current
+                if now is None:
+                    continue
+                labels = [job.job_id, task.role, str(task.index), job.team]
+                cpu.add_metric(labels, now.cpu)
+                rss.add_metric(labels, now.rss)
+                if now.gpu_util is not None:
+                    gpu.add_metric(labels, now.gpu_util)
+                if now.gpu_memory is not None:
+                    gpu_memory.add_metric(labels, now.gpu_memory)
+        yield from (cpu, rss, gpu, gpu_memory)
+
+
+QUEUE_LABELS = ["queue", "team", "resource"]
+
+
+class QueueCollector(Collector):
+    """Gauges of each queue: its nominal quota, what its admitted jobs use, how much of
+    that is borrowed (over nominal), by resource (cpu and gpu in units, memory in bytes),
+    and how many jobs wait in it."""
+
+    def __init__(self, queues: AllQueues) -> None:
+        self.queues = queues
+
+    def collect(self) -> Iterator[Metric]:
+        nominal, used, borrowed = (
+            GaugeMetricFamily(f"trainfleet_queue_{name}", text, labels=QUEUE_LABELS)
+            for name, text in (
+                ("nominal", "A queue's nominal quota, by resource."),
+                ("used", "What a queue's admitted jobs use, by resource."),
+                ("borrowed", "What a queue's admitted jobs use over its nominal quota."),
+            )
+        )
+        waiting = GaugeMetricFamily(
+            "trainfleet_queue_waiting_jobs", "Jobs waiting in a queue.", labels=["queue", "team"]
+        )
+        for state in self.queues.every():
+            name, quota = state.queue.name, quota_amounts(state.queue.nominal)
+            for resource in sorted(quota.keys() | state.used.keys()):
+                labels = [name, state.team, resource]
+                amount = state.used.get(resource, 0)
+                if resource in quota:
+                    nominal.add_metric(labels, _units(resource, quota[resource]))
+                    borrowed.add_metric(labels, _units(resource, max(0, amount - quota[resource])))
+                used.add_metric(labels, _units(resource, amount))
+            waiting.add_metric([name, state.team], len(state.waiting))
+        yield from (nominal, used, borrowed, waiting)
+
+
+def _units(resource: str, amount: int) -> float:
+    """cpu in cores (from millicores), gpu in GPUs (from thousandths), the rest as it is."""
+    if resource == "cpu":
+        return amount / 1000
+    if resource == "gpu":
+        return amount / GPU_UNIT
+    return float(amount)
+
+
 class Metrics:
     """One registry per application, so that several can live in one process (tests)."""
 
-    def __init__(self, counts: Counts) -> None:
+    def __init__(
+        self, counts: Counts, usage: RunningUse | None = None, queues: AllQueues | None = None
+    ) -> None:
         self.registry = CollectorRegistry()
         self.registry.register(StoreCollector(counts))
+        if usage is not None:
+            self.registry.register(UsageCollector(usage))
+        if queues is not None:
+            self.registry.register(QueueCollector(queues))
         self.submissions = Counter(
             "trainfleet_submissions",
             "Jobs submitted to this server, by how they were written.",

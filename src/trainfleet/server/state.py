@@ -16,6 +16,7 @@ from trainfleet.control.services.bundle import Services
 from trainfleet.control.services.jobs import Jobs
 from trainfleet.control.services.queues import Queues
 from trainfleet.control.services.secrets import TeamSecrets
+from trainfleet.control.services.usage import Usage
 from trainfleet.domain.records import JobRecord
 from trainfleet.server.auth import Who
 from trainfleet.server.hub import LogHub
@@ -49,6 +50,10 @@ async def _audit_log(request: Request) -> AuditLog:
     return _services(request).audit
 
 
+async def _usage(request: Request) -> Usage:
+    return _services(request).usage
+
+
 async def _settings(request: Request) -> Settings:
     return request.app.state.settings  # type: ignore[no-any-return]
 
@@ -70,6 +75,7 @@ AccountsDep = Annotated[Accounts, Depends(_accounts)]
 QueuesDep = Annotated[Queues, Depends(_queues)]
 SecretsDep = Annotated[TeamSecrets, Depends(_secrets)]
 AuditLogDep = Annotated[AuditLog, Depends(_audit_log)]
+UsageDep = Annotated[Usage, Depends(_usage)]
 SettingsDep = Annotated[Settings, Depends(_settings)]
 MetricsDep = Annotated[Metrics, Depends(_metrics)]
 WorkdirsDep = Annotated[WorkdirStore, Depends(_workdirs)]

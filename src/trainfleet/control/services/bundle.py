@@ -11,6 +11,7 @@ from trainfleet.control.services.jobs import Jobs
 from trainfleet.control.services.ownership import QueueTeams
 from trainfleet.control.services.queues import Queues
 from trainfleet.control.services.secrets import TeamSecrets
+from trainfleet.control.services.usage import Usage
 from trainfleet.store.errors import StoreError
 
 if TYPE_CHECKING:
@@ -19,7 +20,8 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class Services:
-    """Jobs, accounts, queues, secrets and the audit trail of one engine."""
+    """Jobs, accounts, queues, secrets, the audit trail and tasks' resource use of one
+    engine."""
 
     engine: Engine
     jobs: Jobs
@@ -27,6 +29,7 @@ class Services:
     queues: Queues
     secrets: TeamSecrets
     audit: AuditLog
+    usage: Usage
 
     @classmethod
     def of(cls, engine: Engine) -> Services:
@@ -38,13 +41,15 @@ class Services:
         owners = QueueTeams(store.accounts)
         audit = AuditLog(store.audit)
         queues = Queues(engine, owners)
+        jobs = Jobs(engine, owners)
         return cls(
             engine=engine,
-            jobs=Jobs(engine, owners),
+            jobs=jobs,
             accounts=Accounts(store, audit, queues),
             queues=queues,
             secrets=TeamSecrets(engine.secrets, store.accounts),
             audit=audit,
+            usage=Usage(jobs),
         )
 
     def problem(self, wait: float) -> str | None:

@@ -33,6 +33,12 @@ class Queues:
         )
         return [state for state in states if caller.sees(Action.READ_QUEUE, state.team)]
 
+    def every(self) -> list[QueueState]:
+        """Every queue of every team, unchecked (for ``/metrics``)."""
+        return [
+            status.state(self.owners.team_of(status.config.name)) for status in self.engine.queues()
+        ]
+
     def describe(self, caller: Caller, name: str) -> QueueState:
         """One queue, with its running and waiting jobs."""
         for state in self.visible(caller):
