@@ -42,7 +42,9 @@ from trainfleet.wire import (
     API_PREFIX,
     AuditPage,
     ErrorBody,
+    FeedNotice,
     JobDetails,
+    JobUsage,
     LogChunk,
     MemberBody,
     NewToken,
@@ -274,12 +276,16 @@ class Client:
         name: str | None = None,
         user: str | None = None,
         labels: Mapping[str, str] | None = None,
+        team: str | None = None,
+        queue: str | None = None,
         limit: int = 50,
         cursor: str | None = None,
     ) -> JobPage:
-        """One page of jobs, newest first; pass its ``next_cursor`` for the next."""
+        """One page of jobs, newest first; pass its ``next_cursor`` for the next. Its
+        ``counts``: how many jobs match every filter but ``state``, by state."""
         params: dict[str, Any] = {"limit": limit}
-        for key, value in (("state", state), ("name", name), ("user", user), ("cursor", cursor)):
+        given = {"state": state, "name": name, "user": user, "team": team, "queue": queue}
+        for key, value in {**given, "cursor": cursor}.items():
             if value is not None:
                 params[key] = str(value)
         if labels:
@@ -293,13 +299,22 @@ class Client:
         name: str | None = None,
         user: str | None = None,
         labels: Mapping[str, str] | None = None,
+        team: str | None = None,
+        queue: str | None = None,
         page_size: int = 100,
     ) -> Iterator[JobRecord]:
         """Every job that matches, newest first, fetched a page at a time."""
         cursor: str | None = None
         while True:
             page = self.find(
-                state=state, name=name, user=user, labels=labels, limit=page_size, cursor=cursor
+                state=state,
+                name=name,
+                user=user,
+                labels=labels,
+                team=team,
+                queue=queue,
+                limit=page_size,
+                cursor=cursor,
             )
             yield from page.jobs
             if page.next_cursor is None:
@@ -326,6 +341,15 @@ class Client:
         """A job's events with an id above ``after``, oldest first."""
         response = self._request("GET", f"{self._job(job_id)}/events", params={"after": after})
         return _parse(list[EventRecord], response)
+
+    def usage(self, job_id: str, *, history: bool = False, since: float = 0.0) -> JobUsage:
+        """What each task of a job uses: the newest sample of each running task (CPU in
+        percent of a core, RSS, GPU utilisation and memory); ``history``: and each task's
+        history from ``since`` (seconds since the epoch), minute averages then samples."""
+        params: dict[str, Any] = {"history": "true"} if history else {}
+        if since:
+            params["since"] = since
+        return _parse(JobUsage, self._request("GET", f"{self._job(job_id)}/usage", params=params))
 
     # -- queues ---------------------------------------------------------------
 
@@ -500,6 +524,19 @@ class Client:
         for event in self._follow(f"{self._job(job_id)}/events/follow", {"after": after}):
             if event.event == "event":
                 yield _parse(EventRecord, event.data)
+
+    def follow_changes(self, after: int | None = None) -> Iterator[EventRecord | FeedNotice]:
+        """Every job and task change the caller may see, as it happens, from now (or after
+        the event id ``after``): EventRecords (a job's deletion has the code ``deleted``),
+        and FeedNotices about the stream (events lost, read again; the server's store
+        unavailable, and back). Never ends by itself; resumes after the last event where
+        the connection drops."""
+        params = {} if after is None else {"after": after}
+        for event in self._follow(f"{API_PREFIX}/events/follow", params):
+            if event.event == "change":
+                yield _parse(EventRecord, event.data)
+            elif event.event == "notice":
+                yield _parse(FeedNotice, event.data)
 
     def wait(self, job_id: str) -> JobRecord:
         """Block until the job has ended; returns it."""

@@ -109,11 +109,21 @@ def list_jobs(
     name: str | None = None,
     user: str | None = None,
     labels: tuple[str, ...] = (),
+    team: str | None = None,
+    queue: str | None = None,
 ) -> int:
     """``trainfleet list``: matching jobs, newest first."""
     with reader_of(options) as service:
         wanted = _labels(labels)
-        jobs = service.find(state=state, name=name, user=user, labels=wanted, limit=limit)
+        jobs = service.find(
+            state=state,
+            name=name,
+            user=user,
+            labels=wanted,
+            limit=limit,
+            team=team,
+            queue=queue,
+        )
     if output == "table":
         from trainfleet.cli import tables
 
@@ -136,10 +146,12 @@ def _labels(pairs: tuple[str, ...]) -> Mapping[str, str]:
 def describe(options: Options, job_id: str, output: str) -> int:
     with reader_of(options) as service:
         details = service.describe(job_id)
+        running = any(task.state == State.RUNNING for task in details.tasks)
+        usage = service.usage(job_id) if output == "table" and running else None
     if output == "table":
         from trainfleet.cli import tables
 
-        tables.print_details(details)
+        tables.print_details(details, usage)
     else:
         _dump(
             {

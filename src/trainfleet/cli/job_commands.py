@@ -17,6 +17,8 @@ STATES = ("queued", "starting", "running", "restarting", "succeeded", "failed", 
 @click.option("--name", help="Only jobs of this name.")
 @click.option("--label", "labels", multiple=True, metavar="K=V", help="Only jobs with this label.")
 @click.option("--user", help="Only jobs this user submitted.")
+@click.option("--team", help="Only jobs of this team.")
+@click.option("--queue", help="Only jobs of this queue.")
 @click.option("--limit", default=50, show_default=True, type=click.IntRange(1, 10_000))
 @OUTPUT
 @click.pass_obj
@@ -26,13 +28,15 @@ def list_jobs(
     name: str | None,
     labels: tuple[str, ...],
     user: str | None,
+    team: str | None,
+    queue: str | None,
     limit: int,
     output: str,
 ) -> None:
     """List jobs, newest first."""
     from trainfleet.cli import commands
 
-    sys.exit(commands.list_jobs(options, output, limit, state, name, user, labels))
+    sys.exit(commands.list_jobs(options, output, limit, state, name, user, labels, team, queue))
 
 
 @click.command()

@@ -24,6 +24,10 @@ COMMANDS = {
     "describe": Lazy(
         "trainfleet.cli.job_commands:describe", "Show a job with its tasks and events."
     ),
+    "top": Lazy(
+        "trainfleet.cli.usage_commands:top",
+        "Show what running tasks use: CPU, memory, GPU and GPU memory.",
+    ),
     "logs": Lazy(
         "trainfleet.cli.job_commands:logs", "Print the logs of a job's tasks, prefixed role/index."
     ),

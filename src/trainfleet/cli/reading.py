@@ -10,6 +10,7 @@ is looked at, and the engine is opened only for one whose runner is gone.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 from trainfleet.control.services.reads import JobReads
 from trainfleet.control.settings import data_dir_of
@@ -21,6 +22,9 @@ from trainfleet.domain.records import (
     JobRecord,
     TaskRecord,
 )
+
+if TYPE_CHECKING:
+    from trainfleet.wire import JobUsage
 
 
 class StoreReader:
@@ -54,12 +58,24 @@ class StoreReader:
         user: str | None,
         labels: Mapping[str, str],
         limit: int,
+        team: str | None = None,
+        queue: str | None = None,
     ) -> list[JobRecord]:
-        page = self.jobs.page(state=state, name=name, user=user, labels=labels, limit=limit)
+        teams = None if team is None else [team]
+        page = self.jobs.page(
+            state=state, name=name, user=user, labels=labels, teams=teams, queue=queue, limit=limit
+        )
         return [self._checked(job) for job in page.jobs]
 
     def events(self, job_id: str, after: int) -> list[EventRecord]:
         return self.jobs.events(job_id, after=after)
+
+    def usage(self, job_id: str, history: bool = False) -> JobUsage:
+        from trainfleet.control.access import EMBEDDED
+        from trainfleet.control.services.usage import Usage  # the REST models: `top` only
+
+        self.get(job_id)  # a lost job is recorded as failed first
+        return Usage(self.jobs).job(EMBEDDED, job_id, history=history)
 
     def log_tail(self, job_id: str, role: str, index: int) -> LogTail:
         return LogTail(self.jobs.log_path(job_id, role, index))

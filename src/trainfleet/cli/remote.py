@@ -32,7 +32,7 @@ from trainfleet.domain.records import EventRecord, JobDetails, JobRecord, State,
 from trainfleet.spec.documents import read_job_text
 from trainfleet.spec.loading import load_job_file
 from trainfleet.spec.models import JobSpec
-from trainfleet.wire import QueueBody, QueueState
+from trainfleet.wire import JobUsage, QueueBody, QueueState
 
 T = TypeVar("T")
 
@@ -143,6 +143,9 @@ class RemoteService:
     def tasks(self, job_id: str) -> list[TaskRecord]:
         return self.describe(job_id).tasks
 
+    def usage(self, job_id: str, history: bool = False) -> JobUsage:
+        return self.call(lambda: self.client.usage(job_id, history=history))
+
     def find(
         self,
         *,
@@ -151,9 +154,17 @@ class RemoteService:
         user: str | None,
         labels: Mapping[str, str],
         limit: int,
+        team: str | None = None,
+        queue: str | None = None,
     ) -> list[JobRecord]:
         jobs = self.client.list_jobs(
-            state=state, name=name, user=user, labels=labels, page_size=min(limit, MAX_PAGE)
+            state=state,
+            name=name,
+            user=user,
+            labels=labels,
+            team=team,
+            queue=queue,
+            page_size=min(limit, MAX_PAGE),
         )
         return self.call(lambda: list(itertools.islice(jobs, limit)))
 

@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from trainfleet.datadir.logs import LogTail
     from trainfleet.domain.records import EventRecord, JobDetails, JobRecord, TaskRecord
     from trainfleet.spec.submarine import SubmarineArgs
-    from trainfleet.wire import QueueBody, QueueState
+    from trainfleet.wire import JobUsage, QueueBody, QueueState
 
 
 @dataclass(frozen=True)
@@ -54,6 +54,8 @@ class JobReader(Protocol):
         user: str | None,
         labels: Mapping[str, str],
         limit: int,
+        team: str | None = None,
+        queue: str | None = None,
     ) -> list[JobRecord]:
         """Matching jobs, newest first."""
         ...
@@ -68,6 +70,11 @@ class JobReader(Protocol):
 
     def setup_log(self, job_id: str) -> bytes:
         """The output of the job's ``setup`` phase (its Python environments' builds)."""
+        ...
+
+    def usage(self, job_id: str, history: bool = False) -> JobUsage:
+        """What each task of the job uses: the newest sample of each running one, and
+        each one's history with ``history``."""
         ...
 
     def close(self) -> None: ...

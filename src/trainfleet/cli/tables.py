@@ -18,6 +18,7 @@ from trainfleet.domain.records import JobDetails, JobRecord, State, TaskRecord
 if TYPE_CHECKING:
     from trainfleet.control.dry_run import DryRun
     from trainfleet.spec.models import JobSpec
+    from trainfleet.wire import JobUsage
 
 STATE_STYLES = {
     State.QUEUED: "dim",
@@ -85,7 +86,9 @@ def print_jobs(jobs: Sequence[JobRecord]) -> None:
     console.print(table)
 
 
-def print_details(details: JobDetails) -> None:
+def print_details(details: JobDetails, usage: JobUsage | None = None) -> None:
+    """The job, its tasks (with a line of what each running one uses, from ``usage``) and
+    its events."""
     job = details.job
     code = f"({job.code})" if job.code else ""
     console.print(f"[bold]{job.id}[/]  {_state(job.state)} {code}  {escape(job.reason)}")
@@ -104,6 +107,13 @@ def print_details(details: JobDetails) -> None:
     console.print("created {}, started {}, finished {}".format(*times))
     console.print()
     console.print(task_table(details.tasks))
+    lines = [task for task in usage.tasks if task.current is not None] if usage else []
+    if lines:
+        from trainfleet.cli.usage_view import line
+
+        console.print()
+        for task in lines:
+            console.print(escape(line(task)), soft_wrap=True)
     console.print()
     events = Table(box=None, pad_edge=False)
     for column in ("TIME", "WHAT", "STATE", "CODE", "MESSAGE"):
