@@ -18,6 +18,10 @@ if [ -z "${TRAINFLEET_TEST_SLURM_CONF:-}" ]; then
 fi
 bash scripts/images.sh build > /dev/null  # podman and the test image, kept once built
 bash scripts/mpi.sh  # Open MPI for the MPI jobs that run outside containers
+if [ -z "${TRAINFLEET_TEST_CHROMIUM:-}" ]; then  # the dashboard's tests in a real browser
+    TRAINFLEET_TEST_CHROMIUM="$(bash scripts/browser.sh | tail -n 1)"
+    export TRAINFLEET_TEST_CHROMIUM
+fi
 if ! command -v nft >/dev/null; then  # nftables: --isolate-teams guards jobs' ports with it
     as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
     as_root apt-get update -qq

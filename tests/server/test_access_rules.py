@@ -204,7 +204,10 @@ CASES = [
     _job_case("follow events", Action.READ_JOB, 200, "GET", "/events/follow"),
     _job_case("log", Action.READ_JOB, 200, "GET", "/tasks/worker/0/log"),
     _job_case("follow log", Action.READ_JOB, 200, "GET", "/tasks/worker/0/log/follow"),
+    _job_case("search log", Action.READ_JOB, 200, "GET", "/tasks/worker/0/log/search?q=x"),
+    _job_case("download log", Action.READ_JOB, 200, "GET", "/tasks/worker/0/log/download"),
     _job_case("setup log", Action.READ_JOB, 200, "GET", "/setup/log"),
+    _job_case("usage", Action.READ_JOB, 200, "GET", "/usage"),
     _job_case("cancel", Action.STOP_JOB, 200, "POST", "/cancel"),
     _job_case("delete", Action.DELETE_JOB, 204, "DELETE", ""),
     _team_case("queue", Action.READ_QUEUE, 200, "GET", "/queues/{team}"),
@@ -308,6 +311,7 @@ SDK: dict[str, Callable[[Client, str, Any], object]] = {
     "events": lambda c, p, b: c.events(_job_of(p)),
     "log": lambda c, p, b: c.read_log(_job_of(p), "worker", 0),
     "setup log": lambda c, p, b: c.read_setup_log(_job_of(p)),
+    "usage": lambda c, p, b: c.usage(_job_of(p)),
     "cancel": lambda c, p, b: c.cancel(_job_of(p)),
     "delete": lambda c, p, b: c.delete(_job_of(p)),
     "queue": lambda c, p, b: c.queue(_team_of(p)),
@@ -334,6 +338,7 @@ CLI: dict[str, Callable[[str, Any, Path], list[str]]] = {
     "describe": lambda p, b, folder: ["describe", _job_of(p)],
     "events": lambda p, b, folder: ["events", _job_of(p)],
     "log": lambda p, b, folder: ["logs", _job_of(p)],
+    "usage": lambda p, b, folder: ["top", _job_of(p)],
     "cancel": lambda p, b, folder: ["stop", _job_of(p)],
     "delete": lambda p, b, folder: ["delete", _job_of(p)],
     "queue": lambda p, b, folder: ["queue", "describe", _team_of(p)],
@@ -464,6 +469,8 @@ def test_every_route_and_every_rule_is_walked(world: World) -> None:
     }
     covered = {(m, p) for m, p in operations if "workdirs" in p or p in PUBLIC}
     covered.add(("DELETE", f"{API}/tokens/{{token_id}}"))  # test_tokens_are_their_users_own
+    covered.add(("GET", f"{API}/events/follow"))  # each change as RULES say: test_changes.py
+    covered |= {(m, f"{API}/session") for m in ("GET", "POST", "DELETE")}  # test_sessions.py
     for case in CASES:
         for relation in _relations(case):
             method, path, *_ = case.make(world, "admin", relation)

@@ -15,19 +15,25 @@ from trainfleet.server import (
     openapi,
     routes_accounts,
     routes_audit,
+    routes_events,
     routes_jobs,
     routes_logs,
     routes_queues,
     routes_secrets,
+    routes_session,
+    routes_usage,
     routes_workdirs,
+    ui,
 )
 from trainfleet.server.audit import Auditor
 from trainfleet.server.auth import Tokens, Who
+from trainfleet.server.changes import ChangeHub
 from trainfleet.server.guard import RequestGuard
 from trainfleet.server.hub import LogHub
 from trainfleet.server.metrics import CONTENT_TYPE, LatencyMiddleware, Metrics
 from trainfleet.server.params import known_query_only
 from trainfleet.server.readiness import Readiness
+from trainfleet.server.sessions import Sessions
 from trainfleet.server.settings import Settings
 from trainfleet.wire import API_PREFIX, Health
 from trainfleet.workdirs.store import WorkdirStore
@@ -56,7 +62,7 @@ def create_app(engine: Engine, settings: Settings, services: Services | None = N
         lifespan=lifespan,
     )
     errors.install(app)
-    tokens = Tokens(services.accounts)
+    tokens = Tokens(services.accounts, Sessions.of_data_dir(engine.data_dir.root))
     auditor = Auditor(services.audit)
     app.add_middleware(
         RequestGuard,
@@ -64,10 +70,10 @@ def create_app(engine: Engine, settings: Settings, services: Services | None = N
         refused=auditor.refused,
         max_body=settings.max_body,
         guarded=(f"{API_PREFIX}/", "/metrics"),
-        public=(f"{API_PREFIX}/openapi.json", f"{API_PREFIX}/docs"),
+        public=(f"{API_PREFIX}/openapi.json", f"{API_PREFIX}/docs", f"{API_PREFIX}/session"),
         larger={f"{API_PREFIX}/workdirs/": settings.max_workdir},
     )
-    metrics = Metrics(services.jobs)
+    metrics = Metrics(services.jobs, services.usage, services.queues)
     app.add_middleware(LatencyMiddleware, metrics=metrics)  # outermost: it sees every answer
     app.state.services = services
     app.state.settings = settings
@@ -76,6 +82,12 @@ def create_app(engine: Engine, settings: Settings, services: Services | None = N
     app.state.metrics = metrics
     app.state.workdirs = WorkdirStore(engine.data_dir.root / "workdirs", settings.max_workdir)
     app.state.log_hub = LogHub(settings.poll_interval, settings.log_window)
+    app.state.change_hub = ChangeHub(
+        services.jobs,
+        settings.poll_interval,
+        settings.changes_kept,
+        per_user=settings.change_feeds_per_user,
+    )
     for routes in (
         routes_jobs,
         routes_workdirs,
@@ -84,8 +96,12 @@ def create_app(engine: Engine, settings: Settings, services: Services | None = N
         routes_accounts,
         routes_secrets,
         routes_audit,
+        routes_events,
+        routes_session,
+        routes_usage,
     ):
         app.include_router(routes.router, prefix=API_PREFIX)
+    ui.install(app)
 
     @app.get(
         "/healthz",

@@ -85,7 +85,7 @@ class Auditor:
         path = str(scope.get("path", ""))
         detail = _with_left_out(f"{scope.get('method', '')} {path}", skipped, "source")
         change = Change(target=path, detail=detail)
-        outcome = f"401 {error.reason}"
+        outcome = f"{error.status} {error.reason}"
         await self.record(scope, None, Audited.AUTH_FAILED, change, outcome)
 
 

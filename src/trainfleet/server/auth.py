@@ -1,5 +1,6 @@
-"""Checking every request's bearer token: whose it is (``control.services.accounts``),
-cached briefly, and the ``Who`` dependency of every endpoint but the health checks."""
+"""Checking every request's credentials, a bearer token or a dashboard session
+(``sessions``): whose they are (``control.services.accounts``), cached briefly, and the
+``Who`` dependency of every endpoint but the health checks."""
 
 from __future__ import annotations
 
@@ -9,12 +10,15 @@ from typing import Annotated
 from cachetools import TTLCache
 from fastapi import Depends, Request, Security
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from starlette.datastructures import Headers
+from starlette.requests import cookie_parser
 from starlette.types import Scope
 
 from trainfleet.control.services.accounts import Accounts
 from trainfleet.control.services.tokens import Principal, digest
 from trainfleet.domain.errors import Unauthorized
 from trainfleet.server.errors import ApiError
+from trainfleet.server.sessions import COOKIE, CSRF_HEADER, Sessions
 
 bearer = HTTPBearer(
     auto_error=False,
@@ -31,6 +35,15 @@ class TokenRefused(ApiError, Unauthorized):
         self.reason = reason
 
 
+class SessionRefused(TokenRefused):
+    """403: a change made with a session cookie but without its CSRF token."""
+
+    def __init__(self) -> None:
+        detail = f"a change made in the dashboard needs its session's {CSRF_HEADER} header"
+        ApiError.__init__(self, 403, detail)
+        self.reason = "no CSRF token"
+
+
 TOKEN_CACHE_SECONDS = 2.0
 """How long a looked-up token is trusted without asking the store again: a token revoked
 (by ``trainfleet token revoke``, possibly in another process) stops working this soon."""
@@ -43,8 +56,9 @@ class Tokens:
     request wait for it.
     """
 
-    def __init__(self, accounts: Accounts) -> None:
+    def __init__(self, accounts: Accounts, sessions: Sessions | None = None) -> None:
         self.accounts = accounts
+        self.sessions = sessions
         self.known: TTLCache[str, Principal | None] = TTLCache(
             maxsize=10_000, ttl=TOKEN_CACHE_SECONDS
         )
@@ -56,7 +70,10 @@ class Tokens:
             raise TokenRefused(
                 "no token", "this server needs a token: Authorization: Bearer <token>"
             )
-        key = digest(credentials)
+        return self.check_digest(digest(credentials))
+
+    def check_digest(self, key: str) -> Principal:
+        """As ``check``, for the token with digest ``key``."""
         if key in self.known:
             principal = self.known[key]
         else:
@@ -75,6 +92,21 @@ class Tokens:
         given = credentials.strip() if scheme.lower() == "bearer" else ""
         return self.check(given or None)
 
+    def check_scope(self, scope: Scope) -> Principal:
+        """Who sends this request: its bearer token's holder, else its session's (a change
+        in a session needs the session's CSRF token: SessionRefused)."""
+        headers = Headers(scope=scope)
+        authorization = headers.get("authorization")
+        cookie = cookie_parser(headers.get("cookie", "")).get(COOKIE)
+        if authorization is not None or cookie is None or self.sessions is None:
+            return self.check_header(authorization)
+        session = self.sessions.open(cookie)
+        if session is None:
+            raise TokenRefused("ended session", "the session has ended: sign in again")
+        if not session.allows(scope.get("method", "GET"), headers.get(CSRF_HEADER)):
+            raise SessionRefused()
+        return self.check_digest(session.digest)
+
 
 OnRefusal = Callable[[Scope, TokenRefused], Awaitable[None]]
 """What to do of a request refused for its token (record it), before it is answered."""
@@ -84,11 +116,12 @@ async def authenticate(
     request: Request,
     credentials: Annotated[HTTPAuthorizationCredentials | None, Security(bearer)],
 ) -> Principal:
-    """Who calls: 401 unless the request has a valid, unrevoked token (each refusal is
-    recorded by the application's auditor)."""
+    """Who calls: 401 unless the request has a valid, unrevoked token or session (each
+    refusal is recorded by the application's auditor). ``credentials`` declares the bearer
+    scheme in the OpenAPI document; the request itself is read by ``Tokens.check_scope``."""
     tokens: Tokens = request.app.state.tokens
     try:
-        return tokens.check(None if credentials is None else credentials.credentials)
+        return tokens.check_scope(request.scope)
     except TokenRefused as error:
         await request.app.state.auditor.refused(request.scope, error)
         raise

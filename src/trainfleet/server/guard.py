@@ -50,7 +50,7 @@ class RequestGuard:
         path: str = scope["path"]
         if path.startswith(self.guarded) and path not in self.public:
             try:
-                self.tokens.check_header(headers.get("authorization"))
+                self.tokens.check_scope(scope)
             except TokenRefused as error:
                 if self.refused is not None:
                     await self.refused(scope, error)

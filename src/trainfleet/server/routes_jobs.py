@@ -9,6 +9,7 @@ from fastapi import APIRouter, Depends, Header, Query, Request, Response
 from fastapi.concurrency import run_in_threadpool
 from pydantic import Field
 
+from trainfleet.control.access import Action
 from trainfleet.control.services.ownership import tree_owner
 from trainfleet.domain.records import Audited, EventRecord, JobPage, JobRecord, State
 from trainfleet.server import body, sse
@@ -155,6 +156,10 @@ async def find_jobs(
     state: State | None = None,
     name: Annotated[str | None, Query(max_length=100)] = None,
     user: Annotated[str | None, Query(max_length=200)] = None,
+    team: Annotated[str | None, Query(max_length=200, description="Only this team's jobs.")] = None,
+    queue: Annotated[
+        str | None, Query(max_length=200, description="Only jobs of this queue.")
+    ] = None,
     label: Annotated[
         list[Annotated[str, Field(pattern=LABEL.pattern)]],
         Query(description="`key=value`; repeat to require several."),
@@ -163,13 +168,16 @@ async def find_jobs(
     cursor: Annotated[str | None, Query(max_length=500)] = None,
 ) -> JobPage:
     """Jobs of the caller's teams (every job, for an administrator), newest first, one
-    page at a time."""
+    page at a time; `counts`: how many match every filter but `state`, by state. A team or
+    queue the caller does not see (or that does not exist) has no jobs."""
     try:
         return jobs.find(
             who.caller,
             state=state,
             name=name,
             user=user,
+            team=team,
+            queue=queue,
             labels=_labels(label),
             limit=limit,
             cursor=cursor,
@@ -179,10 +187,15 @@ async def find_jobs(
 
 
 @router.get("/{job_id}")
-async def describe_job(job: Readable, jobs: JobsDep) -> JobDetails:
-    """A job with its tasks and events."""
+async def describe_job(job: Readable, jobs: JobsDep, who: Who) -> JobDetails:
+    """A job with its tasks and events, and what the caller may do to it."""
     details = jobs.details(job)
-    return JobDetails(job=details.job, tasks=details.tasks, events=details.events)
+    may = [
+        word
+        for word, action in (("stop", Action.STOP_JOB), ("delete", Action.DELETE_JOB))
+        if who.caller.decide(action, job.team, job.user).allowed
+    ]
+    return JobDetails(job=details.job, tasks=details.tasks, events=details.events, may=may)
 
 
 @router.post(

@@ -4,7 +4,9 @@ from pathlib import Path
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Header, Query, Response
+from fastapi.responses import FileResponse
 
+from trainfleet.datadir import log_search
 from trainfleet.datadir.logs import read_range
 from trainfleet.server import sse
 from trainfleet.server.auth import Who, authenticate
@@ -16,6 +18,7 @@ from trainfleet.server.errors import (
 from trainfleet.server.feeds import LogFeed
 from trainfleet.server.params import Index, Role, known_query_only
 from trainfleet.server.state import AccountsDep, JobsDep, LogHubDep, Readable, SettingsDep
+from trainfleet.wire import LogHit, LogHits
 
 MAX_RANGE = 8 << 20
 """Most bytes one read returns; ``X-Log-End`` tells where to go on from."""
@@ -87,6 +90,34 @@ async def follow_log(
     feed = LogFeed(jobs, job.id, hub, path, offset, settings.log_read)
     holds = sse.still_allowed(accounts, who, job.team)
     return sse.EventStream(sse.follow(feed, settings.poll_interval, holds))
+
+
+@router.get("/tasks/{role}/{index}/log/search")
+def search_log(
+    path: LogPath,
+    q: Annotated[str, Query(min_length=1, max_length=200, description="The text to find.")],
+    start: Offset = 0,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+) -> LogHits:
+    """The first `limit` lines from byte `start` holding `q` (ASCII letters in either
+    case); at most 256 MiB are read per call: `next` says where to go on."""
+    found = log_search.search(path, q, start, limit)
+    hits = [LogHit(offset=hit.offset, line=hit.line) for hit in found.hits]
+    return LogHits(hits=hits, next=found.next)
+
+
+@router.get(
+    "/tasks/{role}/{index}/log/download",
+    response_class=FileResponse,
+    responses={200: {"content": {"text/plain": {"schema": {"type": "string"}}}}},
+)
+def download_log(path: LogPath, job: Readable, role: Role, index: Index) -> Response:
+    """The whole log as a file (`Range` requests answered)."""
+    name = f"{job.id}-{role}-{index}.log"
+    if not path.is_file():  # the task has written nothing yet
+        disposition = {"Content-Disposition": f'attachment; filename="{name}"'}
+        return Response(b"", media_type="text/plain; charset=utf-8", headers=disposition)
+    return FileResponse(path, media_type="text/plain; charset=utf-8", filename=name)
 
 
 def _range(path: Path, start: int, end: int | None) -> Response:
