@@ -45,7 +45,9 @@ def chromium_path() -> str:
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
-    live = LiveServer(tmp_path_factory.mktemp("dashboard") / "data").start()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("TRAINFLEET_USAGE_INTERVAL", "0.5")  # charts drawn within a second
+        live = LiveServer(tmp_path_factory.mktemp("dashboard") / "data").start()
     yield live
     live.stop()
 
@@ -106,6 +108,9 @@ def test_a_member_follows_a_job_and_a_viewer_is_refused(
     expect(log).not_to_contain_text(f"line {first} ", timeout=15_000)  # followed: it moved on
     assert page.locator(".log .row").count() < 200  # only the rows in sight
 
+    cpu = page.locator('.task-usage[data-task="worker/0"] figcaption').first
+    expect(cpu).to_contain_text(re.compile(r"CPU: \d+% of a core"), timeout=15_000)
+
     page.get_by_label("search").fill("line 7 ")
     page.get_by_role("button", name="Search").click()
     expect(page.locator(".hits li").first).to_contain_text("line 7 ")
@@ -118,6 +123,12 @@ def test_a_member_follows_a_job_and_a_viewer_is_refused(
     expect(page.locator(".events")).to_contain_text("restarting", timeout=20_000)
     if SCREENSHOT:
         page.screenshot(path=SCREENSHOT, full_page=True)
+
+    page.get_by_role("link", name="Queues").click()
+    queue = page.locator('tr[data-queue="default"]')
+    expect(queue.locator("td").nth(6)).to_have_text("1")  # running
+    page.go_back()
+    expect(page.locator("h1")).to_contain_text("chatty")
 
     store.accounts.set_member("default", "mia", TeamRole.VIEWER)  # demoted, page open
     page.wait_for_timeout(2500)  # the token cache (2 s) forgets the member

@@ -3,6 +3,7 @@
 
 import { api, onSignedOut, path, Problem, session, signIn, signOut } from "./api.js";
 import { clear, h, shown, took, when } from "./dom.js";
+import { UsageCharts } from "./charts.js";
 import { LogView } from "./logview.js";
 
 const main = document.getElementById("main");
@@ -258,6 +259,7 @@ async function jobView(jobId) {
   const events = h("ol", { class: "events" }, details.events.map(eventItem));
   const spec = h("pre", { class: "spec" }, job.spec);
   const logs = h("div", { class: "logs" });
+  const usage = new UsageCharts(jobId);
   clear(
     main,
     h("h1", {}, job.name, " ", stateBadge(job.state, job.code)),
@@ -268,6 +270,8 @@ async function jobView(jobId) {
     h("h2", {}, "Tasks"),
     h("table", { class: "tasks" }, h("thead", {}, h("tr", {}, ["Task", "State", "Address", "GPUs", "Restarts", "Exit", "Why"].map((t) => h("th", {}, t)))), tasks),
     logs,
+    h("h2", {}, "Resource use"),
+    usage.element,
     h("h2", {}, "Events"),
     events,
     h("details", {}, h("summary", {}, "Job file as submitted"), spec),
@@ -280,6 +284,8 @@ async function jobView(jobId) {
   });
   feed.addEventListener("end", () => { feed.close(); reload(); });
   leaving.push(() => feed.close());
+  usage.start();
+  leaving.push(() => usage.close());
 
   async function reload() {
     try {
@@ -329,15 +335,71 @@ function eventItem(event) {
 
 async function queuesView() {
   const body = h("tbody");
-  clear(main, h("h1", {}, "Queues"), h("table", { class: "queues" }, h("thead", {}, h("tr", {}, ["Queue", "Team", "Quota", "Used", "Waiting"].map((t) => h("th", {}, t)))), body));
+  const head = ["Queue", "Team", "Cohort", "Nominal", "Used", "Borrowed", "Running", "Waiting"];
+  clear(main, h("h1", {}, "Queues"), h("table", { class: "queues" }, h("thead", {}, h("tr", {}, head.map((t) => h("th", {}, t)))), body));
   try {
-    const queues = await api("/queues");
-    for (const queue of queues) {
-      body.append(h("tr", {}, h("td", {}, queue.name), h("td", {}, queue.team || ""), h("td", {}, JSON.stringify(queue.quota || queue.nominal || {})), h("td", {}, JSON.stringify(queue.used || {})), h("td", {}, queue.waiting ?? "")));
+    for (const state of await api("/queues")) {
+      const waiting = h("td", { class: "why" }, state.waiting.length ? "" : "none");
+      body.append(
+        h(
+          "tr",
+          { "data-queue": state.queue.name },
+          h("td", {}, state.queue.name),
+          h("td", {}, state.team),
+          h("td", {}, state.queue.cohort || ""),
+          h("td", {}, amounts(state.queue.nominal)),
+          h("td", {}, amounts(used(state.used))),
+          h("td", {}, amounts(borrowed(state.queue.nominal, used(state.used)))),
+          h("td", {}, String(state.running.length)),
+          waiting,
+        ),
+      );
+      if (state.waiting.length) showWaiting(state.queue.name, waiting);
     }
   } catch (error) {
     main.append(failure(error));
   }
+}
+
+// The queue's waiting jobs, each with why it waits (its code and message).
+async function showWaiting(queue, cell) {
+  const found = await api(`/jobs?queue=${encodeURIComponent(queue)}&state=queued&limit=20`);
+  cell.replaceChildren(
+    ...found.jobs.map((job) =>
+      h("div", {}, h("a", { href: `#/jobs/${encodeURIComponent(job.id)}` }, job.id), " ", h("code", {}, job.waiting_code || ""), " ", shown(job.waiting || "", 200)),
+    ),
+  );
+}
+
+// ``used`` as the API gives it (cpu millicores, memory bytes, gpu thousandths) in a quota's units.
+function used(raw) {
+  const out = { custom: {} };
+  for (const [name, value] of Object.entries(raw || {})) {
+    if (name === "cpu") out.cpu = value;
+    else if (name === "memory") out.memory = value;
+    else if (name === "gpu") out.gpu = value / 1000;
+    else out.custom[name] = value;
+  }
+  return out;
+}
+
+function borrowed(nominal, use) {
+  const out = { custom: {} };
+  for (const name of ["cpu", "memory", "gpu"]) {
+    if (nominal?.[name] !== null && nominal?.[name] !== undefined && use[name] > nominal[name]) {
+      out[name] = use[name] - nominal[name];
+    }
+  }
+  return out;
+}
+
+function amounts(quota) {
+  const parts = [];
+  if (quota?.cpu !== null && quota?.cpu !== undefined) parts.push(`cpu ${quota.cpu / 1000}`);
+  if (quota?.memory !== null && quota?.memory !== undefined) parts.push(`memory ${(quota.memory / 2 ** 30).toFixed(1)} GiB`);
+  if (quota?.gpu !== null && quota?.gpu !== undefined) parts.push(`gpu ${quota.gpu}`);
+  for (const [name, value] of Object.entries(quota?.custom || {})) parts.push(`${name} ${value}`);
+  return parts.join(", ") || "—";
 }
 
 // -- submit ----------------------------------------------------------------------------
