@@ -9,11 +9,8 @@ terminal can ask it to stop the job, and a job whose process is gone is found lo
 
 from __future__ import annotations
 
-import os
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -22,22 +19,19 @@ import click
 from trainfleet.cli.errors import UserError
 from trainfleet.cli.reading import StoreReader
 from trainfleet.cli.service import JobInput
-from trainfleet.control import local_admission
+from trainfleet.control import local_admission, local_stop
 from trainfleet.control.access import EMBEDDED
 from trainfleet.control.engine import Engine
 from trainfleet.control.services.reads import JobReads
 from trainfleet.datadir import runners
 from trainfleet.datadir.layout import create_private
-from trainfleet.domain.records import JobActive, JobRecord, State
+from trainfleet.domain.records import JobRecord, State
 from trainfleet.spec.loading import LoadedJob, load_job_file
 
 if TYPE_CHECKING:
     from trainfleet.control.services.queues import Queues
     from trainfleet.control.settings import Settings
     from trainfleet.wire import QueueBody, QueueState
-
-STOP_TIMEOUT = 60.0
-"""Seconds ``cancel`` waits for another process to stop a job it runs."""
 
 
 def load(job: JobInput) -> tuple[LoadedJob, Path]:
@@ -132,22 +126,9 @@ class EngineService(StoreReader):
     def cancel(self, job_id: str, reason: str = "cancelled by user") -> JobRecord:
         """Stop the job here, or ask the local process that runs it to stop it (SIGTERM)."""
         try:
-            return self.engine.cancel(job_id, reason)
-        except JobActive:
-            job = self.get(job_id)  # a lost job is failed now
-            if State(job.state).is_final:
-                return job
-            pid = runners.live_runner(self.engine.data_dir, job_id)
-            if pid is None:
-                raise
-        os.kill(pid, signal.SIGTERM)
-        deadline = time.monotonic() + STOP_TIMEOUT
-        while time.monotonic() < deadline:
-            job = self.engine.get(job_id)
-            if State(job.state).is_final:
-                return job
-            time.sleep(0.1)
-        raise UserError(f"job {job_id} did not stop within {STOP_TIMEOUT:.0f}s", exit_code=1)
+            return local_stop.stop(self.engine, job_id, reason)
+        except local_stop.NotStopped as error:
+            raise UserError(str(error), exit_code=1) from None
 
     def interrupt(self, job_id: str) -> None:
         if not self.engine.runner.cancel(job_id, "interrupted"):

@@ -82,6 +82,10 @@ COMMANDS = {
         "trainfleet.cli.server_command:server",
         "Serve the REST API and run submitted jobs (stop with Ctrl-C).",
     ),
+    "ui": Lazy(
+        "trainfleet.cli.server_command:ui",
+        "Serve the dashboard of this machine's jobs on 127.0.0.1 (stop with Ctrl-C).",
+    ),
     "tf-server": Lazy(
         "trainfleet.cli.tool_commands:tf_server",
         "A TensorFlow gRPC server that joins the cluster in TF_CONFIG.",

@@ -214,3 +214,40 @@ def size_setting(value: str, source: str) -> int:
         return quantity.size_setting(value, source, 0, minimum=1024)
     except ValueError as error:
         raise UserError(str(error)) from None
+
+
+@click.command()
+@click.option(
+    "--port",
+    default=0,
+    type=click.IntRange(0, 65535),
+    help="The port on 127.0.0.1 [default: a free one].",
+)
+@click.option("--open", "open_browser", is_flag=True, help="Open the page in your browser.")
+@click.pass_context
+def ui(ctx: click.Context, /, port: int, open_browser: bool) -> None:
+    """Serve the dashboard of this machine's jobs on 127.0.0.1 (stop with Ctrl-C).
+
+    It prints a link that signs one browser in, once (a token made for this run, revoked
+    when it ends). The page shows the jobs of the data directory, whoever runs them; jobs
+    submitted from it run while this command runs. With a server configured, its own
+    dashboard is at the server's address.
+    """
+    from trainfleet.cli.config import settings_of
+    from trainfleet.domain.errors import TrainfleetError
+
+    try:
+        settings = settings_of(ctx.obj)
+        server = settings.target().server
+        if server is not None:
+            click.echo(f"error: a server is configured: its dashboard is at {server}/", err=True)
+            sys.exit(2)
+        from trainfleet.control.assembly import dashboard_engine
+        from trainfleet.server.serve import serve_dashboard
+
+        serve_dashboard(dashboard_engine(settings), port, click.launch if open_browser else None)
+    except KeyboardInterrupt:  # Ctrl-C: the way it ends (uvicorn raises it again once done)
+        return
+    except (TrainfleetError, ValueError, OSError) as error:
+        click.echo(f"error: {error}", err=True)
+        sys.exit(2)

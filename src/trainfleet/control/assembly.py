@@ -157,6 +157,14 @@ def embedded_engine(settings: Settings) -> Engine:
     return build_engine(settings, task_base=USERS_OWN)
 
 
+def dashboard_engine(settings: Settings) -> Engine:
+    """``trainfleet ui``'s: an embedded engine (jobs submitted from the page start from the
+    user's own environment and end with the command) with the vault a server's services need."""
+    from trainfleet.environments.task_base import USERS_OWN
+
+    return build_engine(settings, task_base=USERS_OWN, vault=True)
+
+
 def server_engine(settings: Settings) -> Engine:
     """``trainfleet server``'s engine: supervised tasks from the server's small base (its
     ``--task-python``), the vault, and each team's account with ``--isolate-teams``."""

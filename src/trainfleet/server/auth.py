@@ -59,6 +59,9 @@ class Tokens:
     def __init__(self, accounts: Accounts, sessions: Sessions | None = None) -> None:
         self.accounts = accounts
         self.sessions = sessions
+        self.page_only: set[str] = set()
+        """Digests of tokens that sign the dashboard in, once, and are no bearer tokens."""
+        self.unused: set[str] = set()
         self.known: TTLCache[str, Principal | None] = TTLCache(
             maxsize=10_000, ttl=TOKEN_CACHE_SECONDS
         )
@@ -70,7 +73,27 @@ class Tokens:
             raise TokenRefused(
                 "no token", "this server needs a token: Authorization: Bearer <token>"
             )
-        return self.check_digest(digest(credentials))
+        key = digest(credentials)
+        if key in self.page_only:
+            raise TokenRefused("page-only token", "this token only signs the dashboard in")
+        return self.check_digest(key)
+
+    def sign_in_once(self, token: str) -> None:
+        """``token`` signs one dashboard in (``trainfleet ui``'s link), and nothing else."""
+        self.page_only.add(digest(token))
+        self.unused.add(digest(token))
+
+    def sign_in(self, token: str) -> Principal:
+        """Who may open a session with ``token``: its holder, once for a page-only token."""
+        key = digest(token)
+        if key not in self.page_only:
+            return self.check(token)
+        if key not in self.unused:
+            raise TokenRefused(
+                "used sign-in link", "this sign-in link was used: run `trainfleet ui` again"
+            )
+        self.unused.discard(key)
+        return self.check_digest(key)
 
     def check_digest(self, key: str) -> Principal:
         """As ``check``, for the token with digest ``key``."""

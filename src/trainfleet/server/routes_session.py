@@ -30,7 +30,7 @@ async def sign_in(
     and the CSRF token its changes must send."""
     tokens: Tokens = request.app.state.tokens
     try:
-        who = tokens.check(body.token)
+        who = tokens.sign_in(body.token)
     except TokenRefused as error:
         await request.app.state.auditor.refused(request.scope, error)
         raise

@@ -8,7 +8,9 @@ import ipaddress
 import logging
 import math
 import re
+import socket
 import ssl
+from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
@@ -187,3 +189,32 @@ def serve(
             ssl_certfile=tls.cert if tls else None,
             ssl_keyfile=tls.key if tls else None,
         )
+
+
+def serve_dashboard(
+    engine: Engine, port: int, open_page: Callable[[str], object] | None = None
+) -> None:
+    """``trainfleet ui``: the dashboard over ``engine`` (``control.assembly.dashboard_engine``)
+    on 127.0.0.1 until SIGINT or SIGTERM. A token made for this run signs one browser in,
+    once, from the link printed (in its fragment: never sent, never logged); it is revoked
+    when the command ends. A job another local process runs is stopped by asking it."""
+    services = Services.of(engine, local_runners=True)
+    token, token_id = services.accounts.page_token()
+    try:
+        app = create_app(engine, Settings(workdir=Path.cwd()), services)
+        app.state.tokens.sign_in_once(token)
+        listener = socket.create_server(("127.0.0.1", port))
+        url = f"http://127.0.0.1:{listener.getsockname()[1]}/#token={token}"
+        print(f"trainfleet | the dashboard of {engine.data_dir.root}: {url}", flush=True)
+        print("trainfleet | the link signs one browser in, once; Ctrl-C ends it", flush=True)
+        if open_page is not None:
+            open_page(url)
+        config = uvicorn.Config(
+            app,
+            log_level="warning",
+            server_header=False,
+            timeout_graceful_shutdown=GRACEFUL_SHUTDOWN,
+        )
+        uvicorn.Server(config).run(sockets=[listener])
+    finally:  # the app's own end flushed the audit records and stopped the jobs it ran
+        services.accounts.revoke_page_token(token_id)

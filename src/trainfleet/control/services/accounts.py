@@ -9,6 +9,7 @@ makes and revokes its own tokens. Each check is ``access.RULES``'s.
 from __future__ import annotations
 
 import logging
+import secrets
 import time
 from typing import TYPE_CHECKING
 
@@ -101,6 +102,27 @@ class Accounts:
             )
         )
         return None if given else token
+
+    def page_token(self) -> tuple[str, str]:
+        """A new administrator's token for one ``trainfleet ui`` (its secret and its id: the
+        command revokes it when it ends)."""
+        token = new_token()
+        record = new_record(f"ui-{secrets.token_hex(4)}", token, user=ADMIN)
+        self.store.add_token(record)
+        self.audit.record(
+            AuditRecord(
+                time=record.created_at,
+                action=Audited.TOKEN_CREATE,
+                target=record.id,
+                source=LOCAL,
+                detail="for trainfleet ui on this machine, revoked when it ends",
+            )
+        )
+        return token, record.id
+
+    def revoke_page_token(self, token_id: str) -> None:
+        """End the token of a ``trainfleet ui`` that ends (and the sessions it opened)."""
+        self.store.revoke_token(token_id)
 
     # -- who the caller is ----------------------------------------------------
 

@@ -32,16 +32,16 @@ class Services:
     usage: Usage
 
     @classmethod
-    def of(cls, engine: Engine) -> Services:
+    def of(cls, engine: Engine, local_runners: bool = False) -> Services:
         """The services of ``engine``, which keeps the teams' secrets (``engine.secrets``);
-        ValueError where it has no vault."""
+        ValueError where it has no vault. ``local_runners``: see ``Jobs``."""
         if engine.secrets is None:
             raise ValueError("a server keeps teams' secrets: build its engine with a vault")
         store = engine.store
         owners = QueueTeams(store.accounts)
         audit = AuditLog(store.audit)
         queues = Queues(engine, owners)
-        jobs = Jobs(engine, owners)
+        jobs = Jobs(engine, owners, local_runners)
         return cls(
             engine=engine,
             jobs=jobs,

@@ -7,6 +7,7 @@ from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from trainfleet.control import local_stop
 from trainfleet.control.access import Action, Caller
 from trainfleet.control.services.ownership import QueueTeams, allowed_job
 from trainfleet.control.services.reads import JobReads
@@ -22,10 +23,13 @@ if TYPE_CHECKING:
 class Jobs(JobReads):
     """The jobs ``engine`` keeps and runs, as callers may see and change them."""
 
-    def __init__(self, engine: Engine, owners: QueueTeams) -> None:
+    def __init__(self, engine: Engine, owners: QueueTeams, local_runners: bool = False) -> None:
+        """``local_runners``: a job another process of this machine runs (``trainfleet
+        run``) is stopped by asking that process (``trainfleet ui``'s data directory)."""
         super().__init__(engine.store, engine.data_dir)
         self.engine = engine
         self.owners = owners
+        self.local_runners = local_runners
 
     def get(self, job_id: str) -> JobRecord:
         """The job, as the engine has it; JobNotFound if there is none."""
@@ -99,7 +103,10 @@ class Jobs(JobReads):
     def cancel(self, caller: Caller, job: JobRecord) -> JobRecord:
         """Stop ``job``, if the caller may; an ended job stays as it is."""
         allowed_job(caller, job, Action.STOP_JOB)
-        self.engine.cancel(job.id, f"cancelled by {caller.user}")
+        reason = f"cancelled by {caller.user}"
+        if self.local_runners:
+            return local_stop.stop(self.engine, job.id, reason)
+        self.engine.cancel(job.id, reason)
         return self.get(job.id)
 
     def delete(self, caller: Caller, job: JobRecord, force: bool = False) -> None:

@@ -441,6 +441,17 @@ function submitView() {
 
 async function route() {
   leave();
+  if (location.hash.startsWith("#token=")) {
+    // `trainfleet ui`'s link: its token opens a session once, and leaves the address bar
+    const token = decodeURIComponent(location.hash.slice("#token=".length));
+    history.replaceState(null, "", "#/jobs");
+    try {
+      signedIn(await signIn(token));
+    } catch (error) {
+      signInView(error.message);
+      return;
+    }
+  }
   if (!me) {
     try {
       signedIn(await session());
