@@ -14,6 +14,7 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 from helpers import missing
 from server.harness import LiveServer, add_user
@@ -76,6 +77,10 @@ def sign_in(browser: object, server: LiveServer, token: str) -> object:
 def cli_submit(server: LiveServer, token: str, folder: Path) -> str:
     job = folder / "job.yaml"
     job.write_text(JOB)
+    return cli_submit_file(server, token, job)
+
+
+def cli_submit_file(server: LiveServer, token: str, job: Path) -> str:
     done = subprocess.run(
         [sys.executable, "-m", "trainfleet", "--server", server.url, "submit", str(job)],
         env={**os.environ, "TRAINFLEET_TOKEN": token},
@@ -184,3 +189,28 @@ def _last_line_number(text: str) -> int:
     numbers = [int(n) for n in re.findall(r"line (\d+) ", text)]
     assert numbers, text[-500:]
     return max(numbers)
+
+
+def test_hostile_output_shows_as_text_and_a_deleted_job_says_so(
+    browser: object, server: LiveServer, tmp_path: Path
+) -> None:
+    """A 10 MB line, bad UTF-8 and markup in a log; the job deleted while its page is open."""
+    member, _ = add_user(server.engine.store, "hal", role=TeamRole.MEMBER)
+    hostile = b"x" * 10_000_000 + b"\nbad \xff\xfe bytes\n<script>window.pwned=1</script>\n"
+    (tmp_path / "hostile.txt").write_bytes(hostile)
+    script = "sleep 3; cat hostile.txt; echo done; sleep 600"  # after the page follows it
+    text = f"name: hostile\nroles:\n  worker:\n    command: {json.dumps(script)}\n"
+    (tmp_path / "job.yaml").write_text(text)
+    job_id = cli_submit_file(server, member, tmp_path / "job.yaml")
+    page = sign_in(browser, server, member)
+    page.goto(f"{server.url}/#/jobs/{job_id}")
+    log = page.locator(".log")
+    expect(log).to_contain_text("done", timeout=20_000)
+    expect(log).to_contain_text("more characters")  # the long line, cut for the page
+    expect(log).to_contain_text("bad \ufffd\ufffd bytes")
+    expect(log).to_contain_text("<script>window.pwned=1</script>")
+    assert page.evaluate("() => window.pwned") is None
+    assert page.evaluate("() => 1 + 1") == 2  # the page still answers
+    with httpx.Client(base_url=server.url, headers={"Authorization": f"Bearer {member}"}) as api:
+        assert api.delete(f"/api/v1/jobs/{job_id}", params={"force": True}).status_code == 204
+    expect(page.get_by_role("alert").first).to_contain_text("deleted", timeout=20_000)
