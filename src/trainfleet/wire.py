@@ -328,3 +328,13 @@ class JobUsage(_Model):
     job_id: str
     team: str = "default"
     tasks: list[TaskUsage]
+
+
+class WouldStart(_Model):
+    """Whether a job would start in a queue now (``GET /api/v1/queues/{name}/would-start``)."""
+
+    starts: bool
+    code: str = Field(
+        default="", description="Why not: a waiting code (docs/conditions.md), or unschedulable."
+    )
+    message: str

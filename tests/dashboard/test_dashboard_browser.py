@@ -132,6 +132,13 @@ def test_a_member_follows_a_job_and_a_viewer_is_refused(
     page.get_by_role("link", name="Queues").click()
     queue = page.locator('tr[data-queue="default"]')
     expect(queue.locator("td").nth(6)).to_have_text("1")  # running
+    page.get_by_label("GPUs").fill("0")
+    page.get_by_label("CPUs").fill("1")
+    page.get_by_role("button", name="Ask").click()
+    expect(page.locator("output.answer")).to_have_text("Yes: it would start now.")
+    page.get_by_label("memory").fill("100Ti")
+    page.get_by_role("button", name="Ask").click()
+    expect(page.locator("output.answer")).to_contain_text("No (unschedulable)")
     page.go_back()
     expect(page.locator("h1")).to_contain_text("chatty")
 

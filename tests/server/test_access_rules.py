@@ -211,6 +211,7 @@ CASES = [
     _job_case("cancel", Action.STOP_JOB, 200, "POST", "/cancel"),
     _job_case("delete", Action.DELETE_JOB, 204, "DELETE", ""),
     _team_case("queue", Action.READ_QUEUE, 200, "GET", "/queues/{team}"),
+    _team_case("would start", Action.READ_QUEUE, 200, "GET", "/queues/{team}/would-start"),
     _team_case("put queue", Action.CHANGE_QUEUE, 200, "PUT", "/queues/{team}", {}, hidden=409),
     _team_case("team", Action.READ_TEAM, 200, "GET", "/teams/{team}"),
     _team_case("audit", Action.READ_AUDIT, 200, "GET", "/audit?team={team}"),

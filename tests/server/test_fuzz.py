@@ -52,6 +52,7 @@ OPERATIONS = [
     ("DELETE", "/api/v1/session"),
     ("GET", "/api/v1/queues"),
     ("GET", "/api/v1/queues/{name}"),
+    ("GET", "/api/v1/queues/{name}/would-start"),
     ("PUT", "/api/v1/queues/{name}"),
     ("HEAD", "/api/v1/workdirs/{tree}"),
     ("PUT", "/api/v1/workdirs/{tree}"),
@@ -140,6 +141,7 @@ def test_no_server_error_and_no_access_without_a_token(
         "/api/v1/users",
         "/api/v1/secrets",
         "/api/v1/session",
+        "/api/v1/queues/{name}/would-start",  # nor an amount's bounds (2, 500m, 8Gi)
     )
     excluded = [checks.positive_data_acceptance] if path in free_form else []
 

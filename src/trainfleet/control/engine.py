@@ -46,7 +46,7 @@ from trainfleet.scheduling.placement import (
     task_keys,
 )
 from trainfleet.spec.errors import SpecError
-from trainfleet.spec.models import JobSpec
+from trainfleet.spec.models import JobSpec, Resources
 from trainfleet.store.database import Store
 from trainfleet.store.errors import StoreConflict
 
@@ -539,6 +539,19 @@ class Engine:
             self._queues[config.name] = config
             self.scheduler.set_queue(queueing.queue_spec(config))
         self.admitter.wake()
+
+    def would_start(self, queue: str, resources: Resources) -> Condition | None:
+        """Whether a job of one task needing ``resources`` in ``queue`` would start now (None),
+        or why it would wait; Unschedulable where it never could (see ``Scheduler``)."""
+        spec = JobSpec.model_validate(
+            {
+                "name": "would-start",
+                "queue": queue,
+                "roles": {"task": {"command": "true", "resources": resources.model_dump()}},
+            }
+        )
+        with self.admitter.lock:
+            return self.scheduler.would_start(queueing.gang_job(spec.name, spec, time.time()))
 
     def queues(self) -> list[queueing.QueueStatus]:
         with self.admitter.lock:

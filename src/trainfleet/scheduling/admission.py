@@ -252,6 +252,24 @@ class Scheduler:
         ahead = bisect.bisect_left(self._pending, (self._keys[job_id],))
         return Condition(Code.WAITING_FOR_TURN, f"waiting for its turn: {ahead} job(s) ahead of it")
 
+    def would_start(self, job: GangJob) -> Condition | None:
+        """None where ``job`` (not submitted) would be admitted now, at the back of its
+        queue, without preempting anyone; else why it would wait. Unschedulable where it
+        never could. Changes nothing."""
+        self._check_possible(job)
+        quota = self.quotas.check(job.queue, job.total)
+        if not quota.fits:
+            return Condition(Code.WAITING_FOR_QUOTA, f"waiting for quota: {quota.reason}")
+        ahead = len(self.pending_by_queue().get(job.queue, []))
+        if ahead:
+            return Condition(
+                Code.WAITING_FOR_TURN, f"waiting for its turn: {ahead} job(s) ahead of it"
+            )
+        if self.cluster.place(job.id, job.tasks) is None:
+            return self._capacity_reason(job, None, Resources())
+        self.cluster.release(job.id)
+        return None
+
     def waiting_reason(self, job_id: str) -> str | None:
         """The message of ``waiting``."""
         condition = self.waiting(job_id)

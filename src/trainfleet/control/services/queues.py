@@ -7,7 +7,12 @@ from typing import TYPE_CHECKING
 from trainfleet.control.access import Action, Caller
 from trainfleet.control.services.ownership import DEFAULT_TEAM, QueueTeams
 from trainfleet.domain.errors import Conflict, NotFound
-from trainfleet.wire import QueueBody, QueueState
+from trainfleet.scheduling.placement import Unschedulable
+from trainfleet.spec.models import Resources
+from trainfleet.wire import QueueBody, QueueState, WouldStart
+
+NEVER = "unschedulable"
+"""``WouldStart.code`` of a job that could never start (it asks for more than exists)."""
 
 if TYPE_CHECKING:
     from trainfleet.control.engine import Engine
@@ -45,6 +50,18 @@ class Queues:
             if state.queue.name == name:
                 return state
         raise NotFound(f"no queue {name!r}")
+
+    def would_start(self, caller: Caller, name: str, resources: Resources) -> WouldStart:
+        """Whether a job of one task needing ``resources`` would start in queue ``name`` now,
+        or why not (its waiting code), for a caller who sees the queue."""
+        self.describe(caller, name)  # NotFound where the caller does not see it
+        try:
+            waits = self.engine.would_start(name, resources)
+        except Unschedulable as error:
+            return WouldStart(starts=False, code=NEVER, message=str(error))
+        if waits is None:
+            return WouldStart(starts=True, message="it would start now")
+        return WouldStart(starts=False, code=waits.code.value, message=waits.message)
 
     def teams(self) -> dict[str, str]:
         """The team of each stored queue, by name."""

@@ -338,7 +338,9 @@ async function queuesView() {
   const head = ["Queue", "Team", "Cohort", "Nominal", "Used", "Borrowed", "Running", "Waiting"];
   clear(main, h("h1", {}, "Queues"), h("table", { class: "queues" }, h("thead", {}, h("tr", {}, head.map((t) => h("th", {}, t)))), body));
   try {
-    for (const state of await api("/queues")) {
+    const states = await api("/queues");
+    main.append(wouldStartForm(states.map((state) => state.queue.name)));
+    for (const state of states) {
       const waiting = h("td", { class: "why" }, state.waiting.length ? "" : "none");
       body.append(
         h(
@@ -359,6 +361,37 @@ async function queuesView() {
   } catch (error) {
     main.append(failure(error));
   }
+}
+
+// "Would a job of N GPUs start now?": the scheduler's answer, nothing submitted.
+function wouldStartForm(names) {
+  const queue = h("select", { name: "queue", "aria-label": "queue" }, names.map((n) => h("option", { value: n }, n)));
+  const gpu = h("input", { name: "gpu", type: "number", min: "0", step: "any", value: "1", "aria-label": "GPUs" });
+  const cpu = h("input", { name: "cpu", placeholder: "cpu (2, 500m)", "aria-label": "CPUs" });
+  const memory = h("input", { name: "memory", placeholder: "memory (8Gi)", "aria-label": "memory" });
+  const answer = h("output", { class: "answer" });
+  return h(
+    "form",
+    {
+      class: "would-start",
+      onsubmit: async (event) => {
+        event.preventDefault();
+        const asked = new URLSearchParams({ gpu: gpu.value || "0" });
+        if (cpu.value) asked.set("cpu", cpu.value);
+        if (memory.value) asked.set("memory", memory.value);
+        try {
+          const found = await api(`/queues/${path(queue.value)}/would-start?${asked}`);
+          answer.textContent = found.starts ? "Yes: it would start now." : `No (${found.code}): ${found.message}`;
+        } catch (error) {
+          answer.textContent = error.message;
+        }
+      },
+    },
+    "Would a job of ", gpu, " GPUs, ", cpu, memory, " start now in ", queue, "? ",
+    h("button", { type: "submit" }, "Ask"),
+    " ",
+    answer,
+  );
 }
 
 // The queue's waiting jobs, each with why it waits (its code and message).
