@@ -89,17 +89,9 @@ class Accounts:
                 "characters or more (or leave it unset, and the server makes a random token)"
             )
         token = given or new_token()
-        record = new_record(FIRST_TOKEN, token, user=ADMIN)
-        self.store.add_token(record)
         detail = "named first of user admin, at the server's first start"
-        self.audit.record(
-            AuditRecord(
-                time=record.created_at,
-                action=Audited.TOKEN_CREATE,
-                target=record.id,
-                source=LOCAL,
-                detail=detail + (" (TRAINFLEET_ADMIN_TOKEN)" if given else ""),
-            )
+        self._admin_token(
+            FIRST_TOKEN, token, detail + (" (TRAINFLEET_ADMIN_TOKEN)" if given else "")
         )
         return None if given else token
 
@@ -107,7 +99,12 @@ class Accounts:
         """A new administrator's token for one ``trainfleet ui`` (its secret and its id: the
         command revokes it when it ends)."""
         token = new_token()
-        record = new_record(f"ui-{secrets.token_hex(4)}", token, user=ADMIN)
+        detail = "for trainfleet ui on this machine, revoked when it ends"
+        return token, self._admin_token(f"ui-{secrets.token_hex(4)}", token, detail)
+
+    def _admin_token(self, name: str, token: str, detail: str) -> str:
+        """Store ``token`` of the administrator as ``name``, audited; its id."""
+        record = new_record(name, token, user=ADMIN)
         self.store.add_token(record)
         self.audit.record(
             AuditRecord(
@@ -115,10 +112,10 @@ class Accounts:
                 action=Audited.TOKEN_CREATE,
                 target=record.id,
                 source=LOCAL,
-                detail="for trainfleet ui on this machine, revoked when it ends",
+                detail=detail,
             )
         )
-        return token, record.id
+        return record.id
 
     def revoke_page_token(self, token_id: str) -> None:
         """End the token of a ``trainfleet ui`` that ends (and the sessions it opened)."""
