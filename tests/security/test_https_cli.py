@@ -45,6 +45,7 @@ LOCAL = {
     ("export",): "prints a manifest of a job file",
     ("schema",): "prints the job files' JSON Schema",
     ("tf-server",): "is a task's TensorFlow server",
+    ("ui",): "serves this machine's data directory (with a server, it names the server's page)",
 }
 """Commands that never talk to a trainfleet server, and why."""
 
@@ -162,6 +163,7 @@ def walk_readme(walk: Walk, tmp_path: Path) -> None:
     assert job in walk.ok(bo, "list")
     assert "succeeded" in walk.ok(bo, "describe", job)
     walk.ok(bo, "events", job)
+    walk.ok(bo, "top", job)
     walk.ok(bo, "delete", job)
     ran = walk.ok(bo, "run", str(tiny), cwd=tiny.parent)
     assert "hello from tiny ***" in ran

@@ -38,8 +38,10 @@ class TokenRefused(ApiError, Unauthorized):
 class SessionRefused(TokenRefused):
     """403: a change made with a session cookie but without its CSRF token."""
 
-    def __init__(self) -> None:
-        detail = f"a change made in the dashboard needs its session's {CSRF_HEADER} header"
+    def __init__(self, detail: str = "") -> None:
+        detail = (
+            detail or f"a change made in the dashboard needs its session's {CSRF_HEADER} header"
+        )
         ApiError.__init__(self, 403, detail)
         self.reason = "no CSRF token"
 
