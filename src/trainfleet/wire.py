@@ -12,6 +12,7 @@ from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from trainfleet.domain.links import ServiceLink
 from trainfleet.domain.records import (
     AuditRecord,
     EventRecord,
@@ -66,6 +67,11 @@ class JobDetails(_Model):
     may: list[str] = Field(
         default_factory=list,
         description="What the caller may do to the job now: `stop`, `delete` (access.RULES).",
+    )
+    services: list[ServiceLink] = Field(
+        default_factory=list,
+        description="Its services (`tensorboard`), each served by this server at its `path` "
+        "while its `state` is running.",
     )
 
 

@@ -19,6 +19,7 @@ from trainfleet.frameworks.base import TaskContext
 from trainfleet.programs import TF_SERVER
 from trainfleet.scheduling.placement import Placement, TaskKey
 from trainfleet.spec.models import JobSpec, Resources, SecretRef
+from trainfleet.spec.tensorboard import LOGDIR_VARIABLE
 
 
 @dataclass(frozen=True)
@@ -113,6 +114,9 @@ class JobLaunch:
             env["VIRTUAL_ENV"] = str(python_dir.parent)
             mounts.append(Mount(python_dir.parent, python_dir.parent, read_only=True))
         env.update(task_environment(context))
+        logdir = env.get(LOGDIR_VARIABLE)
+        if logdir is not None and "://" not in logdir and not os.path.isabs(logdir):
+            env[LOGDIR_VARIABLE] = str(self.workdir / logdir)
         env.update(self._secret_variables(key[0]))
         if self.account is not None:  # the account's name, and a home it may write to
             env |= {"USER": self.account.name, "LOGNAME": self.account.name}

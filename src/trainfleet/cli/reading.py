@@ -10,12 +10,15 @@ is looked at, and the engine is opened only for one whose runner is gone.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from trainfleet.control.services.reads import JobReads
 from trainfleet.control.settings import data_dir_of
 from trainfleet.datadir.layout import DataDir
 from trainfleet.datadir.logs import LogTail, read_range
+from trainfleet.domain.links import ServiceLink
 from trainfleet.domain.records import (
     EventRecord,
     JobDetails,
@@ -46,6 +49,25 @@ class StoreReader:
 
     def describe(self, job_id: str) -> JobDetails:
         return self.jobs.details(self.get(job_id))
+
+    def links(self, job_id: str) -> list[ServiceLink]:
+        """Each service at its task's own address (loopback: no proxy in between)."""
+        from trainfleet.control.services.links import service_links
+
+        job = self.get(job_id)
+        return [
+            replace(link, url=f"http://{link.address}{link.path}" if link.address else "")
+            for link in service_links(job, self.jobs.tasks(job_id))
+        ]
+
+    def event_dir(self, job_id: str) -> str | None:
+        from trainfleet.spec.models import JobSpec
+
+        job = self.get(job_id)
+        logdir = JobSpec.model_validate_json(job.spec).tensorboard_logdir()
+        if logdir is None or "://" in logdir:
+            return logdir
+        return str(Path(job.workdir) / logdir)
 
     def tasks(self, job_id: str) -> list[TaskRecord]:
         return self.jobs.tasks(job_id)

@@ -12,6 +12,7 @@ import itertools
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 from typing import TypeVar
 
@@ -28,6 +29,7 @@ from trainfleet.client import (
 from trainfleet.control.settings import Target
 from trainfleet.datadir.logs import CHUNK, LogTail
 from trainfleet.domain.errors import BadInput
+from trainfleet.domain.links import ServiceLink
 from trainfleet.domain.records import EventRecord, JobDetails, JobRecord, State, TaskRecord
 from trainfleet.spec.documents import read_job_text
 from trainfleet.spec.loading import load_job_file
@@ -142,6 +144,14 @@ class RemoteService:
 
     def tasks(self, job_id: str) -> list[TaskRecord]:
         return self.describe(job_id).tasks
+
+    def links(self, job_id: str) -> list[ServiceLink]:
+        """Each service through the server's proxy (signed in as in the dashboard)."""
+        details = self.call(lambda: self.client.describe(job_id))
+        return [replace(link, url=self.client.url + link.path) for link in details.services]
+
+    def event_dir(self, job_id: str) -> str | None:
+        return None  # on the server's file system
 
     def usage(self, job_id: str, history: bool = False) -> JobUsage:
         return self.call(lambda: self.client.usage(job_id, history=history))

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import signal
 import sys
+import time
 from collections.abc import Callable, Sequence
 from types import FrameType
 
@@ -34,6 +35,8 @@ class RunView:
         self.logs = LogFollower(service, job_id, tasks)
         self.events = EventFollower(service, job_id)
         self.tty = sys.stdout.isatty()
+        self.services = bool(service.links(job_id))
+        self.announced: set[str] = set()
 
     def run(self) -> int:
         # SIGTERM, and SIGHUP (its terminal closed), stop the job as Ctrl-C does.
@@ -52,6 +55,7 @@ class RunView:
                 self._say("stopping the job (Ctrl-C again to kill it)")
                 self.service.interrupt(self.job_id)
                 self._watch(self._show)
+            self._keep_services()
         finally:
             for number, handler in previous.items():
                 signal.signal(number, handler)
@@ -75,10 +79,42 @@ class RunView:
                 service.interrupt(self.job_id)
         show(final=True)
 
+    def _announcements(self) -> list[str]:
+        """Where each service that began running since the last look is opened, once."""
+        if not self.services:
+            return []
+        lines = []
+        for link in self.service.links(self.job_id):
+            if link.state is State.RUNNING and link.url and link.name not in self.announced:
+                self.announced.add(link.name)
+                lines.append(f"trainfleet | {link.name} at {link.url}")
+        return lines
+
+    def _keep_services(self) -> None:
+        """A job run here keeps its services up for their ``keep_after``: wait for them
+        (Ctrl-C ends them); a server's outlive this command anyway."""
+        if not self.services or self.service.event_dir(self.job_id) is None:
+            return
+        said = False
+        while True:
+            alive = [link for link in self.service.links(self.job_id) if not link.state.is_final]
+            if not alive:
+                return
+            if not said:
+                names = ", ".join(f"{link.name} at {link.url}" for link in alive)
+                self._say(f"the job has ended; {names} stays up a while (Ctrl-C ends it)")
+                said = True
+            try:
+                time.sleep(self.service.poll_interval)
+            except KeyboardInterrupt:
+                self.service.interrupt(self.job_id)
+
     def _show(self, final: bool = False) -> None:
         out = sys.stdout.buffer
         for event in self.events.read():
             out.write(f"trainfleet | {describe_event(event)}\n".encode())
+        for line in self._announcements():
+            out.write(f"{line}\n".encode())
         for piece in self.logs.read(final=final):
             out.write(piece)
         out.flush()
@@ -95,6 +131,8 @@ class RunView:
         def show(final: bool = False) -> None:
             for event in self.events.read():
                 console.print(Text(f"trainfleet | {describe_event(event)}", style="dim"))
+            for line in self._announcements():
+                console.print(Text(line))
             data = b"".join(self.logs.read(final=final))
             if data:
                 console.print(Text(data.decode(errors="replace").rstrip("\n")), soft_wrap=True)

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
     from trainfleet.datadir.logs import LogTail
+    from trainfleet.domain.links import ServiceLink
     from trainfleet.domain.records import EventRecord, JobDetails, JobRecord, TaskRecord
     from trainfleet.spec.submarine import SubmarineArgs
     from trainfleet.wire import JobUsage, QueueBody, QueueState
@@ -75,6 +76,16 @@ class JobReader(Protocol):
     def usage(self, job_id: str, history: bool = False) -> JobUsage:
         """What each task of the job uses: the newest sample of each running one, and
         each one's history with ``history``."""
+        ...
+
+    def links(self, job_id: str) -> list[ServiceLink]:
+        """The job's services (its TensorBoard), each with the ``url`` this machine opens
+        it at: the server's proxy, or the task's own port here."""
+        ...
+
+    def event_dir(self, job_id: str) -> str | None:
+        """The folder its TensorBoard reads, where this machine sees it (embedded); None
+        where the job has none or runs on a server."""
         ...
 
     def close(self) -> None: ...

@@ -164,11 +164,16 @@ class JobController:
             self._recover(job.started_at)
         else:
             self._begin()
-        while self._outcome is None or any(task.alive for task in self._tasks.values()):
+        services = self.spec.service_roles()
+        while self._outcome is None or any(
+            task.alive for key, task in self._tasks.items() if key[0] not in services
+        ):
             self._step()
         state, condition = self._outcome
         finished_at = None if state is State.QUEUED else time.time()  # preempted: it waits
         self.store.transition(self.job_id, state, condition, finished_at=finished_at)
+        while any(task.alive for task in self._tasks.values()):  # its services' keep_after
+            self._step()
         return state
 
     def _broke(self, error: Exception) -> State:
@@ -548,11 +553,17 @@ class JobController:
                 else:
                     not_started = Reason.NOT_STARTED.condition(condition.message)
                     self._set_task(task, State.CANCELLED, not_started)
+        services = self.spec.service_roles()
         if state is State.SUCCEEDED:
-            self._terminate(lambda key: not self.spec.is_tracked(key[0]))
-            self._after(self.spec.grace_period, lambda: self._terminate(lambda key: True))
+            self._terminate(lambda key: not self.spec.is_tracked(key[0]) and key[0] not in services)
+            self._after(
+                self.spec.grace_period, lambda: self._terminate(lambda key: key[0] not in services)
+            )
         else:
-            self._terminate(lambda key: True)
+            self._terminate(lambda key: key[0] not in services)
+        if self.spec.tensorboard is not None:  # a preempted job gives its place back at once
+            keep = 0.0 if state is State.QUEUED else self.spec.tensorboard.keep_after
+            self._after(keep, lambda: self._terminate(lambda key: key[0] in services))
 
     def _terminate(self, which: Callable[[TaskKey], bool]) -> None:
         """SIGTERM the chosen running tasks; SIGKILL them when the grace period ends."""

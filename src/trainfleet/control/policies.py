@@ -62,11 +62,13 @@ def job_outcome(
 ) -> tuple[State, str] | None:
     """The job's end given its tasks' states, or None while it goes on.
 
-    Any task that failed for good fails the job; the success tasks all succeeding
-    succeeds it; every tracked task finished without that fails it.
+    Any task that failed for good fails the job, but a service's (its TensorBoard); the
+    success tasks all succeeding succeeds it; every tracked task finished without that
+    fails it.
     """
+    services = spec.service_roles()
     for key, state in states.items():
-        if state is State.FAILED:
+        if state is State.FAILED and key[0] not in services:
             return State.FAILED, f"{task_name(key)} {reasons.get(key, 'failed')}"
     wanted = success_tasks(spec)
     if wanted and all(states[key] is State.SUCCEEDED for key in wanted):

@@ -7,9 +7,11 @@ them in a shell command yourself when a path may hold spaces (``--data "%input_p
 from __future__ import annotations
 
 import re
+import sys
 
 from trainfleet.frameworks.base import TaskContext
-from trainfleet.programs import TF_SERVER
+from trainfleet.programs import TENSORBOARD, TF_SERVER
+from trainfleet.spec.tensorboard import PROGRAM_WORDS
 
 PLACEHOLDER = re.compile(r"%(input_path|checkpoint_path)%")
 
@@ -48,4 +50,6 @@ def standalone(argv: list[str]) -> list[str]:
     """
     if len(argv) >= 2 and argv[0].rsplit("/", 1)[-1] == "trainfleet" and argv[1] == "tf-server":
         return ["python3", str(TF_SERVER), *argv[2:]]
+    if tuple(argv[:2]) == PROGRAM_WORDS:  # a job's TensorBoard: trainfleet's own python
+        return [sys.executable, str(TENSORBOARD), *argv[2:]]
     return argv

@@ -16,6 +16,7 @@ from collections.abc import Callable
 
 from trainfleet.frameworks.base import TaskContext
 from trainfleet.scheduling.placement import TaskSlot
+from trainfleet.spec.tensorboard import LOGDIR_VARIABLE
 
 EnvBuilder = Callable[[TaskContext], dict[str, str]]
 """A framework's part of a task's environment."""
@@ -56,6 +57,9 @@ def common_environment(ctx: TaskContext) -> dict[str, str]:
         env["TRAINFLEET_INPUT_PATH"] = ctx.spec.input_path
     if ctx.spec.checkpoint_path is not None:
         env["TRAINFLEET_CHECKPOINT_PATH"] = ctx.spec.checkpoint_path
+    logdir = ctx.spec.tensorboard_logdir()
+    if logdir is not None:  # relative: the launch makes it the job directory's
+        env[LOGDIR_VARIABLE] = logdir
     env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
     env["CUDA_VISIBLE_DEVICES"] = gpu_list(slot)
     env["TRAINFLEET_GPUS"] = gpu_list(slot)

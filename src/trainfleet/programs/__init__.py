@@ -4,3 +4,7 @@ from pathlib import Path
 
 TF_SERVER = Path(__file__).with_name("tf_server.py")
 """``trainfleet tf-server``'s file, which tasks run with their own python (stdlib only)."""
+
+TENSORBOARD = Path(__file__).with_name("tensorboard_serve.py")
+"""A job's TensorBoard service (``tensorboard:``), run by trainfleet's own python, which has
+the ``tensorboard`` package (``trainfleet[tensorboard]``)."""

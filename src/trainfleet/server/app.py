@@ -25,6 +25,7 @@ from trainfleet.server import (
     routes_workdirs,
     ui,
 )
+from trainfleet.server import proxy as service_proxy
 from trainfleet.server.audit import Auditor
 from trainfleet.server.auth import Tokens, Who
 from trainfleet.server.changes import ChangeHub
@@ -49,6 +50,7 @@ def create_app(engine: Engine, settings: Settings, services: Services | None = N
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         yield
+        await proxy.close()
         readiness.close()
         await run_in_threadpool(services.shutdown)
 
@@ -63,13 +65,15 @@ def create_app(engine: Engine, settings: Settings, services: Services | None = N
     )
     errors.install(app)
     tokens = Tokens(services.accounts, Sessions.of_data_dir(engine.data_dir.root))
+    proxy = service_proxy.ServiceProxy(services, tokens)
     auditor = Auditor(services.audit)
     app.add_middleware(
         RequestGuard,
         tokens=tokens,
         refused=auditor.refused,
         max_body=settings.max_body,
-        guarded=(f"{API_PREFIX}/", "/metrics"),
+        guarded=(f"{API_PREFIX}/", "/metrics", service_proxy.PREFIX),
+        reads=(service_proxy.PREFIX,),
         public=(f"{API_PREFIX}/openapi.json", f"{API_PREFIX}/docs", f"{API_PREFIX}/session"),
         larger={f"{API_PREFIX}/workdirs/": settings.max_workdir},
     )
@@ -102,6 +106,7 @@ def create_app(engine: Engine, settings: Settings, services: Services | None = N
     ):
         app.include_router(routes.router, prefix=API_PREFIX)
     ui.install(app)
+    service_proxy.install(app, proxy)
 
     @app.get(
         "/healthz",

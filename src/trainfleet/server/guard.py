@@ -31,9 +31,12 @@ class RequestGuard:
         public: Collection[str] = (),
         larger: Mapping[str, int] | None = None,
         refused: OnRefusal | None = None,
+        reads: tuple[str, ...] = (),
     ) -> None:
         """``larger``: paths (prefixes) whose bodies may be larger, with their limits;
-        ``refused``: called with each request refused for its token (to record it)."""
+        ``refused``: called with each request refused for its token (to record it);
+        ``reads``: paths (prefixes) whose requests only read, whatever their method (a
+        job's TensorBoard), so that a session needs no CSRF token there."""
         self.app = app
         self.tokens = tokens
         self.max_body = max_body
@@ -41,6 +44,7 @@ class RequestGuard:
         self.guarded = guarded
         self.public = frozenset(public)
         self.refused = refused
+        self.reads = reads
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -50,7 +54,8 @@ class RequestGuard:
         path: str = scope["path"]
         if path.startswith(self.guarded) and path not in self.public:
             try:
-                self.tokens.check_scope(scope)
+                read = path.startswith(self.reads) if self.reads else False
+                self.tokens.check_scope({**scope, "method": "GET"} if read else scope)
             except TokenRefused as error:
                 if self.refused is not None:
                     await self.refused(scope, error)

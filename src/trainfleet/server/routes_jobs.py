@@ -10,6 +10,7 @@ from fastapi.concurrency import run_in_threadpool
 from pydantic import Field
 
 from trainfleet.control.access import Action
+from trainfleet.control.services.links import service_links
 from trainfleet.control.services.ownership import tree_owner
 from trainfleet.domain.records import Audited, EventRecord, JobPage, JobRecord, State
 from trainfleet.server import body, sse
@@ -195,7 +196,10 @@ async def describe_job(job: Readable, jobs: JobsDep, who: Who) -> JobDetails:
         for word, action in (("stop", Action.STOP_JOB), ("delete", Action.DELETE_JOB))
         if who.caller.decide(action, job.team, job.user).allowed
     ]
-    return JobDetails(job=details.job, tasks=details.tasks, events=details.events, may=may)
+    services = service_links(details.job, details.tasks)
+    return JobDetails(
+        job=details.job, tasks=details.tasks, events=details.events, may=may, services=services
+    )
 
 
 @router.post(

@@ -53,6 +53,8 @@ from trainfleet.spec.quantity import (
     parse_cpu,
     parse_memory,
 )
+from trainfleet.spec.tensorboard import DEFAULT_LOGDIR, SERVICE_ROLE, TensorBoardSpec, shorthand
+from trainfleet.spec.tensorboard import ROLE as TENSORBOARD_ROLE
 
 MAX_REPLICAS = 10_000
 """Most replicas of one role whatever the limits (``trainfleet.spec.limits``) say."""
@@ -560,6 +562,23 @@ class JobSpec(_Model):
     )
     pytorch: PyTorchOptions | None = None
     mpi: MpiOptions | None = None
+    tensorboard: Annotated[TensorBoardSpec | None, BeforeValidator(shorthand)] = Field(
+        default=None,
+        description="Run TensorBoard beside the job (`true`, or {logdir, keep_after}): an "
+        "untracked service role `tensorboard` on a port of the job, served by a server at "
+        "/jobs/<id>/tensorboard/.",
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _tensorboard_role(cls, data: Any) -> Any:
+        """``tensorboard:`` adds its service role (a stored job already has it)."""
+        if not isinstance(data, dict) or data.get("tensorboard") in (None, False):
+            return data
+        roles = data.get("roles")
+        if isinstance(roles, dict) and TENSORBOARD_ROLE not in roles:
+            return {**data, "roles": {**roles, TENSORBOARD_ROLE: dict(SERVICE_ROLE)}}
+        return data
 
     @model_validator(mode="before")
     @classmethod
@@ -654,6 +673,14 @@ class JobSpec(_Model):
                     "in its launcher's process tree here, so GPUs for them are not supported "
                     "yet; run the ranks as a pytorch or generic job to use GPUs"
                 )
+        if self.tensorboard is not None:
+            if self.roles.get(TENSORBOARD_ROLE) != RoleSpec.model_validate(SERVICE_ROLE):
+                raise ValueError(
+                    f"tensorboard: the job has a role {TENSORBOARD_ROLE!r} of its own; rename "
+                    "that role, or drop `tensorboard:` and run TensorBoard in it yourself"
+                )
+            if isinstance(self.success, list) and TENSORBOARD_ROLE in self.success:
+                raise ValueError("success: the TensorBoard service never decides the job")
         if isinstance(self.success, list):
             unknown = [name for name in self.success if name not in self.roles]
             if unknown:
@@ -680,11 +707,27 @@ class JobSpec(_Model):
 
     def image_of(self, role: str) -> str | None:
         """The image the role's tasks run in (its own, else the job's); None: no container."""
+        if role in self.service_roles():  # trainfleet's own program, on this machine
+            return None
         return self.roles[role].image or self.image
 
     def environment_of(self, role: str) -> PythonEnvironment | None:
         """The Python environment the role's tasks run under (its own, else the job's)."""
+        if role in self.service_roles():
+            return None
         return self.roles[role].environment or self.environment
+
+    def service_roles(self) -> frozenset[str]:
+        """Roles that serve people, not training (its TensorBoard): their tasks' ends never
+        decide the job's, and they stop ``keep_after`` seconds after it ends."""
+        return frozenset({TENSORBOARD_ROLE}) if self.tensorboard is not None else frozenset()
+
+    def tensorboard_logdir(self) -> str | None:
+        """The folder its TensorBoard reads, as written (relative: to the job's directory);
+        None without ``tensorboard:``."""
+        if self.tensorboard is None:
+            return None
+        return self.tensorboard.logdir or self.checkpoint_path or DEFAULT_LOGDIR
 
     @property
     def traits(self) -> FrameworkTraits:
