@@ -70,7 +70,7 @@ class ServiceProxy:
     async def close(self) -> None:
         await self.client.aclose()
 
-    async def __call__(self, request: Request) -> Response:
+    async def handle(self, request: Request) -> Response:
         job_id: str = request.path_params["job_id"]
         raw = request.scope.get("raw_path", request.url.path.encode()).decode("latin-1")
         if not _plain(raw, job_id):
@@ -143,7 +143,7 @@ def install(app: FastAPI, proxy: ServiceProxy) -> None:
     """The proxy's routes on ``app`` (left out of the OpenAPI document: not the API)."""
     methods = ["GET", "HEAD", "POST"]
     path = PREFIX + "{job_id}/" + SERVICE + "{rest:path}"
-    app.add_route(path, proxy, methods=methods, include_in_schema=False)
+    app.add_route(path, proxy.handle, methods=methods, include_in_schema=False)
 
 
 def _plain(raw: str, job_id: str) -> bool:
