@@ -1,0 +1,68 @@
+"""A job's TensorBoard in a real browser (Debian's chromium, headless), signed in to the
+dashboard by its session cookie alone: the page TensorBoard draws through the proxy shows
+the scalar's tag that the job wrote."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from server.harness import LiveServer
+
+from trainfleet.client import Client
+from trainfleet.domain.records import State
+
+from test_dashboard_browser import browser, chromium_path, expect, sign_in
+
+pytest.importorskip("tensorboard")
+pytest.importorskip("torch")
+
+__all__ = ["browser", "chromium_path"]  # fixtures, shared with the dashboard's tests
+
+WRITER = """\
+import os, time
+from torch.utils.tensorboard import SummaryWriter
+writer = SummaryWriter(os.environ["TRAINFLEET_TENSORBOARD_DIR"])
+for step in range(5):
+    writer.add_scalar("accuracy/heldout", step / 5, step)
+writer.flush()
+time.sleep(600)
+"""
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[LiveServer]:
+    live = LiveServer(tmp_path / "data").start()
+    yield live
+    live.stop()
+
+
+def test_tensorboard_draws_the_jobs_scalar_behind_the_sign_in(
+    browser: object, server: LiveServer, tmp_path: Path
+) -> None:
+    (tmp_path / "write.py").write_text(WRITER)
+    text = (
+        f"name: curves\nroles:\n  worker: {{command: '{sys.executable} {tmp_path / 'write.py'}'}}\n"
+        "tensorboard: true\n"
+    )
+    with Client(server.url, server.token, timeout=30) as admin:
+        job = admin.submit(text)
+        try:
+            page = sign_in(browser, server, server.token)
+            link = admin.describe(job.id).services[0]
+            page.goto(server.url + link.path)  # type: ignore[attr-defined]
+            # TensorBoard may start after the page asks: its reload button asks again.
+            tag = page.get_by_text("accuracy/heldout").first  # type: ignore[attr-defined]
+            for _ in range(6):
+                try:
+                    expect(tag).to_be_visible(timeout=5_000)
+                    break
+                except AssertionError:
+                    page.reload()  # type: ignore[attr-defined]
+            expect(tag).to_be_visible(timeout=5_000)
+            assert admin.get(job.id).state == State.RUNNING
+        finally:
+            admin.cancel(job.id)
+            admin.wait(job.id)
