@@ -10,11 +10,10 @@ from pathlib import Path
 
 import pytest
 from server.harness import LiveServer
+from test_dashboard_browser import browser, chromium_path, expect, sign_in
 
 from trainfleet.client import Client
 from trainfleet.domain.records import State
-
-from test_dashboard_browser import browser, chromium_path, expect, sign_in
 
 pytest.importorskip("tensorboard")
 pytest.importorskip("torch")
