@@ -28,6 +28,10 @@ COMMANDS = {
         "trainfleet.cli.usage_commands:top",
         "Show what running tasks use: CPU, memory, GPU and GPU memory.",
     ),
+    "tensorboard": Lazy(
+        "trainfleet.cli.tensorboard_commands:tensorboard",
+        "Open one TensorBoard over several jobs' event folders.",
+    ),
     "logs": Lazy(
         "trainfleet.cli.job_commands:logs", "Print the logs of a job's tasks, prefixed role/index."
     ),
