@@ -22,7 +22,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 SUBMARINE_PARAMS = (
     "name", "framework", "num_workers", "worker_resources", "worker_launch_cmd",
     "worker_docker_image", "num_ps", "ps_resources", "ps_launch_cmd", "ps_docker_image",
-    "docker_image", "env", "input_path", "checkpoint_path",
+    "docker_image", "env", "input_path", "checkpoint_path", "tensorboard",
 )  # fmt: skip
 """The keyword names the options add to the command's parameters (SubmarineArgs' fields)."""
 
@@ -58,6 +58,12 @@ _OPTIONS = (
     ),
     click.option("--input_path", metavar="PATH", help="Where the training data is."),
     click.option("--checkpoint_path", metavar="PATH", help="Where checkpoints are written."),
+    click.option(
+        "--tensorboard",
+        is_flag=True,
+        default=None,
+        help="Run TensorBoard beside the job, over its checkpoint_path (tensorboard: true).",
+    ),
 )
 
 

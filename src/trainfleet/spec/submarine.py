@@ -56,6 +56,7 @@ class SubmarineArgs:
     env: tuple[str, ...] = ()
     input_path: str | None = None
     checkpoint_path: str | None = None
+    tensorboard: bool | None = None
 
 
 @dataclass(frozen=True)
@@ -99,6 +100,9 @@ def from_submarine_args(args: SubmarineArgs) -> LoadedJob:
     for key in ("input_path", "checkpoint_path"):
         if getattr(args, key) is not None:
             job[key] = getattr(args, key)
+    if args.tensorboard:
+        job["tensorboard"] = {}
+        origin[("tensorboard",)] = (_flag("tensorboard"),)
     for flags in _ROLES:
         role = _role(args, flags, problems, warnings, origin)
         if role is not None:
