@@ -46,6 +46,8 @@ LOCAL = {
     ("schema",): "prints the job files' JSON Schema",
     ("tf-server",): "is a task's TensorFlow server",
     ("ui",): "serves this machine's data directory (with a server, it names the server's page)",
+    ("tensorboard",): "serves this machine's folders (with a server, it prints each job's "
+    "address: tests/cli/test_tensorboard_command.py)",
 }
 """Commands that never talk to a trainfleet server, and why."""
 

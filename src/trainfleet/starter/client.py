@@ -63,10 +63,15 @@ def start_starter(folder: str, name: str) -> None:
     errors in ``folder/name.log``; ``-P``: no working folder on its import path."""
     argv = [sys.executable, "-P", "-m", "trainfleet.starter.server", folder, name]
     argv.append(os.environ.get(IDLE, "600"))
+    env = dict(os.environ)
+    if env.get("PYTHONPATH"):  # the starter works from /: a relative entry would miss
+        env["PYTHONPATH"] = os.pathsep.join(
+            map(os.path.abspath, env["PYTHONPATH"].split(os.pathsep))
+        )
     os.posix_spawn(
         sys.executable,
         argv,
-        os.environ,
+        env,
         setsid=True,
         file_actions=[
             (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
