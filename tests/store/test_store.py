@@ -68,6 +68,18 @@ def test_tasks_come_back_in_the_order_they_were_stored(store: Store, make_job: M
     assert [t.name for t in store.list_tasks("demo-1")] == names
 
 
+def test_tasks_of_several_jobs_in_one_read(store: Store, make_job: MakeJob) -> None:
+    names = ["worker/0", "ps/0", "worker/1"]
+    store.add_job(make_job("a-1"), _tasks("a-1", *names))
+    store.add_job(make_job("b-1"), _tasks("b-1", "chief/0"))
+    found = store.tasks_of(["a-1", "b-1", "gone-1"])
+    assert {job: [t.name for t in tasks] for job, tasks in found.items()} == {
+        "a-1": names,
+        "b-1": ["chief/0"],
+    }
+    assert store.tasks_of([]) == {}
+
+
 def test_a_second_store_on_the_same_database_sees_the_jobs(target: str, make_job: MakeJob) -> None:
     with Store.open(target) as first:
         first.add_job(make_job("a-1", created_at=1.0), [])

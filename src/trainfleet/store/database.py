@@ -282,6 +282,23 @@ class Store:
         )
         return [TaskRecord.from_row(row) for row in rows]
 
+    def tasks_of(self, job_ids: Sequence[str]) -> dict[str, list[TaskRecord]]:
+        """The tasks of each of ``job_ids`` (as ``list_tasks``), in one query: a job that
+        does not exist is left out."""
+        found: dict[str, list[TaskRecord]] = {}
+        if not job_ids:
+            return found
+        listed, params = queries.in_list("job", list(job_ids))
+        rows = self._db.rows(
+            f"SELECT {queries.columns(schema.TASK_COLUMNS)} FROM tasks "
+            f'WHERE job_id IN {listed} ORDER BY job_id, position, role, "index"',
+            params,
+        )
+        for row in rows:
+            task = TaskRecord.from_row(row)
+            found.setdefault(task.job_id, []).append(task)
+        return found
+
     def list_events(self, job_id: str, after: int = 0) -> list[EventRecord]:
         """Events of ``job_id`` with an id above ``after``, oldest first."""
         rows = self._db.rows(

@@ -3,7 +3,7 @@ the CLI's read commands must not pay for an engine (``Jobs`` adds what needs one
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -75,6 +75,10 @@ class JobReads:
         if not tasks:  # every job has a task: this one does not exist
             self.get(job_id)
         return tasks
+
+    def tasks_of(self, job_ids: Sequence[str]) -> dict[str, list[TaskRecord]]:
+        """The tasks of each of ``job_ids`` that exists, read at once (a page of jobs)."""
+        return self.store.tasks_of(job_ids)
 
     def events(self, job_id: str, after: int = 0) -> list[EventRecord]:
         """The job's events with an id above ``after``, oldest first."""

@@ -46,10 +46,16 @@ class Usage:
         job = allowed_job(caller, self.reads.get(job_id), Action.READ_JOB)
         return self.of(job, history, since)
 
-    def of(self, job: JobRecord, history: bool = False, since: float = 0.0) -> JobUsage:
-        """``job``'s use, unchecked (see ``job``)."""
+    def of(
+        self,
+        job: JobRecord,
+        history: bool = False,
+        since: float = 0.0,
+        job_tasks: list[TaskRecord] | None = None,
+    ) -> JobUsage:
+        """``job``'s use, unchecked (see ``job``); ``job_tasks``: its tasks, read already."""
         tasks = []
-        for task in self.reads.tasks(job.id):
+        for task in self.reads.tasks(job.id) if job_tasks is None else job_tasks:
             path = self._path(task)
             tasks.append(
                 TaskUsage(
@@ -71,8 +77,10 @@ class Usage:
             cursor: str | None = None
             while True:
                 page = self.reads.page(state=state.value, limit=PAGE, cursor=cursor)
+                # one read of the page's tasks, not one per job (/metrics: 1,000 tasks)
+                tasks = self.reads.tasks_of([job.id for job in page.jobs])
                 for job in page.jobs:
-                    yield self.of(job)
+                    yield self.of(job, job_tasks=tasks.get(job.id, []))
                 cursor = page.next_cursor
                 if cursor is None:
                     break
