@@ -69,6 +69,7 @@ import psutil
 import uvloop
 from api import HERE, HOST, Load, Server, _rows_table, _write
 from api import _latency as _api_latency
+from soak import postgres_url
 
 from trainfleet.control.services.tokens import new_record, new_token
 from trainfleet.datadir import usage
@@ -104,17 +105,6 @@ LAST_LINE = "THE-LAST-LINE-OF-THE-LOG"
 
 
 # -- where the data lives -----------------------------------------------------------
-
-
-def postgres_admin(given: str | None) -> str:
-    """The PostgreSQL cluster's URL: given, from the tests' variable, else scripts/postgres.sh's."""
-    if given or os.environ.get(POSTGRES_URL):
-        return given or os.environ[POSTGRES_URL]
-    script = HERE.parent / "scripts" / "postgres.sh"
-    done = subprocess.run(["bash", str(script), "start"], capture_output=True, text=True)
-    if done.returncode != 0:
-        raise SystemExit(f"no PostgreSQL: {script} start failed:\n{done.stderr}")
-    return done.stdout.strip().splitlines()[-1]
 
 
 class Place:
@@ -966,7 +956,7 @@ def main() -> None:
         parser.error(f"--only: unknown parts {sorted(unknown)} (choose from {', '.join(PARTS)})")
     databases = ["sqlite", "postgresql"] if args.database == "both" else [args.database]
     if "postgresql" in databases:
-        os.environ[POSTGRES_URL] = postgres_admin(args.postgres_url)
+        os.environ[POSTGRES_URL] = postgres_url(args.postgres_url)
     chromium = args.chromium or shutil.which("chromium") or "/usr/bin/chromium"
     needs_browser = bool({"list", "log", "follow"} & set(only))
     browser = Browser(chromium) if needs_browser and Path(chromium).exists() else None
