@@ -80,21 +80,23 @@ class ServiceProxy:
         except TokenRefused as error:
             return _answer(error.status, error.detail, headers=error.headers)
         try:
-            link = await run_in_threadpool(self._link, principal.caller, job_id)
+            link, job_ended = await run_in_threadpool(self._link, principal.caller, job_id)
         except NotFound as error:
             return _answer(404, str(error))
         if link is None:
             return _answer(404, f"job {job_id} has no TensorBoard (`tensorboard:` in its file)")
         port = _loopback_port(link)
         if link.state is not State.RUNNING or port is None:
-            return _not_running(job_id, link)
+            return _not_running(job_id, link, job_ended)
         return await self._forward(request, raw, port, job_id, link)
 
-    def _link(self, caller: Any, job_id: str) -> ServiceLink | None:
+    def _link(self, caller: Any, job_id: str) -> tuple[ServiceLink | None, bool]:
+        """The job's TensorBoard (None: it has none), and whether the job has ended."""
         jobs = self.services.jobs
         job = jobs.readable(caller, job_id)
         links = service_links(job, jobs.tasks(job_id))
-        return next((link for link in links if link.name == SERVICE), None)
+        link = next((link for link in links if link.name == SERVICE), None)
+        return link, State(job.state).is_final
 
     async def _forward(
         self, request: Request, raw: str, port: int, job_id: str, link: ServiceLink
@@ -164,7 +166,9 @@ def _loopback_port(link: ServiceLink) -> int | None:
     return link.port if host in ("127.0.0.1", "localhost") else None
 
 
-def _not_running(job_id: str, link: ServiceLink) -> Response:
+def _not_running(job_id: str, link: ServiceLink, job_ended: bool) -> Response:
+    """404 once the job and its service have ended for good; 503 while the job is alive
+    (a service that failed under a running job is down, not gone)."""
     if link.state is State.RUNNING:
         detail = (
             f"the TensorBoard of job {job_id} runs at {link.address}, which this server does "
@@ -173,7 +177,7 @@ def _not_running(job_id: str, link: ServiceLink) -> Response:
     else:
         why = f": {link.reason}" if link.reason else ""
         detail = f"the TensorBoard of job {job_id} is {link.state}{why}"
-    status = 404 if link.state.is_final else 503
+    status = 404 if link.state.is_final and job_ended else 503
     return _answer(status, detail, state=link.state)
 
 
