@@ -16,10 +16,13 @@ from trainfleet.datadir.layout import DataDir
 from trainfleet.environments.task_base import SERVERS, TaskBase
 from trainfleet.frameworks import task_argv, task_environment
 from trainfleet.frameworks.base import TaskContext
-from trainfleet.programs import TF_SERVER
+from trainfleet.programs import NOTEBOOK, TF_SERVER
 from trainfleet.scheduling.placement import Placement, TaskKey
 from trainfleet.spec.models import JobSpec, Resources, SecretRef
+from trainfleet.spec.notebook import IDLE_VARIABLE, TOKEN_VARIABLE
+from trainfleet.spec.notebook import ROLE as NOTEBOOK_ROLE
 from trainfleet.spec.tensorboard import LOGDIR_VARIABLE
+from trainfleet.vault.service_tokens import notebook_token
 
 
 @dataclass(frozen=True)
@@ -105,9 +108,9 @@ class JobLaunch:
             for mount in role.mounts
         ]
         argv = task_argv(context)
-        program = TF_SERVER
-        if str(program) in argv:  # trainfleet's TensorFlow server, run from its file
-            mounts.append(Mount(program, program, read_only=True))
+        for program in (TF_SERVER, NOTEBOOK):  # trainfleet's programs, run from their files
+            if str(program) in argv:
+                mounts.append(Mount(program, program, read_only=True))
         python_dir = self.python_dirs.get(key[0])
         if python_dir is not None:  # the job's own environment: its python and pip first
             env["PATH"] = os.pathsep.join([str(python_dir), env.get("PATH", "")])
@@ -118,6 +121,11 @@ class JobLaunch:
         if logdir is not None and "://" not in logdir and not os.path.isabs(logdir):
             env[LOGDIR_VARIABLE] = str(self.workdir / logdir)
         env.update(self._secret_variables(key[0]))
+        mask = self.mask or tuple(value.encode() for value in self.secrets.values())
+        if key[0] == NOTEBOOK_ROLE and self.spec.notebook is not None:
+            env[TOKEN_VARIABLE] = notebook_token(self.data_dir.root, self.job_id)
+            env[IDLE_VARIABLE] = f"{self.spec.notebook.idle_timeout:g}"
+            mask += (env[TOKEN_VARIABLE].encode(),)  # Jupyter prints its URL with it
         if self.account is not None:  # the account's name, and a home it may write to
             env |= {"USER": self.account.name, "LOGNAME": self.account.name}
             env["HOME"] = str(self.workdir)
@@ -139,7 +147,7 @@ class JobLaunch:
             image=self.spec.image_of(key[0]),
             pull=role.pull,
             entrypoint=role.command is None,
-            mask=self.mask or tuple(value.encode() for value in self.secrets.values()),
+            mask=mask,
             account=self.account,
         )
 

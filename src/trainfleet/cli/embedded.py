@@ -38,7 +38,9 @@ def load(job: JobInput) -> tuple[LoadedJob, Path]:
     """The validated job and its default directory; its warnings are printed."""
     if job.file and job.submarine:
         raise UserError("give a job file or Submarine-style flags, not both")
-    if job.submarine:
+    if job.spec is not None:
+        loaded, folder = LoadedJob(job.spec, [], "trainfleet"), Path.cwd()
+    elif job.submarine:
         from trainfleet.spec.submarine import from_submarine_args
 
         loaded, folder = from_submarine_args(job.submarine), Path.cwd()

@@ -32,6 +32,10 @@ COMMANDS = {
         "trainfleet.cli.tensorboard_commands:tensorboard",
         "Open one TensorBoard over several jobs' event folders.",
     ),
+    "notebook": Lazy(
+        "trainfleet.cli.notebook_commands:notebook",
+        "Start, list and stop JupyterLab notebooks (jobs, admitted by queues like any).",
+    ),
     "logs": Lazy(
         "trainfleet.cli.job_commands:logs", "Print the logs of a job's tasks, prefixed role/index."
     ),

@@ -102,13 +102,16 @@ class RemoteService:
             raise UserError("give a job file or Submarine-style flags, not both")
         if job.workdir is not None and job.server_workdir is not None:
             raise UserError("give --workdir (sent to the server) or --server-workdir, not both")
-        if job.submarine:
+        if job.spec is not None:
+            content: str | JobSpec = job.spec
+            folder, name = Path.cwd(), None
+        elif job.submarine:
             from trainfleet.spec.submarine import from_submarine_args
 
             loaded = from_submarine_args(job.submarine)
             for warning in loaded.warnings:
                 _warn(warning)
-            content: str | JobSpec = loaded.spec
+            content = loaded.spec
             folder, name = Path.cwd(), None
         elif job.file and job.runtimes:  # the server knows the built-in runtimes only
             loaded = load_job_file(job.file, job.runtimes)

@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from trainfleet.datadir.logs import LogTail
     from trainfleet.domain.links import ServiceLink
     from trainfleet.domain.records import EventRecord, JobDetails, JobRecord, TaskRecord
+    from trainfleet.spec.models import JobSpec
     from trainfleet.spec.submarine import SubmarineArgs
     from trainfleet.wire import JobUsage, QueueBody, QueueState
 
@@ -31,6 +32,8 @@ class JobInput:
     """A directory on the server the job runs in as it is (with a server only)."""
     runtimes: tuple[str, ...] = ()
     """Files of Kubeflow training runtimes a TrainJob may name (``--runtime``)."""
+    spec: JobSpec | None = None
+    """A job a command built (``notebook start``), run in the current folder by default."""
 
 
 class JobReader(Protocol):

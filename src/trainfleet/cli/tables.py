@@ -86,6 +86,23 @@ def print_jobs(jobs: Sequence[JobRecord]) -> None:
     console.print(table)
 
 
+def print_notebooks(rows: Sequence[tuple[JobRecord, str]]) -> None:
+    """Notebook jobs, each with the URL it opens at."""
+    table = Table(box=None, pad_edge=False)
+    for column in ("JOB", "STATE", "USER", "CREATED", "URL", "REASON"):
+        table.add_column(column)
+    for job, url in rows:
+        table.add_row(
+            job.id,
+            _state(job.state),
+            escape(job.user),
+            _when(job.created_at),
+            url,
+            escape(_why(job)),
+        )
+    console.print(table)
+
+
 def print_details(details: JobDetails, usage: JobUsage | None = None) -> None:
     """The job, its tasks (with a line of what each running one uses, from ``usage``) and
     its events."""

@@ -42,12 +42,14 @@ class Action(StrEnum):
     MANAGE_USERS = "managing users"
     READ_METRICS = "reading metrics"
     READ_AUDIT = "reading the audit trail"
+    OPEN_NOTEBOOK = "opening notebooks"
 
 
 @dataclass(frozen=True)
 class Rule:
     """The role an action needs in the object's team; ``own``: the role enough on the
-    caller's own objects. ``team`` None: an action for administrators alone."""
+    caller's own objects. ``team`` None: an action for administrators alone, or, with
+    ``own``, for the object's owner (and administrators)."""
 
     team: TeamRole | None
     own: TeamRole | None = None
@@ -69,6 +71,7 @@ RULES: Mapping[Action, Rule] = {
     Action.MANAGE_USERS: Rule(None),
     Action.READ_METRICS: Rule(None),
     Action.READ_AUDIT: Rule(TeamRole.TEAM_ADMIN),
+    Action.OPEN_NOTEBOOK: Rule(None, own=TeamRole.MEMBER),
 }
 """The one table every check reads (and ``tests/server/test_access_rules.py`` walks)."""
 
@@ -96,12 +99,14 @@ class Caller:
         if self.admin:
             return Decision(visible=True, allowed=True)
         rule = RULES[action]
-        if rule.team is None:
+        if rule.team is None and rule.own is None:
             return Decision(visible=True, allowed=False)
         role = self.teams.get(team) if team is not None else None
         if role is None:
             return Decision(visible=False, allowed=False)
         needed = rule.own if rule.own is not None and owner == self.user else rule.team
+        if needed is None:  # another's object of an owner-only action
+            return Decision(visible=True, allowed=False)
         return Decision(visible=True, allowed=role.allows(needed), needed=needed)
 
     def require(
@@ -156,9 +161,9 @@ class Caller:
     ) -> str:
         """``stopping jobs of other users in team 'vision' needs the role team-admin
         (yours: member)``."""
-        if decision.needed is None:
-            return f"{action.value} needs an administrator (you are {self.user!r})"
         whose = " of other users" if owner is not None and owner != self.user else ""
+        if decision.needed is None:
+            return f"{action.value}{whose} needs an administrator (you are {self.user!r})"
         mine = self.teams.get(team) if team is not None else None
         return (
             f"{action.value}{whose} in team {team!r} needs the role {decision.needed.value} "

@@ -10,7 +10,8 @@ import re
 import sys
 
 from trainfleet.frameworks.base import TaskContext
-from trainfleet.programs import TENSORBOARD, TF_SERVER
+from trainfleet.programs import NOTEBOOK, TENSORBOARD, TF_SERVER
+from trainfleet.spec.notebook import PROGRAM_WORDS as NOTEBOOK_WORDS
 from trainfleet.spec.tensorboard import PROGRAM_WORDS
 
 PLACEHOLDER = re.compile(r"%(input_path|checkpoint_path)%")
@@ -50,6 +51,8 @@ def standalone(argv: list[str]) -> list[str]:
     """
     if len(argv) >= 2 and argv[0].rsplit("/", 1)[-1] == "trainfleet" and argv[1] == "tf-server":
         return ["python3", str(TF_SERVER), *argv[2:]]
+    if tuple(argv[:2]) == NOTEBOOK_WORDS:  # JupyterLab: the task's own python, like tf-server
+        return ["python3", str(NOTEBOOK)]
     if tuple(argv[:2]) == PROGRAM_WORDS:  # a job's TensorBoard: trainfleet's own python
         return [sys.executable, str(TENSORBOARD), *argv[2:]]
     return argv

@@ -8,3 +8,7 @@ TF_SERVER = Path(__file__).with_name("tf_server.py")
 TENSORBOARD = Path(__file__).with_name("tensorboard_serve.py")
 """A job's TensorBoard service (``tensorboard:``), run by trainfleet's own python, which has
 the ``tensorboard`` package (``trainfleet[tensorboard]``)."""
+
+NOTEBOOK = Path(__file__).with_name("notebook_serve.py")
+"""A notebook job's JupyterLab (``notebook:``), run by the task's own ``python3`` (stdlib
+only), which needs ``jupyterlab``."""

@@ -72,10 +72,10 @@ def create_app(engine: Engine, settings: Settings, services: Services | None = N
         tokens=tokens,
         refused=auditor.refused,
         max_body=settings.max_body,
-        guarded=(f"{API_PREFIX}/", "/metrics", service_proxy.PREFIX),
-        reads=(service_proxy.PREFIX,),
+        guarded=(f"{API_PREFIX}/", "/metrics", *service_proxy.PREFIXES),
+        reads=service_proxy.PREFIXES,
         public=(f"{API_PREFIX}/openapi.json", f"{API_PREFIX}/docs", f"{API_PREFIX}/session"),
-        larger={f"{API_PREFIX}/workdirs/": settings.max_workdir},
+        larger={f"{API_PREFIX}/workdirs/": settings.max_workdir, **service_proxy.LARGER},
     )
     metrics = Metrics(services.jobs, services.usage, services.queues)
     app.add_middleware(LatencyMiddleware, metrics=metrics)  # outermost: it sees every answer

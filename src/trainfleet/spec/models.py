@@ -44,6 +44,12 @@ from trainfleet.spec.names import (
     checked,
     path_of_names,
 )
+from trainfleet.spec.notebook import ALSO_ALLOWED as NOTEBOOK_NEIGHBOURS
+from trainfleet.spec.notebook import LABEL as NOTEBOOK_LABEL
+from trainfleet.spec.notebook import PROGRAM_WORDS as NOTEBOOK_PROGRAM
+from trainfleet.spec.notebook import ROLE as NOTEBOOK_ROLE
+from trainfleet.spec.notebook import NotebookSpec, notebook_role
+from trainfleet.spec.notebook import shorthand as notebook_shorthand
 from trainfleet.spec.quantity import (
     CPU_LIMIT,
     CPU_SCHEMA_PATTERN,
@@ -568,6 +574,27 @@ class JobSpec(_Model):
         "untracked service role `tensorboard` on a port of the job, served by a server at "
         "/jobs/<id>/tensorboard/.",
     )
+    notebook: Annotated[NotebookSpec | None, BeforeValidator(notebook_shorthand)] = Field(
+        default=None,
+        description="A JupyterLab job (`true`, or {idle_timeout}): role `notebook` runs "
+        "JupyterLab under the job's Python, served to its owner at /notebooks/<id>/.",
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _notebook_role(cls, data: Any) -> Any:
+        """``notebook:`` gives role ``notebook`` its command (``roles: {notebook: {}}``
+        may set its resources, image or environment; none: ``roles`` may be left out),
+        and the job its label (``spec.notebook.LABEL``)."""
+        if not isinstance(data, dict) or data.get("notebook") in (None, False):
+            return data
+        roles, labels = data.get("roles", {}), data.get("labels", {})
+        if isinstance(labels, dict):
+            data = {**data, "labels": {**labels, NOTEBOOK_LABEL: "true"}}
+        if isinstance(roles, dict) and isinstance(roles.get(NOTEBOOK_ROLE, {}), dict | None):
+            role = notebook_role(roles.get(NOTEBOOK_ROLE))
+            return {**data, "roles": {**roles, NOTEBOOK_ROLE: role}}
+        return data
 
     @model_validator(mode="before")
     @classmethod
@@ -681,11 +708,31 @@ class JobSpec(_Model):
                 )
             if isinstance(self.success, list) and TENSORBOARD_ROLE in self.success:
                 raise ValueError("success: the TensorBoard service never decides the job")
+        if self.notebook is not None:
+            self._check_notebook()
         if isinstance(self.success, list):
             unknown = [name for name in self.success if name not in self.roles]
             if unknown:
                 raise ValueError(f"success names unknown role(s): {', '.join(unknown)}")
         return self
+
+    def _check_notebook(self) -> None:
+        role = self.roles[NOTEBOOK_ROLE]
+        if tuple(role.argv()) != NOTEBOOK_PROGRAM or role.args:
+            raise ValueError(
+                f"roles.{NOTEBOOK_ROLE}.command: a notebook job's role runs JupyterLab "
+                f"({' '.join(NOTEBOOK_PROGRAM)}); leave its command out"
+            )
+        if role.replicas != 1:
+            raise ValueError(f"roles.{NOTEBOOK_ROLE}.replicas: a notebook has one replica")
+        others = sorted(set(self.roles) - {NOTEBOOK_ROLE} - NOTEBOOK_NEIGHBOURS)
+        if others:
+            raise ValueError(
+                f"notebook: a notebook job runs JupyterLab alone; role(s) {', '.join(others)} "
+                "belong in a job of their own"
+            )
+        if self.framework is not Framework.GENERIC:
+            raise ValueError("notebook: a notebook job is of framework generic")
 
     def restart_policy_of(self, role: str) -> RestartPolicy:
         """When the role's tasks restart: its own policy, else the job's."""

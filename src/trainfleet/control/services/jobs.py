@@ -4,20 +4,36 @@ checked against the caller (``access.RULES``; which team owns a job: ``ownership
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from trainfleet.control import local_stop
 from trainfleet.control.access import Action, Caller
+from trainfleet.control.services.links import service_links
 from trainfleet.control.services.ownership import QueueTeams, allowed_job
 from trainfleet.control.services.reads import JobReads
 from trainfleet.domain.errors import NotFound
-from trainfleet.domain.records import JobPage, JobRecord
+from trainfleet.domain.links import ServiceLink
+from trainfleet.domain.records import JobPage, JobRecord, State
+from trainfleet.spec.notebook import ROLE as NOTEBOOK
+from trainfleet.vault.service_tokens import notebook_token
 from trainfleet.workdirs.store import TREE_MARKER
 
 if TYPE_CHECKING:
     from trainfleet.control.engine import Engine
     from trainfleet.spec.models import JobSpec
+
+
+@dataclass(frozen=True)
+class ServiceDoor:
+    """What the proxy needs to open one service of a job (``Jobs.service``)."""
+
+    link: ServiceLink | None
+    job_ended: bool
+    owned: bool
+    """Whether the caller is the job's owner (its pages may act in the caller's name)."""
+    token: str = field(default="", repr=False)
 
 
 class Jobs(JobReads):
@@ -34,6 +50,17 @@ class Jobs(JobReads):
     def get(self, job_id: str) -> JobRecord:
         """The job, as the engine has it; JobNotFound if there is none."""
         return self.engine.get(job_id)
+
+    def service(self, caller: Caller, job_id: str, name: str, action: Action) -> ServiceDoor:
+        """The job's service ``name`` as the proxy opens it to a caller who may do
+        ``action`` to the job (NotFound, Forbidden otherwise): its link (None: the job has
+        no such service), whether the job has ended, whether the caller owns it, and the
+        token the service wants (a notebook's Jupyter; "" for none)."""
+        job = self.readable(caller, job_id, action)
+        links = service_links(job, self.tasks(job_id))
+        link = next((link for link in links if link.name == name), None)
+        token = notebook_token(self.engine.data_dir.root, job_id) if name == NOTEBOOK else ""
+        return ServiceDoor(link, State(job.state).is_final, job.user == caller.user, token)
 
     def readable(self, caller: Caller, job_id: str, action: Action = Action.READ_JOB) -> JobRecord:
         """The job, if the caller may do ``action`` to it: NotFound where it cannot see it
