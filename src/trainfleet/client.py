@@ -588,6 +588,17 @@ class Client:
     def _log(self, job_id: str, role: str, index: int) -> str:
         return f"{self._job(job_id)}/tasks/{_segment(role)}/{int(index)}/log"
 
+    def service_answers(self, path: str) -> bool:
+        """Whether the job's service at ``path`` (a ``ServiceLink``'s) answers through the
+        server's proxy: not yet (503) while it starts."""
+        try:
+            response = self._http.get(path, follow_redirects=False)
+        except httpx.TransportError as error:
+            raise self._unreachable(error) from None
+        if response.status_code != 503:
+            _raise_for_status(response)
+        return response.status_code != 503
+
     def _request(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
         try:
             response = self._http.request(method, path, **kwargs)

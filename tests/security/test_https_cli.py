@@ -172,6 +172,10 @@ def walk_readme(walk: Walk, tmp_path: Path) -> None:
     sleeper = walk.ok(bo, "submit", str(project(tmp_path, "sleeper", SLEEPER))).strip()
     assert "cancelled" in walk.ok(ana, "stop", sleeper)
     walk.ok(ana, "delete", sleeper)
+    (tmp_path / "notes").mkdir()
+    notebook = walk.ok(bo, "notebook", "start", "--no-wait", cwd=tmp_path / "notes").strip()
+    assert notebook in walk.ok(bo, "notebook", "list")
+    walk.ok(bo, "notebook", "stop", notebook)
 
     walk.ok(ana, "secret", "delete", "wandb")
     assert "secret.create" in walk.ok(ana, "audit")

@@ -63,6 +63,12 @@ def test_the_rules_say_what_the_policy_is() -> None:
     assert not member.decide(Action.READ_AUDIT, VISION).allowed
     for only_admins in (Action.MANAGE_USERS, Action.MANAGE_TEAMS, Action.READ_METRICS):
         assert not lead.decide(only_admins).allowed
+    # A notebook runs as its owner's: opened by its owner (and administrators) alone.
+    assert member.decide(Action.OPEN_NOTEBOOK, VISION, owner="m").allowed
+    assert not viewer.decide(Action.OPEN_NOTEBOOK, VISION, owner="v").allowed
+    assert not lead.decide(Action.OPEN_NOTEBOOK, VISION, owner="x").allowed
+    assert lead.decide(Action.OPEN_NOTEBOOK, VISION, owner="x").visible
+    assert not lead.decide(Action.OPEN_NOTEBOOK, AUDIO, owner="x").visible
 
 
 @dataclass
@@ -83,6 +89,14 @@ class World:
         assert self.server.engine.secrets is not None
         self.server.engine.secrets.create(team, name, {"key": "value-long"}, owner)
         return name
+
+    def notebook(self, owner: str, team: str) -> str:
+        """A notebook job of ``owner`` in ``team``, stored and left queued (never started):
+        its proxy answers 503 to whoever may open it."""
+        text = f"name: nb\nqueue: {team}\nnotebook: true\n"
+        spec = load_job_text(text, "job.yaml").spec
+        engine = self.server.engine
+        return engine.submit(spec, engine.data_dir.root, user=owner, team=team).id
 
     def job(self, owner: str, team: str) -> str:
         """An ended job of ``owner`` in ``team``'s queue, stored by the engine itself."""
@@ -151,6 +165,12 @@ def _job_case(name: str, action: Action, ok: int, method: str, suffix: str) -> C
     return Case(name, action, ok, make)
 
 
+def _notebook(world: World, caller: str, relation: str) -> Made:
+    owner = {"own": caller, "team": "mate", "other": "stranger"}[relation]
+    team = AUDIO if relation == "other" else VISION
+    return "GET", f"/notebooks/{world.notebook(owner, team)}/api/status", None, team, owner
+
+
 def _team_case(
     name: str, action: Action, ok: int, method: str, path: str, body: object = None, **kw: int
 ) -> Case:
@@ -210,6 +230,7 @@ CASES = [
     _job_case("usage", Action.READ_JOB, 200, "GET", "/usage"),
     _job_case("cancel", Action.STOP_JOB, 200, "POST", "/cancel"),
     _job_case("delete", Action.DELETE_JOB, 204, "DELETE", ""),
+    Case("open notebook", Action.OPEN_NOTEBOOK, 503, _notebook),
     _team_case("queue", Action.READ_QUEUE, 200, "GET", "/queues/{team}"),
     _team_case("would start", Action.READ_QUEUE, 200, "GET", "/queues/{team}/would-start"),
     _team_case("put queue", Action.CHANGE_QUEUE, 200, "PUT", "/queues/{team}", {}, hidden=409),
@@ -253,7 +274,7 @@ CASES = [
 
 
 def _relations(case: Case) -> list[str]:
-    if case.make is _delete_secret or case.make.__qualname__.startswith("_job_case"):
+    if case.make in (_delete_secret, _notebook) or case.make.__qualname__.startswith("_job_case"):
         return ["own", "team", "other"]
     if case.make in (_submit, _create_secret) or case.make.__qualname__.startswith("_team_case"):
         return ["team", "other"]
@@ -276,7 +297,8 @@ def test_every_endpoint_answers_as_the_rules_say(
 ) -> None:
     method, path, body, team, owner = case.make(world, caller, relation)
     expected = _expected(world.callers[caller], case, team, owner)
-    url = f"{world.server.url}{'' if path == '/metrics' else API}{path}"
+    outside_api = path == "/metrics" or path.startswith("/notebooks/")
+    url = f"{world.server.url}{'' if outside_api else API}{path}"
     headers = {"Authorization": f"Bearer {world.tokens[caller]}"}
     streamed = path.endswith("/follow")  # an ended job's stream: its status is enough
     content = body if isinstance(body, str) else None

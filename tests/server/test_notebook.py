@@ -16,7 +16,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from helpers import wait_for
+from helpers import run_cli, wait_for
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 from websockets.sync.client import ClientConnection, connect
 
@@ -211,3 +211,20 @@ def test_an_idle_notebook_stops_and_its_job_succeeds(live: LiveServer) -> None:
         assert ended.finished_at is not None and ended.finished_at - started.time >= 10
         answer = _get(live, f"{path}api/status", live.token)
         assert answer.status_code == 404 and answer.json()["state"] == "succeeded"
+
+
+def test_the_cli_starts_a_notebook_on_a_server_and_says_where_it_opens(
+    live: LiveServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TRAINFLEET_SERVER", live.url)
+    monkeypatch.setenv("TRAINFLEET_TOKEN", live.token)
+    monkeypatch.setenv("PATH", PATH)  # the server's tasks inherit it (the test's Python)
+    started = run_cli("notebook", "start", "--idle-timeout", "0", cwd=tmp_path)
+    assert started.returncode == 0, started.stdout + started.stderr
+    job_id, where = started.stdout.splitlines()
+    assert where == f"opens at {live.url}/notebooks/{job_id}/lab"
+    assert _get(live, f"/notebooks/{job_id}/api/status", live.token).status_code == 200
+    listed = run_cli("notebook", "list")
+    assert job_id in listed.stdout and f"{live.url}/notebooks/{job_id}/lab" in listed.stdout
+    stopped = run_cli("notebook", "stop", job_id)
+    assert stopped.returncode == 0 and f"notebook {job_id} cancelled" in stopped.stdout

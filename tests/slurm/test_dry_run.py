@@ -80,3 +80,9 @@ def test_an_mpi_job_is_refused_with_what_to_run_instead(tmp_path: Path) -> None:
     assert done.returncode == 2, done.stdout
     assert done.stderr.startswith("error: framework: mpi runs on the local backend only")
     assert "srun --mpi=pmix" in done.stderr
+
+
+def test_a_notebook_is_refused_until_slurm_can_serve_one(tmp_path: Path) -> None:
+    done = dry_run(tmp_path, "name: nb\nnotebook: true\n")
+    assert done.returncode == 2, done.stdout
+    assert done.stderr.startswith("error: notebook: notebooks run on the local backend only")

@@ -125,32 +125,43 @@ def _is_jupyterlab(requirement: str) -> bool:
 
 def _wait_and_show(service: Any, job_id: str) -> None:
     """Wait until JupyterLab runs (or the job ends, or WAIT_SECONDS), then say where."""
+    from trainfleet.cli.remote import RemoteService
+
     deadline = time.monotonic() + WAIT_SECONDS
     while True:
         link = _link(service, job_id)
         job = service.get(job_id)
-        if link is not None and link.state.value == "running":
+        if link is not None and link.state.value == "running" and _answers(service, link):
             break
         if job.state in ("succeeded", "failed", "cancelled") or time.monotonic() > deadline:
             why = f": {job.reason}" if job.reason else ""
             click.echo(f"notebook {job_id} is {job.state}{why}", err=True)
             sys.exit(0 if job.state in ("queued", "starting", "running") else 1)
         time.sleep(1.0)
-    click.echo(f"opens at {_where(service, link)}")
+    where = _url(service, link)
+    if not isinstance(service, RemoteService):
+        where += " of `trainfleet ui` (which opens the dashboard signed in)"
+    click.echo(f"opens at {where}")
+
+
+def _answers(service: Any, link: Any) -> bool:
+    """Whether JupyterLab answers yet: through the server's proxy, or on its port here."""
+    import socket
+
+    from trainfleet.cli.remote import RemoteService
+
+    if isinstance(service, RemoteService):
+        return bool(service.call(lambda: service.client.service_answers(link.path)))
+    host, _, port = link.address.rpartition(":")
+    try:
+        socket.create_connection((host, int(port)), timeout=1).close()
+    except (OSError, ValueError):
+        return False
+    return True
 
 
 def _link(service: Any, job_id: str) -> Any:
     return next((link for link in service.links(job_id) if link.name == "notebook"), None)
-
-
-def _where(service: Any, link: Any) -> str:
-    """Through a server: its proxy (signed in as in the dashboard); embedded: through
-    ``trainfleet ui``, which signs the browser in (Jupyter's token stays here)."""
-    from trainfleet.cli.remote import RemoteService
-
-    if isinstance(service, RemoteService):
-        return f"{link.url}lab"
-    return f"{link.path}lab of `trainfleet ui` (which opens the dashboard signed in)"
 
 
 @notebook.command(name="list")
@@ -163,7 +174,7 @@ def list_notebooks(options: Options, output: str) -> None:
 
     with commands.reader_of(options) as service:
         jobs = service.find(state=None, name=None, user=None, labels={LABEL: "true"}, limit=200)
-        rows = [(job, _url(_link(service, job.id))) for job in jobs]
+        rows = [(job, _url(service, _link(service, job.id))) for job in jobs]
     if output != "table":
         commands._dump([job.to_dict(exclude={"spec"}) | {"url": url} for job, url in rows], output)
         return
@@ -172,8 +183,14 @@ def list_notebooks(options: Options, output: str) -> None:
     tables.print_notebooks(rows)
 
 
-def _url(link: Any) -> str:
-    return f"{link.url}lab" if link is not None and link.url else ""
+def _url(service: Any, link: Any) -> str:
+    """Where it opens: through a server, its proxy; embedded, its path in `trainfleet ui`
+    (never the task's own port: Jupyter's token stays with the proxy)."""
+    from trainfleet.cli.remote import RemoteService
+
+    if link is None:
+        return ""
+    return f"{link.url}lab" if isinstance(service, RemoteService) else f"{link.path}lab"
 
 
 @notebook.command()

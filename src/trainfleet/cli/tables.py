@@ -89,8 +89,11 @@ def print_jobs(jobs: Sequence[JobRecord]) -> None:
 def print_notebooks(rows: Sequence[tuple[JobRecord, str]]) -> None:
     """Notebook jobs, each with the URL it opens at."""
     table = Table(box=None, pad_edge=False)
-    for column in ("JOB", "STATE", "USER", "CREATED", "URL", "REASON"):
+    for column in ("JOB", "STATE", "USER", "CREATED"):
         table.add_column(column)
+    longest = max((len(url) for _, url in rows), default=3)
+    table.add_column("URL", no_wrap=True, min_width=longest)  # whole, to be copied
+    table.add_column("REASON")
     for job, url in rows:
         table.add_row(
             job.id,

@@ -165,6 +165,12 @@ class SlurmBackend(PooledAddresses):
                 f"{field}: secrets reach tasks on the local backend only for now (a Slurm "
                 "job's launch file would hold their values on the shared file system)"
             )
+        if spec.notebook is not None:
+            raise Unschedulable(
+                "notebook: notebooks run on the local backend only for now (a server proxies "
+                "a notebook on its own machine, and its Jupyter token would be in the Slurm "
+                "job's launch file)"
+            )
         try:
             for role in spec.roles:
                 task_shape(spec, role, self.config)
