@@ -22,7 +22,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 SUBMARINE_PARAMS = (
     "name", "framework", "num_workers", "worker_resources", "worker_launch_cmd",
     "worker_docker_image", "num_ps", "ps_resources", "ps_launch_cmd", "ps_docker_image",
-    "docker_image", "env", "input_path", "checkpoint_path", "tensorboard",
+    "docker_image", "env", "input_path", "checkpoint_path", "tensorboard", "quicklink",
 )  # fmt: skip
 """The keyword names the options add to the command's parameters (SubmarineArgs' fields)."""
 
@@ -64,6 +64,12 @@ _OPTIONS = (
         default=None,
         help="Run TensorBoard beside the job, over its checkpoint_path (tensorboard: true).",
     ),
+    click.option(
+        "--quicklink",
+        multiple=True,
+        metavar="NAME=http://ROLE-INDEX:PORT",
+        help="Link a task's page, proxied by a server (repeatable); PORT becomes the role's.",
+    ),
 )
 
 
@@ -81,6 +87,7 @@ def submarine_args_from(kwargs: Mapping[str, Any]) -> SubmarineArgs | None:
     """
     values: dict[str, Any] = {name: kwargs.get(name) for name in SUBMARINE_PARAMS}
     values["env"] = tuple(values["env"] or ())
+    values["quicklink"] = tuple(values["quicklink"] or ())
     if not any(value not in (None, ()) for value in values.values()):
         return None
     from trainfleet.spec.submarine import SubmarineArgs

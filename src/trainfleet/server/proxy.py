@@ -1,22 +1,24 @@
 """A job's own services behind the server's sign-in: its TensorBoard at
-``/jobs/<id>/tensorboard/...`` and its notebook at ``/notebooks/<id>/...`` (HTTP and
-WebSocket: Jupyter's kernels).
+``/jobs/<id>/tensorboard/...``, its notebook at ``/notebooks/<id>/...`` and its quick links
+at ``/jobs/<id>/links/<name>/...`` (HTTP, and WebSockets but for TensorBoard).
 
 The proxy reaches one place only: the port of that job's own service task, on this
 machine's loopback (its address as the store has it; never a host or URL from the
-request). A TensorBoard opens to whoever may read its job (``Action.READ_JOB``); a
-notebook to its owner and administrators (``Action.OPEN_NOTEBOOK``): another team's job
-is not found. A path with ``..``, an encoded slash or dot, or a job's id that is not the
-one authorised, is not found. Neither the caller's token nor its session cookie reaches
-the service, and no cookie of the service reaches the browser.
+request). A TensorBoard or a quick link opens to whoever may read its job
+(``Action.READ_JOB``); a notebook to its owner and administrators (``Action.OPEN_NOTEBOOK``):
+another team's job is not found. A path with ``..``, an encoded slash or dot, or a job's
+id that is not the one authorised, is not found. Neither the caller's token nor its
+session cookie reaches the service, no cookie of the service reaches the browser, and the
+proxy keeps none (every service is on 127.0.0.1: cookies ignore ports).
 
 A notebook wants Jupyter's token, which the proxy adds (``Jobs.service``) and which never
-reaches the browser: JupyterLab writes it into its pages, the proxy takes it out. Jupyter
-runs whatever its owner makes it run, so its pages may act in the name of whoever opens
-them: a page served to anyone but its owner is sandboxed (a unique origin, no session).
-A change (a non-GET request, a WebSocket) from a browser must come from this server's own
-pages (its ``Origin``). A service that does not run answers 503 (404 once its job has
-ended) with its state, at once: never a gateway error to retry in a loop.
+reaches the browser: JupyterLab writes it into its pages, the proxy takes it out. A
+notebook or a quick link serves whatever its owner makes it serve, so its pages could act
+in the name of whoever opens them: a page served to anyone but the job's owner is
+sandboxed (a unique origin, no session). A change (a non-GET request, a WebSocket) from a
+browser must come from this server's own pages (its ``Origin``). A service that does not
+run answers 503 (404 once its job has ended) with its state, at once: never a gateway
+error to retry in a loop.
 """
 
 from __future__ import annotations
@@ -24,8 +26,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import re
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
+from http.cookiejar import CookieJar, DefaultCookiePolicy
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -42,6 +45,7 @@ from websockets.exceptions import ConnectionClosed, InvalidHandshake
 from trainfleet.control.access import Action
 from trainfleet.control.services.bundle import Services
 from trainfleet.control.services.jobs import ServiceDoor
+from trainfleet.control.services.links import quicklink_path, service_path
 from trainfleet.control.services.tokens import Principal
 from trainfleet.domain.errors import Forbidden, NotFound
 from trainfleet.domain.records import State
@@ -52,38 +56,50 @@ from trainfleet.spec.notebook import PREFIX as NOTEBOOK_PREFIX
 
 @dataclass(frozen=True)
 class Kind:
-    """One kind of service the proxy opens: its role, the action it needs, its paths."""
+    """One kind of service the proxy opens: the action it needs, its paths, its pages."""
 
-    name: str
-    """Its role (``tensorboard``, ``notebook``)."""
     title: str
+    """What an answer calls it (``TensorBoard``)."""
     action: Action
-    head: Callable[[str], str]
-    """A job's id -> where its service is served (no trailing slash)."""
+    route: str
+    link_path: Callable[[Mapping[str, str]], str]
+    """The route's path parameters -> the ``ServiceLink.path`` of the service."""
     max_body: int
     """The largest request body it takes (a notebook's saves and uploads are larger)."""
-    route: str
+    strip: bool = False
+    """Whether the task serves at ``/`` (a program of the user's, which knows nothing of
+    the proxy: ``X-Forwarded-Prefix`` tells it), not under its link's path."""
+    sandboxed: bool = False
+    """Whether its pages are the user's own (sandboxed for anyone but the job's owner)."""
 
 
 TENSORBOARD = Kind(
-    "tensorboard",
     "TensorBoard",
     Action.READ_JOB,
-    lambda job_id: f"/jobs/{job_id}/tensorboard",
-    1024 * 1024,
     "/jobs/{job_id}/tensorboard{rest:path}",
+    lambda params: service_path(params["job_id"], "tensorboard"),
+    1024 * 1024,
 )
 NOTEBOOK = Kind(
     "notebook",
-    "notebook",
     Action.OPEN_NOTEBOOK,
-    lambda job_id: f"{NOTEBOOK_PREFIX}{job_id}",
-    64 * 1024 * 1024,
     NOTEBOOK_PREFIX + "{job_id}{rest:path}",
+    lambda params: service_path(params["job_id"], "notebook"),
+    64 * 1024 * 1024,
+    sandboxed=True,
+)
+QUICKLINK = Kind(
+    "quick link",
+    Action.READ_JOB,
+    "/jobs/{job_id}/links/{name}{rest:path}",
+    lambda params: quicklink_path(params["job_id"], params["name"]),
+    8 * 1024 * 1024,
+    strip=True,
+    sandboxed=True,
 )
 PREFIXES = ("/jobs/", NOTEBOOK_PREFIX)
 """Where every job's services are served (the request guard covers them)."""
-LARGER = {NOTEBOOK_PREFIX: NOTEBOOK.max_body}
+LARGER = {NOTEBOOK_PREFIX: NOTEBOOK.max_body, "/jobs/": QUICKLINK.max_body}
 """Bodies the request guard lets through there, over its own limit."""
 
 TIMEOUT = httpx.Timeout(60.0, connect=2.0)
@@ -112,11 +128,51 @@ HOP_BY_HOP = frozenset(
         "upgrade",
     }
 )
-NOT_FORWARDED = HOP_BY_HOP | {"host", "authorization", "cookie", "origin", CSRF_HEADER.lower()}
+NOT_FORWARDED = HOP_BY_HOP | {
+    "host",
+    "authorization",
+    "cookie",
+    "origin",
+    "x-forwarded-prefix",
+    CSRF_HEADER.lower(),
+}
 """What the caller sends that the service never sees: its credentials above all."""
 NOT_RETURNED = HOP_BY_HOP | {"set-cookie"}
 
 _ENCODED = re.compile(r"%(2f|5c|2e|00)", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class Target:
+    """One request's service: its kind, its job, its link's path, the raw path asked."""
+
+    kind: Kind
+    job_id: str
+    link_path: str
+    raw: str
+
+    @classmethod
+    def of(cls, connection: HTTPConnection, kind: Kind) -> Target | None:
+        """The request's target; None where its raw path does not name it plainly."""
+        raw = _raw_path(connection)
+        link_path = kind.link_path(connection.path_params)
+        target = cls(kind, connection.path_params["job_id"], link_path, raw)
+        return target if _plain(raw, target.head) else None
+
+    @property
+    def head(self) -> str:
+        return self.link_path.rstrip("/")
+
+    def upstream(self, scheme: str, port: int, query: bytes) -> str:
+        """The URL on the task's port: the path as asked, or below the head (``strip``)."""
+        path = (self.raw[len(self.head) :] or "/") if self.kind.strip else self.raw
+        text = query.decode("latin-1")
+        return f"{scheme}://127.0.0.1:{port}{path}" + (f"?{text}" if text else "")
+
+    def headers(self, door: ServiceDoor) -> dict[str, str]:
+        """What the proxy itself tells the service: Jupyter's token, a stripped prefix."""
+        added = {"authorization": f"token {door.token}"} if door.token else {}
+        return added | ({"x-forwarded-prefix": self.head} if self.kind.strip else {})
 
 
 class ServiceProxy:
@@ -125,16 +181,17 @@ class ServiceProxy:
     def __init__(self, services: Services, tokens: Tokens) -> None:
         self.services = services
         self.tokens = tokens
-        self.client = httpx.AsyncClient(timeout=TIMEOUT, limits=LIMITS, follow_redirects=False)
+        self.client = httpx.AsyncClient(
+            timeout=TIMEOUT, limits=LIMITS, follow_redirects=False, cookies=_no_cookies()
+        )
         self.sockets = asyncio.Semaphore(MAX_SOCKETS)
 
     async def close(self) -> None:
         await self.client.aclose()
 
     async def handle(self, request: Request, kind: Kind) -> Response:
-        job_id: str = request.path_params["job_id"]
-        raw = _raw_path(request)
-        if not _plain(raw, kind.head(job_id)):
+        target = Target.of(request, kind)
+        if target is None:
             return _answer(404, "no such page")
         if request.method not in SAFE_METHODS and not _same_origin(request):
             return _answer(403, "a change through the proxy must come from this server's pages")
@@ -142,39 +199,41 @@ class ServiceProxy:
             principal = self.tokens.check_scope({**request.scope, "method": "GET"})
         except TokenRefused as error:
             return _answer(error.status, error.detail, headers=error.headers)
-        door = await self._door(principal, job_id, kind)
+        door = await self._door(principal, target)
         if isinstance(door, Response):
             return door
         port = _running_port(door)
         if port is None:
-            return _not_running(job_id, kind, door)
-        return await self._forward(request, raw, port, job_id, kind, door)
+            return _not_running(target, door)
+        return await self._forward(request, target, port, door)
 
-    async def _door(self, principal: Principal, job_id: str, kind: Kind) -> ServiceDoor | Response:
+    async def _door(self, principal: Principal, target: Target) -> ServiceDoor | Response:
         """The service as ``principal`` may open it, or the answer saying why not."""
         try:
-            door = await run_in_threadpool(
-                self.services.jobs.service, principal.caller, job_id, kind.name, kind.action
-            )
+            door = await self._look(principal, target)
         except NotFound as error:
             return _answer(404, str(error))
         except Forbidden as error:
             return _answer(403, str(error))
         if door.link is None:
-            return _answer(404, f"job {job_id} has no {kind.title} (`{kind.name}:` in its file)")
+            return _answer(404, f"job {target.job_id} has no {target.kind.title} there")
         return door
 
+    async def _look(self, principal: Principal, target: Target) -> ServiceDoor:
+        jobs = self.services.jobs
+        return await run_in_threadpool(
+            jobs.service, principal.caller, target.job_id, target.link_path, target.kind.action
+        )
+
     async def _forward(
-        self, request: Request, raw: str, port: int, job_id: str, kind: Kind, door: ServiceDoor
+        self, request: Request, target: Target, port: int, door: ServiceDoor
     ) -> Response:
+        kind = target.kind
         declared = request.headers.get("content-length", "")
         if declared.isdigit() and int(declared) > kind.max_body:
-            return _answer(
-                413, f"a request to a {kind.title} carries {kind.max_body} bytes at most"
-            )
-        query = request.scope.get("query_string", b"").decode("latin-1")
-        url = f"http://127.0.0.1:{port}{raw}" + (f"?{query}" if query else "")
-        headers = _forwarded(request.headers, door.token)
+            return _too_large(kind)
+        url = target.upstream("http", port, request.scope.get("query_string", b""))
+        headers = _forwarded(request.headers) + list(target.headers(door).items())
         has_body = "content-length" in request.headers or "transfer-encoding" in request.headers
         body = _bounded(request, kind.max_body) if has_body else None
         upstream_request = self.client.build_request(
@@ -183,15 +242,13 @@ class ServiceProxy:
         try:
             upstream = await self.client.send(upstream_request, stream=True)
         except BodyTooLarge:
-            return _answer(
-                413, f"a request to a {kind.title} carries {kind.max_body} bytes at most"
-            )
+            return _too_large(kind)
         except httpx.TimeoutException:
-            return _answer(504, f"the {kind.title} of job {job_id} did not answer in time")
+            return _answer(504, f"the {kind.title} of job {target.job_id} did not answer in time")
         except httpx.TransportError:
             return _answer(
                 503,
-                f"the {kind.title} of job {job_id} does not answer yet (starting?)",
+                f"the {kind.title} of job {target.job_id} does not answer yet (starting?)",
                 state=door.link.state if door.link else None,
                 headers={"Retry-After": "2"},
             )
@@ -200,12 +257,11 @@ class ServiceProxy:
             for name, value in upstream.headers.items()
             if name.lower() not in NOT_RETURNED and name.lower() not in _named(upstream.headers)
         }
-        if door.token:
-            if not door.owned:
-                own = kept.get("content-security-policy")
-                kept["content-security-policy"] = f"{SANDBOX}; {own}" if own else SANDBOX
-            if upstream.headers.get("content-type", "").startswith("text/html"):
-                return await _page_without(upstream, door.token, kept)
+        if kind.sandboxed and not door.owned:
+            own = kept.get("content-security-policy")
+            kept["content-security-policy"] = f"{SANDBOX}; {own}" if own else SANDBOX
+        if door.token and upstream.headers.get("content-type", "").startswith("text/html"):
+            return await _page_without(upstream, door.token, kept)
         return StreamingResponse(
             upstream.aiter_raw(),
             status_code=upstream.status_code,
@@ -215,9 +271,8 @@ class ServiceProxy:
 
     async def websocket(self, websocket: WebSocket, kind: Kind) -> None:
         """A WebSocket of the job's service (a Jupyter kernel's channels), both ways."""
-        job_id: str = websocket.path_params["job_id"]
-        raw = _raw_path(websocket)
-        if not _plain(raw, kind.head(job_id)) or not _same_origin(websocket):
+        target = Target.of(websocket, kind)
+        if target is None or not _same_origin(websocket):
             await websocket.close(code=1008)
             return
         try:
@@ -225,7 +280,7 @@ class ServiceProxy:
         except TokenRefused:
             await websocket.close(code=1008)
             return
-        door = await self._door(principal, job_id, kind)
+        door = await self._door(principal, target)
         port = None if isinstance(door, Response) else _running_port(door)
         if isinstance(door, Response) or port is None:
             await websocket.close(code=1008)
@@ -234,26 +289,22 @@ class ServiceProxy:
             await websocket.close(code=1013, reason="too many WebSockets open: try again")
             return
         async with self.sockets:
-            await self._bridge(websocket, principal, raw, port, job_id, kind, door)
+            await self._bridge(websocket, principal, target, port, door)
 
     async def _bridge(
         self,
         websocket: WebSocket,
         principal: Principal,
-        raw: str,
+        target: Target,
         port: int,
-        job_id: str,
-        kind: Kind,
         door: ServiceDoor,
     ) -> None:
-        query = websocket.scope.get("query_string", b"").decode("latin-1")
-        url = f"ws://127.0.0.1:{port}{raw}" + (f"?{query}" if query else "")
+        url = target.upstream("ws", port, websocket.scope.get("query_string", b""))
         wanted = websocket.scope.get("subprotocols") or None
-        headers = {"Authorization": f"token {door.token}"} if door.token else {}
         try:
             upstream = await connect(
                 url,
-                additional_headers=headers,
+                additional_headers=target.headers(door),
                 subprotocols=wanted,
                 max_size=MAX_MESSAGE,
                 open_timeout=5,
@@ -261,14 +312,15 @@ class ServiceProxy:
                 proxy=None,
             )
         except (OSError, InvalidHandshake, TimeoutError):
-            await websocket.close(code=1011, reason=f"the {kind.title} of job {job_id} refused")
+            refused = f"the {target.kind.title} of job {target.job_id} refused"
+            await websocket.close(code=1011, reason=refused)
             return
         async with upstream:
             await websocket.accept(subprotocol=upstream.subprotocol)
             pumps = [
                 asyncio.create_task(_to_upstream(websocket, upstream)),
                 asyncio.create_task(_to_browser(upstream, websocket)),
-                asyncio.create_task(self._while_allowed(principal, job_id, kind)),
+                asyncio.create_task(self._while_allowed(principal, target)),
             ]
             _, pending = await asyncio.wait(pumps, return_when=asyncio.FIRST_COMPLETED)
             for pump in pending:
@@ -277,17 +329,14 @@ class ServiceProxy:
         with contextlib.suppress(RuntimeError):  # closed by the browser already
             await websocket.close()
 
-    async def _while_allowed(self, principal: Principal, job_id: str, kind: Kind) -> None:
+    async def _while_allowed(self, principal: Principal, target: Target) -> None:
         """Returns once the caller may no longer open the service (its token revoked, its
         account disabled, its job ended): the WebSocket is then cut."""
-        caller = principal.caller
         while True:
             await asyncio.sleep(ACCESS_CHECK)
             try:
                 await run_in_threadpool(self.tokens.check_digest, principal.token.digest)
-                door = await run_in_threadpool(
-                    self.services.jobs.service, caller, job_id, kind.name, kind.action
-                )
+                door = await self._look(principal, target)
             except (TokenRefused, NotFound, Forbidden):
                 return
             if _running_port(door) is None:
@@ -315,23 +364,29 @@ async def _to_browser(upstream: ClientConnection, websocket: WebSocket) -> None:
 
 def install(app: FastAPI, proxy: ServiceProxy) -> None:
     """The proxy's routes on ``app`` (left out of the OpenAPI document: not the API)."""
-    for kind in (TENSORBOARD, NOTEBOOK):
+    for kind in (TENSORBOARD, NOTEBOOK, QUICKLINK):
 
         async def handle(request: Request, kind: Kind = kind) -> Response:
             return await proxy.handle(request, kind)
 
+        async def bridge(websocket: WebSocket, kind: Kind = kind) -> None:
+            await proxy.websocket(websocket, kind)
+
         app.add_route(kind.route, handle, methods=_methods(kind), include_in_schema=False)
-
-    async def bridge(websocket: WebSocket) -> None:
-        await proxy.websocket(websocket, NOTEBOOK)
-
-    app.add_api_websocket_route(NOTEBOOK.route, bridge)
+        if kind.sandboxed:  # Jupyter's kernels, a user's page's live parts
+            app.add_api_websocket_route(kind.route, bridge)
 
 
 def _methods(kind: Kind) -> list[str]:
-    if kind is NOTEBOOK:  # Jupyter's REST API
+    if kind.sandboxed:  # Jupyter's REST API, a user's program's
         return ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE"]
     return ["GET", "HEAD", "POST"]
+
+
+def _no_cookies() -> CookieJar:
+    """A jar that keeps nothing: a cookie one service sets must never go to another (every
+    service is on 127.0.0.1, and cookies ignore ports)."""
+    return CookieJar(policy=DefaultCookiePolicy(allowed_domains=[]))
 
 
 class BodyTooLarge(Exception):
@@ -372,13 +427,12 @@ def _same_origin(connection: HTTPConnection) -> bool:
     return urlsplit(origin.lower()).netloc == connection.headers.get("host", "").lower()
 
 
-def _forwarded(headers: Any, token: str) -> list[tuple[str, str]]:
-    kept = [
+def _forwarded(headers: Any) -> list[tuple[str, str]]:
+    return [
         (name, value)
         for name, value in headers.items()
         if name.lower() not in NOT_FORWARDED and name.lower() not in _named(headers)
     ]
-    return [*kept, ("authorization", f"token {token}")] if token else kept
 
 
 async def _page_without(upstream: httpx.Response, token: str, headers: dict[str, str]) -> Response:
@@ -411,19 +465,20 @@ def _running_port(door: ServiceDoor) -> int | None:
     return link.port if host in ("127.0.0.1", "localhost") else None
 
 
-def _not_running(job_id: str, kind: Kind, door: ServiceDoor) -> Response:
+def _not_running(target: Target, door: ServiceDoor) -> Response:
     """404 once the job and its service have ended for good; 503 while the job is alive
     (a service that failed under a running job is down, not gone)."""
     link = door.link
     assert link is not None
+    title = f"{target.kind.title} of job {target.job_id}"
     if link.state is State.RUNNING:
         detail = (
-            f"the {kind.title} of job {job_id} runs at {link.address}, which this server does "
+            f"the {title} runs at {link.address}, which this server does "
             "not reach: it serves services of its own machine only"
         )
     else:
         why = f": {link.reason}" if link.reason else ""
-        detail = f"the {kind.title} of job {job_id} is {link.state}{why}"
+        detail = f"the {title} is {link.state}{why}"
     status = 404 if link.state.is_final and door.job_ended else 503
     return _answer(status, detail, state=link.state)
 

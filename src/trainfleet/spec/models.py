@@ -59,6 +59,7 @@ from trainfleet.spec.quantity import (
     parse_cpu,
     parse_memory,
 )
+from trainfleet.spec.quicklinks import MAX_LINKS, QuickLink, check_name, role_ports
 from trainfleet.spec.tensorboard import DEFAULT_LOGDIR, SERVICE_ROLE, TensorBoardSpec, shorthand
 from trainfleet.spec.tensorboard import ROLE as TENSORBOARD_ROLE
 
@@ -580,6 +581,30 @@ class JobSpec(_Model):
         "JupyterLab under the job's Python, served to its owner at /notebooks/<id>/.",
     )
 
+    quicklinks: Annotated[dict[str, QuickLink], Field(max_length=MAX_LINKS)] = Field(
+        default_factory=dict,
+        description="Pages the job's tasks serve, by name: {ui: 'http://master-0:8888'} or "
+        "{ui: {role, index, port}}; a server proxies each at /jobs/<id>/links/<name>/. The "
+        "port becomes the role's fixed port (replica i: port + i).",
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _quicklink_ports(cls, data: Any) -> Any:
+        """A quick link's port is its role's fixed port, where the role names none."""
+        if not isinstance(data, dict) or not isinstance(data.get("quicklinks"), dict):
+            return data
+        if not isinstance(data.get("roles"), dict):
+            return data
+        return {**data, "roles": role_ports(data["quicklinks"], data["roles"])}
+
+    @field_validator("quicklinks")
+    @classmethod
+    def _link_names(cls, links: dict[str, QuickLink]) -> dict[str, QuickLink]:
+        for name in links:
+            check_name(name)
+        return links
+
     @model_validator(mode="before")
     @classmethod
     def _notebook_role(cls, data: Any) -> Any:
@@ -710,11 +735,29 @@ class JobSpec(_Model):
                 raise ValueError("success: the TensorBoard service never decides the job")
         if self.notebook is not None:
             self._check_notebook()
+        for name, link in self.quicklinks.items():
+            self._check_quicklink(name, link)
         if isinstance(self.success, list):
             unknown = [name for name in self.success if name not in self.roles]
             if unknown:
                 raise ValueError(f"success names unknown role(s): {', '.join(unknown)}")
         return self
+
+    def _check_quicklink(self, name: str, link: QuickLink) -> None:
+        role = self.roles.get(link.role)
+        if role is None:
+            raise ValueError(f"quicklinks.{name}.role: the job has no role {link.role!r}")
+        if link.index >= role.replicas:
+            raise ValueError(
+                f"quicklinks.{name}.index: role {link.role!r} has {role.replicas} replica(s), "
+                f"so no index {link.index}"
+            )
+        if role.port is None or role.port + link.index != link.port:
+            listens = f"port {role.port + link.index}" if role.port else "a port of its own"
+            raise ValueError(
+                f"quicklinks.{name}.port: replica {link.index} of role {link.role!r} listens "
+                f"on {listens} (its port:), not {link.port}: a link reaches its task's own port"
+            )
 
     def _check_notebook(self) -> None:
         role = self.roles[NOTEBOOK_ROLE]

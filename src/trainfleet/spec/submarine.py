@@ -57,6 +57,7 @@ class SubmarineArgs:
     input_path: str | None = None
     checkpoint_path: str | None = None
     tensorboard: bool | None = None
+    quicklink: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -103,6 +104,9 @@ def from_submarine_args(args: SubmarineArgs) -> LoadedJob:
     if args.tensorboard:
         job["tensorboard"] = {}
         origin[("tensorboard",)] = (_flag("tensorboard"),)
+    if args.quicklink:
+        job["quicklinks"] = _quicklinks(args.quicklink, problems)
+        origin[("quicklinks",)] = (_flag("quicklink"),)
     for flags in _ROLES:
         role = _role(args, flags, problems, warnings, origin)
         if role is not None:
@@ -164,6 +168,21 @@ def _role(
         role["image"] = image
         origin[(*target, "image")] = (_flag(image_flag),)
     return role
+
+
+def _quicklinks(pairs: tuple[str, ...], problems: list[Problem]) -> dict[str, str]:
+    """``NAME=http://ROLE-INDEX:PORT`` each (the link's own checks come with the job's)."""
+    links: dict[str, str] = {}
+    for pair in pairs:
+        name, sep, url = pair.partition("=")
+        if not sep or not name.strip():
+            expected = "expected NAME=http://ROLE-INDEX:PORT"
+            problems.append(Problem(None, None, "--quicklink", f"{expected}, got {pair!r}"))
+        elif name.strip() in links:
+            problems.append(Problem(None, None, "--quicklink", f"{name.strip()!r} given twice"))
+        else:
+            links[name.strip()] = url.strip()
+    return links
 
 
 def _env(pairs: tuple[str, ...], problems: list[Problem]) -> dict[str, str]:

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from trainfleet.control import local_stop
 from trainfleet.control.access import Action, Caller
-from trainfleet.control.services.links import service_links
+from trainfleet.control.services.links import service_links, service_path
 from trainfleet.control.services.ownership import QueueTeams, allowed_job
 from trainfleet.control.services.reads import JobReads
 from trainfleet.domain.errors import NotFound
@@ -51,15 +51,16 @@ class Jobs(JobReads):
         """The job, as the engine has it; JobNotFound if there is none."""
         return self.engine.get(job_id)
 
-    def service(self, caller: Caller, job_id: str, name: str, action: Action) -> ServiceDoor:
-        """The job's service ``name`` as the proxy opens it to a caller who may do
-        ``action`` to the job (NotFound, Forbidden otherwise): its link (None: the job has
-        no such service), whether the job has ended, whether the caller owns it, and the
-        token the service wants (a notebook's Jupyter; "" for none)."""
+    def service(self, caller: Caller, job_id: str, path: str, action: Action) -> ServiceDoor:
+        """The job's service served at ``path`` (a ``ServiceLink``'s) as the proxy opens it
+        to a caller who may do ``action`` to the job (NotFound, Forbidden otherwise): its
+        link (None: the job has no such service), whether the job has ended, whether the
+        caller owns it, and the token the service wants (a notebook's Jupyter; "": none)."""
         job = self.readable(caller, job_id, action)
         links = service_links(job, self.tasks(job_id))
-        link = next((link for link in links if link.name == name), None)
-        token = notebook_token(self.engine.data_dir.root, job_id) if name == NOTEBOOK else ""
+        link = next((link for link in links if link.path == path), None)
+        notebook = link is not None and path == service_path(job_id, NOTEBOOK)
+        token = notebook_token(self.engine.data_dir.root, job_id) if notebook else ""
         return ServiceDoor(link, State(job.state).is_final, job.user == caller.user, token)
 
     def readable(self, caller: Caller, job_id: str, action: Action = Action.READ_JOB) -> JobRecord:

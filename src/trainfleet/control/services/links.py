@@ -1,5 +1,5 @@
-"""Which services a job has (``JobSpec.service_roles``: its TensorBoard) and where each
-is: read from the job's spec and its tasks, for the API, the proxy and the CLI."""
+"""Which services a job has (its TensorBoard, its notebook, its quick links) and where
+each is: read from the job's spec and its tasks, for the API, the proxy and the CLI."""
 
 from __future__ import annotations
 
@@ -13,21 +13,35 @@ from trainfleet.spec.notebook import ROLE as NOTEBOOK_ROLE
 
 
 def service_links(job: JobRecord, tasks: Sequence[TaskRecord]) -> list[ServiceLink]:
-    """The job's services, each with its task's state and address (none: no service)."""
+    """The job's services (its TensorBoard, its notebook) and quick links, each with its
+    task's state and address (none: no service)."""
     spec = JobSpec.model_validate_json(job.spec)
     roles = spec.service_roles() | ({NOTEBOOK_ROLE} if spec.notebook is not None else set())
+    wanted = [(role, role, 0, service_path(job.id, role)) for role in sorted(roles)]
+    wanted += [
+        (name, link.role, link.index, quicklink_path(job.id, name))
+        for name, link in spec.quicklinks.items()
+    ]
     links = []
-    for role in sorted(roles):
-        task = next((t for t in tasks if t.role == role and t.index == 0), None)
+    for name, role, index, path in wanted:
+        task = next((t for t in tasks if t.role == role and t.index == index), None)
         links.append(
             ServiceLink(
-                name=role,
-                path=f"{NOTEBOOK_PREFIX}{job.id}/"
-                if role == NOTEBOOK_ROLE
-                else f"/jobs/{job.id}/{role}/",
+                name=name,
+                path=path,
                 state=State(task.state) if task else State.QUEUED,
                 reason=task.reason if task else "",
                 address=task.address if task else "",
             )
         )
     return links
+
+
+def service_path(job_id: str, role: str) -> str:
+    """Where a server serves the job's service ``role`` (``tensorboard``, ``notebook``)."""
+    return f"{NOTEBOOK_PREFIX}{job_id}/" if role == NOTEBOOK_ROLE else f"/jobs/{job_id}/{role}/"
+
+
+def quicklink_path(job_id: str, name: str) -> str:
+    """Where a server serves the job's quick link ``name``."""
+    return f"/jobs/{job_id}/links/{name}/"
