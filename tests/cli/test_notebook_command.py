@@ -5,11 +5,12 @@ stop ends it; a bad flag is named with exit code 2; ``--pip`` gets JupyterLab ad
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from helpers import run_cli
+from helpers import run_cli, trainfleet
 
 from trainfleet.cli.notebook_commands import notebook_spec
 
@@ -82,3 +83,26 @@ def test_an_environment_gets_jupyterlab_unless_it_names_it() -> None:
     assert spec.environment.pip == ["JupyterLab>=4.2"]
     assert spec.environment.python == "3.11"
     assert notebook_spec(_flags()).environment is None
+
+
+def test_start_says_why_a_notebook_waits(tmp_path: Path) -> None:
+    assert run_cli("queue", "create", "small", "--nominal", "cpu=1").returncode == 0
+    (tmp_path / "hog.yaml").write_text(
+        "name: hog\nqueue: small\nroles:\n  worker: {command: sleep 60, resources: {cpu: 1}}\n"
+    )
+    assert run_cli("submit", tmp_path / "hog.yaml").returncode == 0
+    start = subprocess.Popen(
+        trainfleet("notebook", "start", "--queue", "small", "--cpu", "1"),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=tmp_path,
+    )
+    try:
+        assert start.stderr is not None
+        lines = [start.stderr.readline() for _ in range(2)]  # admission, then the quota's word
+        assert all(line.startswith("waiting: ") for line in lines), lines
+        assert "small" in lines[1], lines
+    finally:
+        start.kill()
+        start.wait()

@@ -124,19 +124,25 @@ def _is_jupyterlab(requirement: str) -> bool:
 
 
 def _wait_and_show(service: Any, job_id: str) -> None:
-    """Wait until JupyterLab runs (or the job ends, or WAIT_SECONDS), then say where."""
+    """Wait until JupyterLab answers (or the job ends, or WAIT_SECONDS), then say where;
+    why it waits, once, while its queue holds it."""
     from trainfleet.cli.remote import RemoteService
 
     deadline = time.monotonic() + WAIT_SECONDS
+    said = ""
     while True:
         link = _link(service, job_id)
         job = service.get(job_id)
         if link is not None and link.state.value == "running" and _answers(service, link):
             break
-        if job.state in ("succeeded", "failed", "cancelled") or time.monotonic() > deadline:
-            why = f": {job.reason}" if job.reason else ""
-            click.echo(f"notebook {job_id} is {job.state}{why}", err=True)
-            sys.exit(0 if job.state in ("queued", "starting", "running") else 1)
+        ended = job.state in ("succeeded", "failed", "cancelled")
+        if job.waiting and job.waiting != said and not ended:
+            said = job.waiting
+            click.echo(f"waiting: {said}", err=True)
+        if ended or time.monotonic() > deadline:
+            why = job.waiting or job.reason
+            click.echo(f"notebook {job_id} is {job.state}" + (f": {why}" if why else ""), err=True)
+            sys.exit(1 if ended else 0)
         time.sleep(1.0)
     where = _url(service, link)
     if not isinstance(service, RemoteService):
