@@ -9,6 +9,7 @@ import http.client
 import os
 import signal
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,7 +21,9 @@ from helpers import wait_for
 from trainfleet.client import Client
 from trainfleet.domain.records import State
 
-from .harness import LiveServer, add_user
+from .harness import LiveServer, ServerProcess, add_user
+
+TOKEN = "tensorboard-test-admin-token"
 
 pytest.importorskip("tensorboard")
 pytest.importorskip("torch")
@@ -154,3 +157,42 @@ def _alive(pid: int) -> bool:
     except ProcessLookupError:
         return False
     return True
+
+
+def test_a_restarted_server_adopts_an_ended_jobs_tensorboard_and_stops_it_in_time(
+    reap: Path,
+) -> None:
+    """kill -9 of the server while an ended job's TensorBoard lives on (keep_after): the
+    next server adopts it, serves it, and stops it when keep_after ends, as counted from
+    the job's end; the job itself stays as it ended."""
+    tmp_path = reap
+    server = ServerProcess(tmp_path / "data", {"TRAINFLEET_ADMIN_TOKEN": TOKEN})
+    with Client(server.url, TOKEN, timeout=30) as client:
+        job = client.submit(_job(tmp_path, 0, "20s"))
+        ended = client.wait(job.id)
+        assert ended.state == State.SUCCEEDED and ended.finished_at is not None
+        board = next(t for t in client.describe(job.id).tasks if t.role == "tensorboard")
+        assert board.state == State.RUNNING and board.pid is not None
+    server.process.send_signal(signal.SIGKILL)
+    assert server.process.wait(timeout=30) == -signal.SIGKILL
+    assert _alive(board.pid)  # supervised: it outlives the server
+
+    again = ServerProcess(tmp_path / "data", {"TRAINFLEET_ADMIN_TOKEN": TOKEN})
+    try:
+        with Client(again.url, TOKEN, timeout=30) as client:
+            adopted = next(t for t in client.describe(job.id).tasks if t.role == "tensorboard")
+            assert adopted.pid == board.pid and adopted.code == "adopted"
+            page = httpx.get(
+                f"{again.url}/jobs/{job.id}/tensorboard/",
+                headers={"Authorization": f"Bearer {TOKEN}"},
+                timeout=30,
+            )
+            assert page.status_code == 200 and "<tb-webapp>" in page.text
+            wait_for(lambda: not _alive(board.pid), 60, "the TensorBoard's end")
+            assert time.time() >= ended.finished_at + 20 - 1  # not before keep_after
+            stopped = next(t for t in client.describe(job.id).tasks if t.role == "tensorboard")
+            assert State(stopped.state).is_final
+            assert client.get(job.id).state == State.SUCCEEDED
+            assert client.get(job.id).finished_at == ended.finished_at
+    finally:
+        again.stop()

@@ -80,6 +80,20 @@ def test_tasks_of_several_jobs_in_one_read(store: Store, make_job: MakeJob) -> N
     assert store.tasks_of([]) == {}
 
 
+def test_lingering_jobs_are_ended_jobs_with_a_task_still_running(
+    store: Store, make_job: MakeJob
+) -> None:
+    ended, started = Condition(Code.EXITED, ""), Condition(Code.STARTED, "")
+    for job_id in ("ended-1", "lingers-1", "runs-1"):
+        store.add_job(make_job(job_id), _tasks(job_id, "worker/0", "tensorboard/0"))
+        store.transition(job_id, State.SUCCEEDED, ended, task=("worker", 0))
+        store.transition(job_id, State.RUNNING, started, task=("tensorboard", 0))
+    store.transition("ended-1", State.CANCELLED, ended, task=("tensorboard", 0))
+    store.transition("ended-1", State.SUCCEEDED, ended)
+    store.transition("lingers-1", State.FAILED, ended)
+    assert store.lingering() == ["lingers-1"]
+
+
 def test_a_second_store_on_the_same_database_sees_the_jobs(target: str, make_job: MakeJob) -> None:
     with Store.open(target) as first:
         first.add_job(make_job("a-1", created_at=1.0), [])

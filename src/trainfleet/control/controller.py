@@ -26,7 +26,7 @@ from trainfleet.backends.launch import JobLaunch
 from trainfleet.control import policies
 from trainfleet.datadir.layout import DataDir
 from trainfleet.domain.conditions import Code, Condition
-from trainfleet.domain.records import Reason, State
+from trainfleet.domain.records import JobRecord, Reason, State
 from trainfleet.environments.build import BuildFailed, BuildStopped
 from trainfleet.environments.cache import Builders, EnvironmentCache, Lease
 from trainfleet.environments.recipe import MissingRequirementsFile, Recipe
@@ -160,6 +160,8 @@ class JobController:
 
     def _run(self, resume: bool) -> State:
         job = self.store.get_job(self.job_id)
+        if resume and job is not None and State(job.state).is_final:
+            return self._linger(job)
         if resume and job is not None and job.started_at is not None:
             self._recover(job.started_at)
         else:
@@ -278,6 +280,28 @@ class JobController:
         self._start(never_started)
         self._watch_deadline(started_at)
         self._evaluate()
+
+    def _linger(self, job: JobRecord) -> State:
+        """An ended job whose services outlived it (TensorBoard's ``keep_after``) when an
+        earlier process stopped: adopt what still runs, stop it when ``keep_after`` ends
+        (counted from the job's end), and change nothing else."""
+        state = State(job.state)
+        code = job.code if isinstance(job.code, Code) else Code.EXITED
+        self._outcome = (state, Condition(code, job.reason))
+        for stored in self.store.list_tasks(self.job_id):
+            task = self._tasks[(stored.role, stored.index)]
+            task.state, task.restarts = State(stored.state), stored.restarts
+            code = stored.code if isinstance(stored.code, Code) else Code.STARTED
+            task.condition = Condition(code, stored.reason)
+            attempt = self.backend.last_attempt(self.data_dir, self.job_id, task.key)
+            if not task.state.is_final and attempt is not None:
+                self._adopt(task, attempt)
+        keep = self.spec.tensorboard.keep_after if self.spec.tensorboard is not None else 0.0
+        left = (job.finished_at or time.time()) + keep - time.time()
+        self._after(max(0.0, left), lambda: self._terminate(lambda key: True))
+        while any(task.alive for task in self._tasks.values()):
+            self._step()
+        return state
 
     def _adopt(self, task: _Task, attempt: int) -> None:
         task.alive = True  # adopt() queues the exit at once if the task has ended

@@ -420,6 +420,10 @@ class Engine:
                 self._hold_ports(job)
                 self.runner.start(job.id, resume=True)
                 resumed.append(job.id)
+            for job_id in self.store.lingering():  # services in their keep_after
+                if self.data_dir.run_dir(job_id).is_dir() and not self._embedded(job_id):
+                    self.runner.start(job_id, resume=True)
+                    resumed.append(job_id)
             if self.firewall is not None:  # rules of jobs that ended while none ran go
                 self.firewall.reconcile([*resumed, *self.runner.running()])
             for gang in waiting:

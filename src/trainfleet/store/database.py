@@ -18,6 +18,7 @@ from typing import Any
 
 from trainfleet.domain.conditions import Code, Condition
 from trainfleet.domain.records import (
+    FINAL_STATES,
     EventRecord,
     JobPage,
     JobRecord,
@@ -298,6 +299,19 @@ class Store:
             task = TaskRecord.from_row(row)
             found.setdefault(task.job_id, []).append(task)
         return found
+
+    def lingering(self) -> list[str]:
+        """Ended jobs with a task that has not ended (a TensorBoard in its ``keep_after``,
+        when the process that ran it stopped), in one query."""
+        ended = sorted(state.value for state in FINAL_STATES)
+        jobs, job_params = queries.in_list("ended", ended)
+        tasks, task_params = queries.in_list("over", ended)
+        rows = self._db.rows(
+            "SELECT DISTINCT jobs.id AS id FROM jobs JOIN tasks ON tasks.job_id = jobs.id "
+            f"WHERE jobs.state IN {jobs} AND tasks.state NOT IN {tasks} ORDER BY jobs.id",
+            job_params | task_params,
+        )
+        return [str(row["id"]) for row in rows]
 
     def list_events(self, job_id: str, after: int = 0) -> list[EventRecord]:
         """Events of ``job_id`` with an id above ``after``, oldest first."""
