@@ -141,6 +141,24 @@ def test_a_bad_sign_in_is_refused_and_audited(server: LiveServer) -> None:
     assert "no-such-token" not in repr(failed)
 
 
+def test_an_address_that_floods_sign_ins_is_held_off_for_a_minute(server: LiveServer) -> None:
+    from trainfleet.server.routes_session import SIGN_INS_PER_MINUTE, sign_in_throttle
+
+    server.app.state.sign_ins = sign_in_throttle()  # the other tests' sign-ins: not counted
+    secret, _ = add_user(server.engine.store, "flooded", role=TeamRole.MEMBER)
+    with httpx.Client(base_url=server.url) as browser:
+        for _ in range(SIGN_INS_PER_MINUTE):
+            answer = browser.post(f"{API}/session", json={"token": "guess"})
+            assert answer.status_code == 401
+        held = browser.post(f"{API}/session", json={"token": secret})  # even a good one
+        assert held.status_code == 429 and held.headers["retry-after"] == "60"
+        assert "sign-ins from your address this minute" in held.json()["detail"]
+        assert "set-cookie" not in held.headers
+    server.app.state.sign_ins = sign_in_throttle()
+    with signed_in(server, secret):  # a fresh window, as the next minute brings: in again
+        pass
+
+
 def test_signing_out_clears_the_cookie(server: LiveServer) -> None:
     secret, _ = add_user(server.engine.store, "leaver", role=TeamRole.MEMBER)
     with signed_in(server, secret) as (browser, csrf):

@@ -82,6 +82,7 @@ def create_app(engine: Engine, settings: Settings, services: Services | None = N
     app.state.services = services
     app.state.settings = settings
     app.state.tokens = tokens
+    app.state.sign_ins = routes_session.sign_in_throttle()
     app.state.auditor = auditor  # what writes the audit trail (tests tune its throttle)
     app.state.metrics = metrics
     app.state.workdirs = WorkdirStore(engine.data_dir.root / "workdirs", settings.max_workdir)

@@ -3,11 +3,13 @@ signed in, and sign-out. See ``sessions`` for what the cookie holds and how it e
 
 from fastapi import APIRouter, Depends, Request, Response
 
+from trainfleet.server.audit import source_of
 from trainfleet.server.auth import TokenRefused, Tokens, Who
-from trainfleet.server.errors import ERROR_RESPONSES, responses
+from trainfleet.server.errors import ERROR_RESPONSES, ApiError, responses
 from trainfleet.server.params import known_query_only
 from trainfleet.server.sessions import COOKIE, clear_cookie, set_cookie
 from trainfleet.server.state import AccountsDep
+from trainfleet.server.throttle import Throttle
 from trainfleet.wire import SessionView, SignIn
 
 router = APIRouter(
@@ -18,16 +20,40 @@ router = APIRouter(
 )
 
 
+SIGN_INS_PER_MINUTE = 20
+"""Sign-ins one address may try in a minute (429 beyond): tokens cannot be guessed, but
+each try costs a lookup, and a flood of them should cost the flooder, not the store."""
+
+
+
+def sign_in_throttle() -> Throttle:
+    """One a server: addresses that try more than SIGN_INS_PER_MINUTE are refused."""
+    return Throttle(per_source=SIGN_INS_PER_MINUTE, overall=2**62, seconds=60.0)
+
+
 def _secure(request: Request) -> bool:
     return request.url.scheme == "https"
 
 
-@router.post("", responses=responses(_401="The token is unknown or revoked."))
+@router.post(
+    "",
+    responses=responses(
+        _401="The token is unknown or revoked.",
+        _429=f"Over {SIGN_INS_PER_MINUTE} sign-ins from this address this minute (Retry-After).",
+    ),
+)
 async def sign_in(
     body: SignIn, request: Request, response: Response, accounts: AccountsDep
 ) -> SessionView:
     """Open a session with ``token``: an HttpOnly, SameSite=Strict cookie for the browser,
     and the CSRF token its changes must send."""
+    throttle: Throttle = request.app.state.sign_ins
+    if throttle.admit(source_of(request.scope)) is None:
+        raise ApiError(
+            429,
+            f"over {SIGN_INS_PER_MINUTE} sign-ins from your address this minute: wait a minute",
+            {"Retry-After": "60"},
+        )
     tokens: Tokens = request.app.state.tokens
     try:
         who = tokens.sign_in(body.token)
