@@ -130,3 +130,24 @@ def _task_alive(data_dir: Path, job_id: str) -> bool:
         return bool(children.read_text().split())
     except OSError:
         return False
+
+
+def test_a_full_disk_where_the_servers_keys_go_is_named_not_a_traceback(
+    small_disk: Path,
+) -> None:
+    """The data directory's disk fills before the server has made the dashboard's session
+    key (an upgrade from before the dashboard): it says which file, with exit code 2."""
+    data = small_disk / "data"
+    server = ServerProcess(data)
+    server.stop()
+    (data / "session.key").unlink()
+    fill_disk(small_disk / "filler")
+    done = run_cli("--data-dir", data, "server", "--port", "0", timeout=60)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert done.stderr == f"error: disk full: cannot make the key file {data / 'session.key'}\n"
+    (small_disk / "filler").unlink()
+    again = ServerProcess(data)  # room again: it starts, with a new key
+    try:
+        assert (data / "session.key").stat().st_mode & 0o777 == 0o600
+    finally:
+        again.stop()

@@ -28,6 +28,7 @@ from pathlib import Path
 
 from cryptography.fernet import Fernet, InvalidToken, MultiFernet
 
+from trainfleet.datadir.space import DISK_FULL, DiskFull
 from trainfleet.domain.errors import Misconfigured
 
 KEY_VARIABLE = "TRAINFLEET_SECRET_KEY"
@@ -109,7 +110,12 @@ def read_key_file(path: Path, create: bool = False) -> list[bytes]:
     except FileNotFoundError:
         if not create:
             raise VaultError(f"no key file {path}") from None
-        _publish_new(path, Fernet.generate_key() + b"\n")
+        try:
+            _publish_new(path, Fernet.generate_key() + b"\n")
+        except OSError as error:
+            if error.errno in DISK_FULL:
+                raise DiskFull(f"disk full: cannot make the key file {path}") from None
+            raise VaultError(f"cannot make the key file {path}: {error.strerror}") from None
         text = path.read_bytes()
     lines = [line.strip() for line in text.splitlines()]
     return _checked([line for line in lines if line], str(path), "line")
