@@ -1,6 +1,7 @@
 """``trainfleet notebook start|list|stop`` on this machine (the real CLI, real JupyterLab):
 start waits until JupyterLab runs and says where it opens, list finds it by its label,
-stop ends it; a bad flag is named with exit code 2; ``--pip`` gets JupyterLab added."""
+stop ends it; a bad flag is named with exit code 2; ``--pip`` gets JupyterLab added. And
+``run`` of a job with a quick link says where the task's own page is."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from pathlib import Path
 import pytest
 from helpers import run_cli, trainfleet
 
+from trainfleet.backends.supervision.ports import free_port
 from trainfleet.cli.notebook_commands import notebook_spec
 
 pytestmark = pytest.mark.usefixtures("reap", "data_dir")
@@ -106,3 +108,19 @@ def test_start_says_why_a_notebook_waits(tmp_path: Path) -> None:
     finally:
         start.kill()
         start.wait()
+
+
+def test_run_announces_a_quicklink_at_its_tasks_own_root(tmp_path: Path) -> None:
+    port = free_port()
+    serve = (
+        "import http.server, threading, time; s = http.server.HTTPServer(('127.0.0.1', "
+        f"{port}), http.server.SimpleHTTPRequestHandler); "
+        "threading.Thread(target=s.serve_forever, daemon=True).start(); time.sleep(3)"
+    )
+    (tmp_path / "job.yaml").write_text(
+        f"name: web\nroles:\n  web: {{command: [{sys.executable!r}, -c, {serve!r}]}}\n"
+        f"quicklinks: {{ui: 'http://web-0:{port}'}}\n"
+    )
+    done = run_cli("run", tmp_path / "job.yaml", timeout=60)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert f"trainfleet | ui at http://127.0.0.1:{port}/\n" in done.stdout

@@ -51,12 +51,13 @@ class StoreReader:
         return self.jobs.details(self.get(job_id))
 
     def links(self, job_id: str) -> list[ServiceLink]:
-        """Each service at its task's own address (loopback: no proxy in between)."""
-        from trainfleet.control.services.links import service_links
+        """Each service at its task's own address (loopback: no proxy in between), but a
+        notebook: Jupyter's token stays in the proxy (``trainfleet ui``), so no URL here."""
+        from trainfleet.control.services.links import direct_url, service_links
 
         job = self.get(job_id)
         return [
-            replace(link, url=f"http://{link.address}{link.path}" if link.address else "")
+            replace(link, url=direct_url(job_id, link))
             for link in service_links(job, self.jobs.tasks(job_id))
         ]
 

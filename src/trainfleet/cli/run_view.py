@@ -85,9 +85,10 @@ class RunView:
             return []
         lines = []
         for link in self.service.links(self.job_id):
-            if link.state is State.RUNNING and link.url and link.name not in self.announced:
+            if link.state is State.RUNNING and link.name not in self.announced:
                 self.announced.add(link.name)
-                lines.append(f"trainfleet | {link.name} at {link.url}")
+                where = link.url or f"{link.path} of `trainfleet ui`"
+                lines.append(f"trainfleet | {link.name} at {where}")
         return lines
 
     def _keep_services(self) -> None:

@@ -45,3 +45,14 @@ def service_path(job_id: str, role: str) -> str:
 def quicklink_path(job_id: str, name: str) -> str:
     """Where a server serves the job's quick link ``name``."""
     return f"/jobs/{job_id}/links/{name}/"
+
+
+def direct_url(job_id: str, link: ServiceLink) -> str:
+    """Where this machine opens the service without a proxy: TensorBoard under its path,
+    a quick link at its task's root; "" for a notebook (its token stays with the proxy)
+    and for a service that has no address yet."""
+    if not link.address or link.path == service_path(job_id, NOTEBOOK_ROLE):
+        return ""
+    if link.path == quicklink_path(job_id, link.name):
+        return f"http://{link.address}/"
+    return f"http://{link.address}{link.path}"
