@@ -179,7 +179,10 @@ def test_a_notebook_runs_code_for_its_owner_and_administrators_only(live: LiveSe
             assert client.wait(job.id).state == State.CANCELLED
 
 
-def test_a_revoked_token_cuts_an_open_kernel_socket(live: LiveServer) -> None:
+@pytest.mark.parametrize("lost", ["token revoked", "removed from its team"])
+def test_an_open_kernel_socket_is_cut_once_its_caller_may_no_longer_open_it(
+    live: LiveServer, lost: str
+) -> None:
     with Client(live.url, live.token, timeout=30) as admin:
         token, record = add_user(live.engine.store, "ana", "default")
         with Client(live.url, token, timeout=30) as client:
@@ -188,9 +191,12 @@ def test_a_revoked_token_cuts_an_open_kernel_socket(live: LiveServer) -> None:
                 path = _running(live, client, job.id, token)
                 with _kernel_socket(live, path, token) as socket:
                     assert execute(socket, "40+2") == "42"
-                    admin.revoke_token(record.id)
+                    if lost == "token revoked":
+                        admin.revoke_token(record.id)
+                    else:
+                        admin.remove_member("default", "ana")
                     with pytest.raises(ConnectionClosed):
-                        deadline = time.monotonic() + 10
+                        deadline = time.monotonic() + 15
                         while time.monotonic() < deadline:
                             socket.recv(timeout=deadline - time.monotonic())
             finally:

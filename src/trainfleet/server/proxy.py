@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import re
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
@@ -111,7 +112,10 @@ MAX_MESSAGE = 64 * 1024 * 1024
 MAX_SOCKETS = 256
 """WebSockets open at once through one server: more are closed at once (1013)."""
 ACCESS_CHECK = 1.0
-"""Seconds between two checks of an open WebSocket's caller (a revoked token ends it)."""
+"""Seconds between two checks of an open WebSocket's token (cached: no store read)."""
+SERVICE_EVERY = 5
+"""Every how many token checks the caller's right to the service is read again (a read of
+the store: 256 sockets cost ~50 reads a second)."""
 SANDBOX = "sandbox allow-scripts allow-forms allow-popups allow-modals allow-downloads"
 """A notebook's pages for anyone but its owner: scripts, but a unique origin (no session)."""
 
@@ -330,16 +334,20 @@ class ServiceProxy:
             await websocket.close()
 
     async def _while_allowed(self, principal: Principal, target: Target) -> None:
-        """Returns once the caller may no longer open the service (its token revoked, its
-        account disabled, its job ended): the WebSocket is then cut."""
-        while True:
+        """Returns once the caller may no longer open the service: its token revoked or
+        its account disabled (within ACCESS_CHECK), its team or the service changed
+        (within SERVICE_CHECK): the WebSocket is then cut. A service that stops closes
+        its own end at once."""
+        key = principal.token.digest
+        for beat in itertools.count(1):
             await asyncio.sleep(ACCESS_CHECK)
             try:
-                await run_in_threadpool(self.tokens.check_digest, principal.token.digest)
-                door = await self._look(principal, target)
+                now = await run_in_threadpool(self.tokens.check_digest, key)  # cached
+                if beat % SERVICE_EVERY == 0:
+                    door = await self._look(now, target)
+                    if _running_port(door) is None:
+                        return
             except (TokenRefused, NotFound, Forbidden):
-                return
-            if _running_port(door) is None:
                 return
 
 

@@ -24,6 +24,11 @@ from trainfleet.server.app import create_app
 from trainfleet.server.settings import Settings
 from trainfleet.spec.queues import QueuesFile
 
+WS_DEFLATE = False
+"""No compression of proxied WebSockets (a notebook's kernels): it would run on the event
+loop every request shares, and cost more than it saves on a server's network (a 100 KB
+output: 1.38x a direct round trip with it, 1.07x without; benchmarks/proxy.py)."""
+
 GRACEFUL_SHUTDOWN = 3
 """Seconds a stopping server waits for open requests before it cuts them."""
 MAX_RETENTION = 100_000
@@ -186,6 +191,7 @@ def serve(
             # Followed streams last as long as their jobs: on stop, give them this long, then
             # cut them, so that the jobs can be stopped (clients resume elsewhere or give up).
             timeout_graceful_shutdown=GRACEFUL_SHUTDOWN,
+            ws_per_message_deflate=WS_DEFLATE,
             ssl_certfile=tls.cert if tls else None,
             ssl_keyfile=tls.key if tls else None,
         )
@@ -214,6 +220,7 @@ def serve_dashboard(
             log_level="warning",
             server_header=False,
             timeout_graceful_shutdown=GRACEFUL_SHUTDOWN,
+            ws_per_message_deflate=WS_DEFLATE,
         )
         uvicorn.Server(config).run(sockets=[listener])
     finally:  # the app's own end flushed the audit records and stopped the jobs it ran
