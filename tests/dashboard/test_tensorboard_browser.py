@@ -1,12 +1,14 @@
 """A job's TensorBoard in a real browser (Debian's chromium, headless), signed in to the
-dashboard by its session cookie alone: the page TensorBoard draws through the proxy shows
-the scalar's tag that the job wrote."""
+dashboard by its session cookie alone: the job's page links to it while it runs (a tab of
+its own, ``rel=noopener``), the page TensorBoard draws there through the proxy shows the
+scalar's tag that the job wrote, and once the job is stopped its page links to it no more."""
 
 from __future__ import annotations
 
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from server.harness import LiveServer
@@ -49,19 +51,32 @@ def test_tensorboard_draws_the_jobs_scalar_behind_the_sign_in(
     with Client(server.url, server.token, timeout=30) as admin:
         job = admin.submit(text)
         try:
-            page = sign_in(browser, server, server.token)
-            link = admin.describe(job.id).services[0]
-            page.goto(server.url + link.path)  # type: ignore[attr-defined]
+            page: Any = sign_in(browser, server, server.token)
+            page.goto(f"{server.url}/#/jobs/{job.id}")
+            service = page.locator('li[data-service="tensorboard"]')
+            link = service.get_by_role("link", name="TensorBoard")
+            expect(link).to_be_visible(timeout=60_000)  # once its task runs
+            expect(service.locator(".state")).to_have_text("running")
+            assert link.get_attribute("href") == admin.describe(job.id).services[0].path
+            assert link.get_attribute("target") == "_blank"
+            assert "noopener" in (link.get_attribute("rel") or "").split()
+            with page.expect_popup() as opened:
+                link.click()
+            board = opened.value
             # TensorBoard may start after the page asks: its reload button asks again.
-            tag = page.get_by_text("accuracy/heldout").first  # type: ignore[attr-defined]
+            tag = board.get_by_text("accuracy/heldout").first
             for _ in range(6):
                 try:
                     expect(tag).to_be_visible(timeout=5_000)
                     break
                 except AssertionError:
-                    page.reload()  # type: ignore[attr-defined]
+                    board.reload()
             expect(tag).to_be_visible(timeout=5_000)
             assert admin.get(job.id).state == State.RUNNING
+
+            admin.cancel(job.id)  # the job page's link goes with its TensorBoard
+            expect(service.get_by_role("link")).to_have_count(0, timeout=30_000)
+            expect(service.locator(".state")).not_to_have_text("running")
         finally:
             admin.cancel(job.id)
             admin.wait(job.id)

@@ -8,6 +8,7 @@ import { LogView } from "./logview.js";
 
 const main = document.getElementById("main");
 const STATES = ["", "queued", "starting", "running", "succeeded", "failed", "cancelled"];
+const ENDED = ["succeeded", "failed", "cancelled"];
 let me = null;
 let leaving = []; // what the current view must close when another is shown
 
@@ -245,7 +246,7 @@ async function jobView(jobId) {
         }
       },
     }, label);
-  if (details.may.includes("stop") && !["succeeded", "failed", "cancelled"].includes(job.state)) {
+  if (details.may.includes("stop") && !ENDED.includes(job.state)) {
     actions.append(act("Stop", async () => { await api(`/jobs/${path(jobId)}/cancel`, { method: "POST" }); await reload(); }));
   }
   if (details.may.includes("delete")) {
@@ -257,6 +258,8 @@ async function jobView(jobId) {
   }
   const tasks = h("tbody", {}, details.tasks.map((task) => taskRow(jobId, task)));
   const events = h("ol", { class: "events" }, details.events.map(eventItem));
+  const services = h("ul", { class: "services", "aria-label": "services" });
+  showServices(services, details.services);
   const spec = h("pre", { class: "spec" }, job.spec);
   const logs = h("div", { class: "logs" });
   const usage = new UsageCharts(jobId);
@@ -265,6 +268,7 @@ async function jobView(jobId) {
     h("h1", {}, job.name, " ", stateBadge(job.state, job.code)),
     h("p", { class: "id" }, `${job.id} · ${job.user} · team ${job.team} · ${when(job.created_at)}`),
     h("p", { class: "why" }, shown(job.waiting || job.reason || "", 1000)),
+    services,
     actions,
     message,
     h("h2", {}, "Tasks"),
@@ -283,7 +287,11 @@ async function jobView(jobId) {
     reload();
   });
   feed.addEventListener("end", () => { feed.close(); reload(); });
-  leaving.push(() => feed.close());
+  // Services end after their job (a TensorBoard kept a while, or stopped just after it),
+  // when its events have ended: read again until they have.
+  let later = null;
+  let left = false;
+  leaving.push(() => { feed.close(); clearTimeout(later); left = true; });
   usage.start();
   leaving.push(() => usage.close());
 
@@ -293,6 +301,12 @@ async function jobView(jobId) {
       tasks.replaceChildren(...now.tasks.map((task) => taskRow(jobId, task)));
       main.querySelector("h1 .state").replaceWith(stateBadge(now.job.state, now.job.code));
       main.querySelector("p.why").textContent = shown(now.job.waiting || now.job.reason || "", 1000);
+      showServices(services, now.services);
+      const lasting = (now.services || []).some((service) => !ENDED.includes(service.state));
+      if (ENDED.includes(now.job.state) && lasting && !left) {
+        clearTimeout(later);
+        later = setTimeout(reload, 3000);
+      }
     } catch (error) {
       message.textContent = error.status === 404 ? "This job was deleted." : error.message;
       feed.close();
@@ -324,6 +338,37 @@ async function jobView(jobId) {
     view.start().catch((error) => view.note.replaceChildren(failure(error)));
   }
   if (details.tasks.length) openLog(jobId, details.tasks[0]);
+}
+
+// A job's services (its TensorBoard, its notebook): each a link to where this server
+// proxies it, opened in a tab of its own, only while it runs; else its state and why.
+const SERVICE_TITLES = { tensorboard: "TensorBoard", notebook: "notebook" };
+
+function showServices(list, services) {
+  list.replaceChildren(...(services || []).map(serviceItem));
+  list.hidden = !list.children.length;
+}
+
+function serviceItem(service) {
+  const title = SERVICE_TITLES[service.name] || service.name;
+  const where = servicePage(service);
+  const running = service.state === "running";
+  return h(
+    "li",
+    { "data-service": service.name },
+    running && where ? h("a", { href: where, target: "_blank", rel: "noopener" }, title) : h("span", { class: "name" }, title),
+    " ",
+    stateBadge(service.state),
+    running ? "" : h("span", { class: "why" }, " ", shown(service.reason || "", 300)),
+  );
+}
+
+// Where a service's page is: a path of this server only (never another site's address);
+// JupyterLab's own page under a notebook's.
+function servicePage(service) {
+  const at = String(service.path || "");
+  if (!/^\/[^/\\]/.test(at)) return null;
+  return service.name === "notebook" ? `${at.replace(/\/?$/, "/")}lab` : at;
 }
 
 function eventItem(event) {
