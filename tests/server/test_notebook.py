@@ -6,7 +6,6 @@ the notebook. Idle, the notebook stops itself and its job succeeds."""
 
 from __future__ import annotations
 
-import http.client
 import json
 import sys
 import time
@@ -24,7 +23,7 @@ from trainfleet.client import Client
 from trainfleet.domain.records import State, TeamRole
 from trainfleet.vault.service_tokens import notebook_token
 
-from .harness import LiveServer, add_user
+from .harness import LiveServer, add_user, raw_status
 
 pytest.importorskip("jupyterlab")
 
@@ -49,17 +48,6 @@ def _headers(token: str | None, **more: str) -> dict[str, str]:
 
 def _get(live: LiveServer, path: str, token: str | None, **headers: str) -> httpx.Response:
     return httpx.get(live.url + path, headers=_headers(token, **headers), timeout=30)
-
-
-def _raw_status(live: LiveServer, path: str, token: str) -> int:
-    """A request whose path goes out as written (httpx would remove its dot segments)."""
-    host, port = live.url.removeprefix("http://").split(":")
-    connection = http.client.HTTPConnection(host, int(port), timeout=30)
-    try:
-        connection.request("GET", path, headers=_headers(token))
-        return connection.getresponse().status
-    finally:
-        connection.close()
 
 
 def _running(live: LiveServer, client: Client, job_id: str, token: str) -> str:
@@ -173,7 +161,7 @@ def test_a_notebook_runs_code_for_its_owner_and_administrators_only(live: LiveSe
             with pytest.raises(InvalidStatus):
                 _channels(live, path, kernel, owner, **evil)
             for sneaky in (f"/notebooks/{job.id}/../{job.id}/api/status", f"{path}%2e%2e/x"):
-                assert _raw_status(live, sneaky, owner) == 404
+                assert raw_status(live.url, sneaky, owner) == 404
         finally:
             client.cancel(job.id)
             assert client.wait(job.id).state == State.CANCELLED

@@ -5,7 +5,6 @@ but the job's owner, and no other path, link or job reachable through it."""
 
 from __future__ import annotations
 
-import http.client
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,7 +17,7 @@ from trainfleet.backends.supervision.ports import free_port
 from trainfleet.client import Client
 from trainfleet.domain.records import TeamRole
 
-from .harness import LiveServer, add_user
+from .harness import LiveServer, add_user, raw_status
 
 ECHO = """\
 import json, os
@@ -53,17 +52,6 @@ def live(tmp_path: Path) -> Iterator[LiveServer]:
 def _get(live: LiveServer, path: str, token: str | None) -> httpx.Response:
     headers = {"Authorization": f"Bearer {token}", "Cookie": "mine=1"} if token else {}
     return httpx.get(live.url + path, headers=headers, timeout=30)
-
-
-def _raw_status(live: LiveServer, path: str, token: str) -> int:
-    """A request whose path goes out as written (httpx would remove its dot segments)."""
-    host, port = live.url.removeprefix("http://").split(":")
-    connection = http.client.HTTPConnection(host, int(port), timeout=30)
-    try:
-        connection.request("GET", path, headers={"Authorization": f"Bearer {token}"})
-        return connection.getresponse().status
-    finally:
-        connection.close()
 
 
 def test_a_quicklink_serves_its_tasks_page_to_the_jobs_readers(
@@ -115,7 +103,7 @@ def test_a_quicklink_serves_its_tasks_page_to_the_jobs_readers(
                 f"/jobs/{job.id}/links/ui%2fx/",
                 f"/jobs/{job.id}/links/uix/",
             ):
-                assert _raw_status(live, sneaky, owner) == 404, sneaky
+                assert raw_status(live.url, sneaky, owner) == 404, sneaky
         finally:
             client.cancel(job.id)
             client.wait(job.id)

@@ -49,7 +49,6 @@ from trainfleet.spec.notebook import LABEL as NOTEBOOK_LABEL
 from trainfleet.spec.notebook import PROGRAM_WORDS as NOTEBOOK_PROGRAM
 from trainfleet.spec.notebook import ROLE as NOTEBOOK_ROLE
 from trainfleet.spec.notebook import NotebookSpec, notebook_role
-from trainfleet.spec.notebook import shorthand as notebook_shorthand
 from trainfleet.spec.quantity import (
     CPU_LIMIT,
     CPU_SCHEMA_PATTERN,
@@ -575,7 +574,7 @@ class JobSpec(_Model):
         "untracked service role `tensorboard` on a port of the job, served by a server at "
         "/jobs/<id>/tensorboard/.",
     )
-    notebook: Annotated[NotebookSpec | None, BeforeValidator(notebook_shorthand)] = Field(
+    notebook: Annotated[NotebookSpec | None, BeforeValidator(shorthand)] = Field(
         default=None,
         description="A JupyterLab job (`true`, or {idle_timeout}): role `notebook` runs "
         "JupyterLab under the job's Python, served to its owner at /notebooks/<id>/.",

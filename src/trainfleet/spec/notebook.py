@@ -60,15 +60,6 @@ def notebook_role(role: dict[str, Any] | None) -> dict[str, Any]:
     return {"restart_policy": "never", "command": list(PROGRAM_WORDS), **(role or {})}
 
 
-def shorthand(value: Any) -> Any:
-    """``notebook: true`` is ``notebook: {}``; ``false``, none."""
-    if value is True:
-        return {}
-    if value is False:
-        return None
-    return value
-
-
 def token_of(key: bytes, job_id: str) -> str:
     """The notebook's Jupyter token: a keyed hash of its job's id, so that the launch and
     the proxy (processes of the same installation) find the same one, and nothing stores it.

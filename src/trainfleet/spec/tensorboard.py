@@ -99,7 +99,7 @@ class TensorBoardSpec(BaseModel):
 
 
 def shorthand(value: Any) -> Any:
-    """``tensorboard: true`` is ``tensorboard: {}``; ``false``, none."""
+    """``true`` is ``{}``; ``false``, none (``tensorboard: true``, ``notebook: true``)."""
     if value is True:
         return {}
     if value is False:
