@@ -25,7 +25,6 @@ SIGN_INS_PER_MINUTE = 20
 each try costs a lookup, and a flood of them should cost the flooder, not the store."""
 
 
-
 def sign_in_throttle() -> Throttle:
     """One a server: addresses that try more than SIGN_INS_PER_MINUTE are refused."""
     return Throttle(per_source=SIGN_INS_PER_MINUTE, overall=2**62, seconds=60.0)
