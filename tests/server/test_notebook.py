@@ -21,6 +21,7 @@ from websockets.sync.client import ClientConnection, connect
 
 from trainfleet.client import Client
 from trainfleet.domain.records import State, TeamRole
+from trainfleet.server import proxy
 from trainfleet.vault.service_tokens import notebook_token
 
 from .harness import LiveServer, add_user, raw_status
@@ -187,6 +188,30 @@ def test_an_open_kernel_socket_is_cut_once_its_caller_may_no_longer_open_it(
                         deadline = time.monotonic() + 15
                         while time.monotonic() < deadline:
                             socket.recv(timeout=deadline - time.monotonic())
+            finally:
+                admin.cancel(job.id)
+
+
+def test_one_user_cannot_take_every_websocket(
+    live: LiveServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(proxy, "MAX_SOCKETS_PER_USER", 2)
+    with Client(live.url, live.token, timeout=30) as admin:
+        token, _ = add_user(live.engine.store, "ana", "default")
+        with Client(live.url, token, timeout=30) as client:
+            job = client.submit(notebook_job())
+            try:
+                path = _running(live, client, job.id, token)
+                kernel = _new_kernel(live, path, token)
+                with _channels(live, path, kernel, token), _channels(live, path, kernel, token):
+                    third = _channels(live, path, kernel, token)
+                    with third, pytest.raises(ConnectionClosed) as closed:
+                        third.recv(timeout=10)
+                    assert closed.value.rcvd is not None and closed.value.rcvd.code == 1013
+                    with _channels(live, path, kernel, live.token) as admins:  # another user
+                        assert execute(admins, "1+2") == "3"
+                with _channels(live, path, kernel, token) as again:  # given back
+                    assert execute(again, "2+2") == "4"
             finally:
                 admin.cancel(job.id)
 

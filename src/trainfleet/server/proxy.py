@@ -27,6 +27,7 @@ import asyncio
 import contextlib
 import itertools
 import re
+from collections import Counter
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
 from http.cookiejar import CookieJar, DefaultCookiePolicy
@@ -105,12 +106,17 @@ LARGER = {NOTEBOOK_PREFIX: NOTEBOOK.max_body, "/jobs/": QUICKLINK.max_body}
 
 TIMEOUT = httpx.Timeout(60.0, connect=2.0)
 LIMITS = httpx.Limits(max_connections=64, max_keepalive_connections=16)
-MAX_PAGE = 8 * 1024 * 1024
-"""A notebook's HTML page is read whole (to take its token out): larger is refused."""
-MAX_MESSAGE = 64 * 1024 * 1024
+MAX_PAGE = 2 * 1024 * 1024
+"""A notebook's HTML page is read whole (to take its token out): larger is refused (its
+pages are a few KB; 64 connections at once hold 128 MiB at most)."""
+MAX_MESSAGE = 16 * 1024 * 1024
 """The largest WebSocket message (a kernel's output: a plot, a table)."""
+QUEUED_MESSAGES = 2
+"""Messages from the service held per socket before it is made to wait (its memory)."""
 MAX_SOCKETS = 256
 """WebSockets open at once through one server: more are closed at once (1013)."""
+MAX_SOCKETS_PER_USER = 32
+"""WebSockets one user may hold open at once, so that one cannot take them all."""
 ACCESS_CHECK = 1.0
 """Seconds between two checks of an open WebSocket's token (cached: no store read)."""
 SERVICE_EVERY = 5
@@ -189,6 +195,7 @@ class ServiceProxy:
             timeout=TIMEOUT, limits=LIMITS, follow_redirects=False, cookies=_no_cookies()
         )
         self.sockets = asyncio.Semaphore(MAX_SOCKETS)
+        self.users: Counter[str] = Counter()
 
     async def close(self) -> None:
         await self.client.aclose()
@@ -289,11 +296,19 @@ class ServiceProxy:
         if isinstance(door, Response) or port is None:
             await websocket.close(code=1008)
             return
-        if self.sockets.locked():
-            await websocket.close(code=1013, reason="too many WebSockets open: try again")
+        user = principal.caller.user
+        if self.sockets.locked() or self.users[user] >= MAX_SOCKETS_PER_USER:
+            await websocket.accept()  # to say why: a refusal before it is a bare 403
+            await websocket.close(code=1013, reason="too many WebSockets open: try again later")
             return
-        async with self.sockets:
-            await self._bridge(websocket, principal, target, port, door)
+        self.users[user] += 1
+        try:
+            async with self.sockets:
+                await self._bridge(websocket, principal, target, port, door)
+        finally:
+            self.users[user] -= 1
+            if not self.users[user]:
+                del self.users[user]
 
     async def _bridge(
         self,
@@ -311,6 +326,7 @@ class ServiceProxy:
                 additional_headers=target.headers(door),
                 subprotocols=wanted,
                 max_size=MAX_MESSAGE,
+                max_queue=QUEUED_MESSAGES,
                 open_timeout=5,
                 compression=None,
                 proxy=None,
