@@ -136,7 +136,8 @@ def _wait_and_show(service: Any, job_id: str) -> None:
         if link is not None and link.state.value == "running" and _answers(service, link):
             break
         ended = job.state in ("succeeded", "failed", "cancelled")
-        if job.waiting and job.waiting != said and not ended:
+        noted = job.waiting_code not in ("", "waiting-for-admission")  # not a mere instant
+        if noted and job.waiting != said and not ended:
             said = job.waiting
             click.echo(f"waiting: {said}", err=True)
         if ended or time.monotonic() > deadline:

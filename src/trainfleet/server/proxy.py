@@ -40,7 +40,7 @@ from fastapi.concurrency import run_in_threadpool
 from starlette.background import BackgroundTask
 from starlette.requests import HTTPConnection, Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
-from starlette.websockets import WebSocket, WebSocketDisconnect
+from starlette.websockets import WebSocket, WebSocketDisconnect, WebSocketState
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidHandshake
 
@@ -346,8 +346,9 @@ class ServiceProxy:
             for pump in pending:
                 pump.cancel()
             await asyncio.gather(*pending, return_exceptions=True)
-        with contextlib.suppress(RuntimeError):  # closed by the browser already
-            await websocket.close()
+        if websocket.client_state is WebSocketState.CONNECTED:
+            with contextlib.suppress(RuntimeError, WebSocketDisconnect):  # gone meanwhile
+                await websocket.close()
 
     async def _while_allowed(self, principal: Principal, target: Target) -> None:
         """Returns once the caller may no longer open the service: its token revoked or
