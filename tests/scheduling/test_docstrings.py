@@ -15,6 +15,9 @@ import pytest
         "trainfleet.scheduling.resources",
         "trainfleet.spec.quantity",
         "trainfleet.control.policies",
+        "trainfleet.checkpoint",
+        "trainfleet.spec.notebook",
+        "trainfleet.spec.quicklinks",
     ],
 )
 def test_docstring_examples(module: str) -> None:
