@@ -117,6 +117,19 @@ def kill_processes_under(folder: Path) -> None:
                 process.kill()
 
 
+def processes_naming(folder: Path) -> list[int]:
+    """The pids of the processes whose command line names ``folder`` (leftovers)."""
+    mark = str(folder).encode()
+    found = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            if mark in cmdline.read_bytes():
+                found.append(int(cmdline.parent.name))
+        except OSError:
+            continue  # gone meanwhile
+    return found
+
+
 POSTGRES_URL = "TRAINFLEET_TEST_POSTGRES_URL"
 
 

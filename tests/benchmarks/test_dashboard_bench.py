@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers import missing
+from helpers import missing, processes_naming
 
 ROOT = Path(__file__).resolve().parents[2]
 BENCHMARK = ROOT / "benchmarks" / "dashboard.py"
@@ -69,14 +69,5 @@ def test_tiny_run_writes_sane_figures(tmp_path: Path) -> None:
     assert metrics["tasks_with_gauges"] == 20 and metrics["fake_tasks"] is True
     assert figures["page"]["gzip_kib"] > 1
     time.sleep(1)
-    mark = str(scratch).encode()
-    left = [p for p in Path("/proc").glob("[0-9]*/cmdline") if mark in _read(p)]
-    assert left == []
+    assert processes_naming(scratch) == []
     shutil.rmtree(scratch, ignore_errors=True)
-
-
-def _read(path: Path) -> bytes:
-    try:
-        return path.read_bytes()
-    except OSError:
-        return b""

@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
+from helpers import processes_naming
 
 ROOT = Path(__file__).resolve().parents[2]
 BENCHMARK = ROOT / "benchmarks" / "proxy.py"
@@ -47,14 +48,5 @@ def test_tiny_jupyter_run_writes_sane_figures(tmp_path: Path) -> None:
             assert 0 < row[path]["p50_ms"] <= row[path]["p95_ms"] < 30_000
         assert row["ratio_p50"] == pytest.approx(row["proxy"]["p50_ms"] / row["direct"]["p50_ms"])
     time.sleep(1)
-    mark = str(scratch).encode()
-    left = [p for p in Path("/proc").glob("[0-9]*/cmdline") if mark in _read(p)]
-    assert left == []
+    assert processes_naming(scratch) == []
     shutil.rmtree(scratch, ignore_errors=True)
-
-
-def _read(path: Path) -> bytes:
-    try:
-        return path.read_bytes()
-    except OSError:
-        return b""
