@@ -11,6 +11,7 @@ from pathlib import Path
 
 from trainfleet.backends.accounts import Account
 from trainfleet.backends.supervision.shim import ATTEMPT_VARIABLE
+from trainfleet.checkpoint import KEEP_VARIABLE, PATH_VARIABLE, latest
 from trainfleet.datadir.files import fresh_dir, write_new
 from trainfleet.datadir.layout import DataDir
 from trainfleet.environments.task_base import SERVERS, TaskBase
@@ -18,6 +19,7 @@ from trainfleet.frameworks import task_argv, task_environment
 from trainfleet.frameworks.base import TaskContext
 from trainfleet.programs import NOTEBOOK, TF_SERVER
 from trainfleet.scheduling.placement import Placement, TaskKey
+from trainfleet.spec.checkpoints import RESTART_VARIABLE, RESUME_VARIABLE
 from trainfleet.spec.models import JobSpec, Resources, SecretRef
 from trainfleet.spec.notebook import IDLE_VARIABLE, TOKEN_VARIABLE
 from trainfleet.spec.notebook import ROLE as NOTEBOOK_ROLE
@@ -117,6 +119,7 @@ class JobLaunch:
             env["VIRTUAL_ENV"] = str(python_dir.parent)
             mounts.append(Mount(python_dir.parent, python_dir.parent, read_only=True))
         env.update(task_environment(context))
+        env.update(self._checkpoint_variables(key))
         logdir = env.get(LOGDIR_VARIABLE)
         if logdir is not None and "://" not in logdir and not os.path.isabs(logdir):
             env[LOGDIR_VARIABLE] = str(self.workdir / logdir)
@@ -131,6 +134,9 @@ class JobLaunch:
             env["HOME"] = str(self.workdir)
         if self.secret_dir is not None:
             mounts.append(Mount(self.secret_dir, self.secret_dir, read_only=True))
+        if self.spec.checkpoint_path is None:  # the job's own folder, not in its directory
+            folder = self.data_dir.checkpoint_dir(self.job_id)
+            mounts.append(Mount(folder, folder))
         record = self.data_dir.record(self.job_id, *key, self.attempts.get(key, 0))
         # Every process of the attempt inherits it, even one that leaves the task's group.
         env[ATTEMPT_VARIABLE] = str(record)
@@ -150,6 +156,39 @@ class JobLaunch:
             mask=mask,
             account=self.account,
         )
+
+    def checkpoint_dir(self) -> str:
+        """The job's checkpoint folder: its path (relative: to the job's directory; a URL
+        as written), else the job's own under the data directory."""
+        path = self.spec.checkpoint_path
+        if path is None:
+            return str(self.data_dir.checkpoint_dir(self.job_id))
+        return path if "://" in path else str(self.workdir / path)
+
+    def _checkpoint_variables(self, key: TaskKey) -> dict[str, str]:
+        """Where checkpoints go, how many stay, which attempt this is, and (once one is
+        committed) the newest step to resume from."""
+        folder = self.checkpoint_dir()
+        variables = {
+            PATH_VARIABLE: folder,
+            KEEP_VARIABLE: str(self.spec.checkpoint.keep),
+            RESTART_VARIABLE: str(self.attempts.get(key, 0)),
+        }
+        found = None if "://" in folder else latest(folder)
+        if found is not None:
+            variables[RESUME_VARIABLE] = str(found.path)
+        return variables
+
+    def make_checkpoint_dir(self) -> None:
+        """The job's own checkpoint folder (where it names none), writable by its tasks'
+        account (its group), made once."""
+        if self.spec.checkpoint_path is not None:
+            return
+        folder = self.data_dir.checkpoint_dir(self.job_id)
+        if folder.is_dir():
+            return
+        group = self.account.gid if self.account is not None else None
+        fresh_dir(folder, 0o2770 if group is not None else 0o700, group)
 
     def _secret_variables(self, role: str) -> dict[str, str]:
         """The role's variables that name secrets: their values, or their files' paths; in

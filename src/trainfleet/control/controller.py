@@ -398,6 +398,7 @@ class JobController:
             team=self._team,
         )
         job.write_secret_files()
+        job.make_checkpoint_dir()
         queued = self.backend.queues_tasks
         for key, started in self.backend.start(job, self).items():
             task = self._tasks[key]

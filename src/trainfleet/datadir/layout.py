@@ -61,6 +61,10 @@ class DataDir:
         """The output of the job's ``setup`` phase (its Python environments' builds)."""
         return self.job_dir(job_id) / "logs" / "setup.log"
 
+    def checkpoint_dir(self, job_id: str) -> Path:
+        """The job's checkpoints, where its file names no folder (written by its tasks)."""
+        return self.job_dir(job_id) / "checkpoints"
+
     def run_dir(self, job_id: str) -> Path:
         """Where tasks' attempts keep their records (``.pid``, ``.exit``; each backend
         reads its own kinds back)."""

@@ -34,6 +34,7 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
+from trainfleet.spec.checkpoints import CheckpointSpec
 from trainfleet.spec.environments import PythonEnvironment
 from trainfleet.spec.frameworks import TRAITS, Framework, FrameworkTraits
 from trainfleet.spec.names import (
@@ -555,7 +556,15 @@ class JobSpec(_Model):
         default=None, description="The Python every role's tasks run under, unless it sets its own."
     )
     input_path: Text | None = None
-    checkpoint_path: Text | None = None
+    checkpoint_path: Text | None = Field(
+        default=None, description="The job's checkpoint folder: the same as checkpoint.path."
+    )
+    checkpoint: CheckpointSpec = Field(
+        default_factory=CheckpointSpec,
+        description="Where checkpoints go and how many committed steps stay: {path, keep, "
+        "shared}; every task finds them in $TRAINFLEET_CHECKPOINT_PATH and the newest in "
+        "$TRAINFLEET_RESUME_FROM.",
+    )
     labels: dict[str, EnvValue] = Field(default_factory=dict)
     queue: str = Field(
         default="default", description="The queue the job waits in for its resources."
@@ -586,6 +595,23 @@ class JobSpec(_Model):
         "{ui: {role, index, port}}; a server proxies each at /jobs/<id>/links/<name>/. The "
         "port becomes the role's fixed port (replica i: port + i).",
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _one_checkpoint_path(cls, data: Any) -> Any:
+        """``checkpoint_path`` and ``checkpoint.path`` name one folder: either gives both."""
+        if not isinstance(data, dict) or not isinstance(data.get("checkpoint", {}), dict):
+            return data
+        given = data.get("checkpoint") or {}
+        path, inside = data.get("checkpoint_path"), given.get("path")
+        if path is not None and inside is not None and path != inside:
+            raise ValueError(
+                f"checkpoint_path ({path!r}) and checkpoint.path ({inside!r}) differ: keep one"
+            )
+        chosen = path if path is not None else inside
+        if chosen is None:
+            return data
+        return {**data, "checkpoint_path": chosen, "checkpoint": {**given, "path": chosen}}
 
     @model_validator(mode="before")
     @classmethod

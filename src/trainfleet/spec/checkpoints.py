@@ -1,0 +1,39 @@
+"""Where a job's checkpoints go (``checkpoint: {path, keep, shared}``; ``checkpoint_path``
+and Submarine's ``--checkpoint_path`` name the same folder).
+
+Every task finds the folder in ``$TRAINFLEET_CHECKPOINT_PATH`` (without a path: a folder
+of the job under the data directory, never a task's own), how many committed steps to
+keep in ``$TRAINFLEET_CHECKPOINT_KEEP``, and, once one exists, the newest committed step
+in ``$TRAINFLEET_RESUME_FROM`` (see ``trainfleet.checkpoint``).
+
+>>> CheckpointSpec.model_validate({"keep": 5}).keep
+5
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from pydantic import BaseModel, ConfigDict, Field, StrictBool
+
+RESTART_VARIABLE = "TRAINFLEET_RESTART"
+RESUME_VARIABLE = "TRAINFLEET_RESUME_FROM"
+
+
+class CheckpointSpec(BaseModel):
+    """The job's checkpoint folder and how many committed steps it keeps."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
+
+    path: str | None = Field(
+        default=None,
+        description="The folder (relative: to the job's directory); default: a folder of "
+        "the job under the data directory. Same as checkpoint_path.",
+    )
+    keep: Annotated[int, Field(ge=1, le=1000, strict=True)] = Field(
+        default=3, description="Committed steps kept (trainfleet.checkpoint prunes to it)."
+    )
+    shared: StrictBool = Field(
+        default=False,
+        description="Whether other jobs may use the same path at once (refused otherwise).",
+    )
