@@ -1,4 +1,4 @@
-"""Where a job's checkpoints go (``checkpoint: {path, keep, shared}``; ``checkpoint_path``
+"""Where a job's checkpoints go (``checkpoint: {path, keep}``; ``checkpoint_path``
 and Submarine's ``--checkpoint_path`` name the same folder).
 
 Every task finds the folder in ``$TRAINFLEET_CHECKPOINT_PATH`` (without a path: a folder
@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool
+from pydantic import BaseModel, ConfigDict, Field
 
 RESTART_VARIABLE = "TRAINFLEET_RESTART"
 RESUME_VARIABLE = "TRAINFLEET_RESUME_FROM"
@@ -32,8 +32,4 @@ class CheckpointSpec(BaseModel):
     )
     keep: Annotated[int, Field(ge=1, le=1000, strict=True)] = Field(
         default=3, description="Committed steps kept (trainfleet.checkpoint prunes to it)."
-    )
-    shared: StrictBool = Field(
-        default=False,
-        description="Whether other jobs may use the same path at once (refused otherwise).",
     )

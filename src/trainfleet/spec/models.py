@@ -561,8 +561,8 @@ class JobSpec(_Model):
     )
     checkpoint: CheckpointSpec = Field(
         default_factory=CheckpointSpec,
-        description="Where checkpoints go and how many committed steps stay: {path, keep, "
-        "shared}; every task finds them in $TRAINFLEET_CHECKPOINT_PATH and the newest in "
+        description="Where checkpoints go and how many committed steps stay: {path, keep}; "
+        "every task finds them in $TRAINFLEET_CHECKPOINT_PATH and the newest in "
         "$TRAINFLEET_RESUME_FROM.",
     )
     labels: dict[str, EnvValue] = Field(default_factory=dict)
