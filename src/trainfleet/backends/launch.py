@@ -134,8 +134,8 @@ class JobLaunch:
             env["HOME"] = str(self.workdir)
         if self.secret_dir is not None:
             mounts.append(Mount(self.secret_dir, self.secret_dir, read_only=True))
-        if self.spec.checkpoint_path is None:  # the job's own folder, not in its directory
-            folder = self.data_dir.checkpoint_dir(self.job_id)
+        folder = self.data_dir.checkpoint_dir(self.job_id)
+        if self.spec.checkpoint_path is None and folder.is_dir():  # made by make_checkpoint_dir
             mounts.append(Mount(folder, folder))
         record = self.data_dir.record(self.job_id, *key, self.attempts.get(key, 0))
         # Every process of the attempt inherits it, even one that leaves the task's group.
@@ -188,6 +188,7 @@ class JobLaunch:
         if folder.is_dir():
             return
         group = self.account.gid if self.account is not None else None
+        folder.parent.mkdir(parents=True, exist_ok=True)  # the job's folder, as its logs'
         fresh_dir(folder, 0o2770 if group is not None else 0o700, group)
 
     def _secret_variables(self, role: str) -> dict[str, str]:
