@@ -186,6 +186,9 @@ def test_a_revoked_tokens_stream_ends_within_about_a_second(world: World) -> Non
 
 
 def test_one_reader_queries_the_store_however_many_streams_are_open(world: World) -> None:
+    """Twenty streams read the store at most once a poll interval between them (each
+    reading for itself would be twenty times that); a rate, not a ratio to one stream,
+    whose own rate sinks when the machine is busy."""
     hub = world.live.app.state.change_hub
     calls: list[float] = []
     read = hub.jobs.changes
@@ -196,22 +199,19 @@ def test_one_reader_queries_the_store_however_many_streams_are_open(world: World
 
     hub.jobs.changes = counted
     try:
-        per_stream_count = {}
-        for streams in (1, 20):
-            with _followers(world, streams) as followers:
-                time.sleep(0.5)  # every stream caught up and live
-                calls.clear()
-                started = time.monotonic()
-                world.run("ana", "vision", f"n{streams}")
-                wait_for(lambda: all(f.changes() for f in followers), 30, "every stream's news")
-                time.sleep(0.5)
-                per_stream_count[streams] = len(calls) / (time.monotonic() - started)
+        with _followers(world, 20) as followers:
+            time.sleep(0.5)  # every stream caught up and live
+            calls.clear()
+            started = time.monotonic()
+            world.run("ana", "vision", "n20")
+            wait_for(lambda: all(f.changes() for f in followers), 30, "every stream's news")
+            time.sleep(0.5)
+            rate = len(calls) / (time.monotonic() - started)
     finally:
         del hub.jobs.changes
     interval = world.live.app.state.settings.poll_interval
     # At most one read per poll interval (and a second one where a read filled a batch).
-    assert all(rate <= 1.5 / interval for rate in per_stream_count.values()), per_stream_count
-    assert per_stream_count[20] < 2 * per_stream_count[1], per_stream_count
+    assert 0 < rate <= 1.5 / interval, (rate, interval)
 
 
 class _followers:

@@ -90,7 +90,13 @@ def test_a_task_with_an_image_runs_in_a_pyxis_step_on_its_node(
         (call,) = [c for c in calls if f"--nodelist={node}" in c]
         assert "--overlap" in call
         assert "--container-image=registry.example.org/team/train:2" in call
-        assert f"--container-mounts={tmp_path}:{tmp_path},{tmp_path / 'data'}:/data:ro" in call
+        (mounts,) = [a.split("=", 1)[1] for a in call if a.startswith("--container-mounts=")]
+        checkpoints = pyxis_user.data_dir / "jobs" / job_id_in(done.stdout) / "checkpoints"
+        assert mounts.split(",") == [
+            f"{tmp_path}:{tmp_path}",
+            f"{tmp_path / 'data'}:/data:ro",
+            f"{checkpoints}:{checkpoints}",
+        ]
         assert f"--container-workdir={tmp_path}" in call
         assert call[call.index("--") + 1 :][:2] == ["/bin/sh", "-c"]
         said = re.findall(rf"worker/{index}\s*\| (.*)", done.stdout)
