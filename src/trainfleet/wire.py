@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from trainfleet.domain.links import ServiceLink
 from trainfleet.domain.records import (
     AuditRecord,
+    CheckpointStep,
     EventRecord,
     JobRecord,
     State,
@@ -64,6 +65,10 @@ class JobDetails(_Model):
     job: JobRecord
     tasks: list[TaskRecord]
     events: list[EventRecord]
+    checkpoints: list[CheckpointStep] = Field(
+        default_factory=list,
+        description="Its committed checkpoints (`trainfleet.checkpoint`), oldest first.",
+    )
     may: list[str] = Field(
         default_factory=list,
         description="What the caller may do to the job now: `stop`, `delete` (access.RULES).",

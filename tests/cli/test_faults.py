@@ -139,7 +139,11 @@ def test_job_scope_restarts_every_task_together(engine: Engine, job_file, tmp_pa
     assert run.returncode == 0, output
     events = engine.describe(job_id).events
     assert any(
-        e.task == "worker/1" and "exit code 137 (SIGKILL); restarting the job" in e.message
+        e.task == "worker/1"
+        and e.code == Code.PROGRAM_FAILED
+        and re.fullmatch(
+            r"exit code 137 \(SIGKILL\) on \S+ \(pid \d+\); restarting the job", e.message
+        )
         for e in events
     )
     # ps ignores SIGTERM: the restart waits for its SIGKILL, so no two attempts overlap.

@@ -50,3 +50,90 @@ def test_a_restarted_task_resumes_from_the_newest_committed_step(
     assert lines[1].endswith(f"restart 1 resume {folder / 'step-2'}")
     assert lines[2].endswith("done at 5 keep 2")
     assert sorted(path.name for path in folder.iterdir()) == ["step-4", "step-5"]
+    listed = json.loads(run_cli("checkpoints", job_id, "-o", "json").stdout)
+    assert [(s["step"], s["path"]) for s in listed] == [
+        (4, str(folder / "step-4")),
+        (5, str(folder / "step-5")),
+    ]
+    details = json.loads(run_cli("describe", job_id, "-o", "json").stdout)
+    assert details["checkpoints"] == listed
+    shown = run_cli("describe", job_id).stdout
+    assert "checkpoint: step 5 (" in shown and f"2 kept, {folder / 'step-5'}" in shown, shown
+
+
+REQUEUE = """\
+import os, sys
+from trainfleet import checkpoint
+restart = int(os.environ["TRAINFLEET_RESTART"])
+found = checkpoint.latest()
+step = found.step + 1 if found else 0
+with checkpoint.save(step) as folder:
+    (folder / "state").write_text(str(step))
+print("restart", restart, "saved", step, flush=True)
+sys.exit(85 if restart < int(sys.argv[1]) else 0)
+"""
+
+
+@pytest.mark.parametrize(("requeues", "succeeds"), [(2, True), (3, False)])
+def test_a_program_asking_to_be_requeued_restarts_whatever_the_policy_up_to_its_bound(
+    tmp_path: Path, requeues: int, succeeds: bool
+) -> None:
+    """restart.policy stays `never`: exit code 85 (requeue_exit_code) restarts the task as
+    an infrastructure failure, coded `requeued`, up to max_infrastructure (2); a third
+    request fails the job with that code."""
+    (tmp_path / "train.py").write_text(REQUEUE)
+    (tmp_path / "job.yaml").write_text(
+        "name: requeue\n"
+        "restart: {requeue_exit_code: 85, max_infrastructure: 2, backoff: {initial: 0}}\n"
+        f"roles:\n  worker: {{command: '{sys.executable} train.py {requeues}'}}\n"
+    )
+    done = run_cli("run", tmp_path / "job.yaml", timeout=120)
+    assert done.returncode == (0 if succeeds else 1), done.stdout + done.stderr
+    job_id = json.loads(run_cli("list", "-o", "json").stdout)[0]["id"]
+    said = [line for line in done.stdout.splitlines() if line.startswith("worker/0 | ")]
+    assert [line.split("| ")[1] for line in said] == [f"restart {n} saved {n}" for n in range(3)], (
+        done.stdout
+    )
+    details = json.loads(run_cli("describe", job_id, "-o", "json").stdout)
+    restarts = [e for e in details["events"] if e["state"] == "restarting"]
+    assert [e["code"] for e in restarts] == ["requeued", "requeued"], restarts
+    if not succeeds:
+        job = details["job"]
+        assert (job["state"], job["code"]) == ("failed", "requeued"), job
+        assert job["reason"] == "worker/0 exited with exit code 85 after 2 restart(s)", job
+
+
+SILENT = """\
+import os, sys, time
+from trainfleet import checkpoint
+restart = int(os.environ["TRAINFLEET_RESTART"])
+print("restart", restart, flush=True)
+if restart == 0:
+    time.sleep(120)  # silent: no line, no heartbeat
+else:
+    for _ in range(12):  # no line for 3 s, but a heartbeat every 0.25 s
+        checkpoint.beat()
+        time.sleep(0.25)
+print("done", flush=True)
+"""
+
+
+def test_a_silent_task_is_restarted_as_stalled_and_a_beating_one_is_not(tmp_path: Path) -> None:
+    """progress.timeout 2 s: the first attempt, silent, is stopped and restarted (code
+    stalled, whatever the policy); the second, silent in its log but touching its
+    heartbeat, runs to its end."""
+    (tmp_path / "train.py").write_text(SILENT)
+    (tmp_path / "job.yaml").write_text(
+        "name: stall\nprogress: {timeout: 2}\ngrace_period: 1\n"
+        "restart: {backoff: {initial: 0}}\n"
+        f"roles:\n  worker: {{command: '{sys.executable} train.py'}}\n"
+    )
+    done = run_cli("run", tmp_path / "job.yaml", timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    job_id = json.loads(run_cli("list", "-o", "json").stdout)[0]["id"]
+    details = json.loads(run_cli("describe", job_id, "-o", "json").stdout)
+    restarts = [e for e in details["events"] if e["state"] == "restarting"]
+    assert [e["code"] for e in restarts] == ["stalled"], details["events"]
+    assert "silent for over 2s" in restarts[0]["message"], restarts
+    first = next(e for e in details["events"] if e["task"] and e["code"] == "started")
+    assert restarts[0]["time"] - first["time"] < 2 + 5  # the issue's bound: timeout + 5 s

@@ -3,6 +3,7 @@ kept apart from why it ended."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import yaml
@@ -59,10 +60,12 @@ def test_a_job_failed_by_a_task_takes_its_code_and_restarts_say_so(
     task_codes = [(e.state, e.code) for e in engine.events(job.id) if e.task]
     assert task_codes == [
         (State.RUNNING, Code.STARTED),
-        (State.RESTARTING, Code.RESTARTING),
+        (State.RESTARTING, Code.PROGRAM_FAILED),
         (State.RUNNING, Code.STARTED),
         (State.FAILED, Code.EXITED),
     ]
+    (restart,) = [e for e in engine.events(job.id) if e.state == State.RESTARTING]
+    assert re.fullmatch(r"exit code 3 on \S+ \(pid \d+\); restarting in 0s", restart.message)
 
 
 def test_a_cancelled_job_no_longer_waits_and_stays_cancelled(

@@ -3,10 +3,12 @@
 usage: whole_machine.py LOG NAME SECONDS [--until-preempted]
 
 Appends ``NAME start`` and ``NAME end`` to LOG. With --until-preempted, the first run
-waits for SIGTERM, notes ``NAME sigterm`` (a checkpoint would be written here) and
-exits 143; a later run (the job after its requeue) finishes like the others.
+(``TRAINFLEET_RESTART`` 0) waits for SIGTERM, notes ``NAME sigterm`` (a checkpoint would
+be written here) and exits 143; a later run (the job after its requeue, told so by
+``TRAINFLEET_RESTART``) finishes like the others.
 """
 
+import os
 import signal
 import sys
 import time
@@ -14,7 +16,7 @@ from pathlib import Path
 
 log, name, seconds = Path(sys.argv[1]), sys.argv[2], float(sys.argv[3])
 until_preempted = "--until-preempted" in sys.argv
-marker = log.with_name(f"{name}.preempted")
+first_run = os.environ["TRAINFLEET_RESTART"] == "0"
 
 
 def note(event: str) -> None:
@@ -24,14 +26,13 @@ def note(event: str) -> None:
 
 def on_sigterm(*_: object) -> None:
     note("sigterm")
-    marker.touch()
     sys.exit(143)
 
 
 signal.signal(signal.SIGTERM, on_sigterm)
 note("start")
 print(f"{name} running", flush=True)
-if until_preempted and not marker.exists():
+if until_preempted and first_run:
     while True:
         time.sleep(0.05)
 time.sleep(seconds)

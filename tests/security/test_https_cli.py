@@ -164,6 +164,7 @@ def walk_readme(walk: Walk, tmp_path: Path) -> None:
     assert "hello from tiny ***" in walk.ok(bo, "logs", "--follow", job)
     assert job in walk.ok(bo, "list")
     assert "succeeded" in walk.ok(bo, "describe", job)
+    walk.ok(bo, "checkpoints", job)
     walk.ok(bo, "events", job)
     walk.ok(bo, "top", job)
     walk.ok(bo, "delete", job)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from trainfleet.backends.accounts import Account
 from trainfleet.backends.supervision.shim import ATTEMPT_VARIABLE
-from trainfleet.checkpoint import KEEP_VARIABLE, PATH_VARIABLE, latest
+from trainfleet.checkpoint import HEARTBEAT_VARIABLE, KEEP_VARIABLE, PATH_VARIABLE, latest
 from trainfleet.datadir.files import fresh_dir, write_new
 from trainfleet.datadir.layout import DataDir
 from trainfleet.environments.task_base import SERVERS, TaskBase
@@ -135,8 +135,12 @@ class JobLaunch:
         if self.secret_dir is not None:
             mounts.append(Mount(self.secret_dir, self.secret_dir, read_only=True))
         folder = self.data_dir.checkpoint_dir(self.job_id)
-        if self.spec.checkpoint_path is None and folder.is_dir():  # made by make_checkpoint_dir
+        if self.spec.checkpoint_path is None and folder.is_dir():  # made by make_task_folders
             mounts.append(Mount(folder, folder))
+        heartbeat = self.data_dir.heartbeat(self.job_id, *key)
+        if self.spec.progress is not None and heartbeat.parent.is_dir():
+            env[HEARTBEAT_VARIABLE] = str(heartbeat)
+            mounts.append(Mount(heartbeat.parent, heartbeat.parent))
         record = self.data_dir.record(self.job_id, *key, self.attempts.get(key, 0))
         # Every process of the attempt inherits it, even one that leaves the task's group.
         env[ATTEMPT_VARIABLE] = str(record)
@@ -160,10 +164,7 @@ class JobLaunch:
     def checkpoint_dir(self) -> str:
         """The job's checkpoint folder: its path (relative: to the job's directory; a URL
         as written), else the job's own under the data directory."""
-        path = self.spec.checkpoint_path
-        if path is None:
-            return str(self.data_dir.checkpoint_dir(self.job_id))
-        return path if "://" in path else str(self.workdir / path)
+        return self.data_dir.checkpoints_of(self.job_id, self.workdir, self.spec.checkpoint_path)
 
     def _checkpoint_variables(self, key: TaskKey) -> dict[str, str]:
         """Where checkpoints go, how many stay, which attempt this is, and (once one is
@@ -179,17 +180,20 @@ class JobLaunch:
             variables[RESUME_VARIABLE] = str(found.path)
         return variables
 
-    def make_checkpoint_dir(self) -> None:
-        """The job's own checkpoint folder (where it names none), writable by its tasks'
-        account (its group), made once."""
-        if self.spec.checkpoint_path is not None:
-            return
-        folder = self.data_dir.checkpoint_dir(self.job_id)
-        if folder.is_dir():
-            return
+    def make_task_folders(self) -> None:
+        """The job's own checkpoint folder (where it names none) and, where its progress
+        is watched, its tasks' heartbeat folder: writable by its tasks' account (its
+        group), each made once."""
+        folders = []
+        if self.spec.progress is not None:
+            folders.append(self.data_dir.heartbeat(self.job_id, "", 0).parent)
+        if self.spec.checkpoint_path is None:
+            folders.append(self.data_dir.checkpoint_dir(self.job_id))
         group = self.account.gid if self.account is not None else None
-        folder.parent.mkdir(parents=True, exist_ok=True)  # the job's folder, as its logs'
-        fresh_dir(folder, 0o2770 if group is not None else 0o700, group)
+        for folder in folders:
+            if not folder.is_dir():
+                folder.parent.mkdir(parents=True, exist_ok=True)  # the job's, as its logs'
+                fresh_dir(folder, 0o2770 if group is not None else 0o700, group)
 
     def _secret_variables(self, role: str) -> dict[str, str]:
         """The role's variables that name secrets: their values, or their files' paths; in

@@ -7,6 +7,7 @@ import sys
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import closing, contextmanager
+from dataclasses import asdict
 from typing import TYPE_CHECKING
 
 import click
@@ -158,9 +159,23 @@ def describe(options: Options, job_id: str, output: str) -> int:
                 "job": details.job.to_dict() | {"spec": json.loads(details.job.spec)},
                 "tasks": [task.to_dict() for task in details.tasks],
                 "events": [event.to_dict() for event in details.events],
+                "checkpoints": [asdict(step) for step in details.checkpoints],
             },
             output,
         )
+    return 0
+
+
+def checkpoints(options: Options, job_id: str, output: str) -> int:
+    """``trainfleet checkpoints``: the job's committed checkpoints, oldest first."""
+    with reader_of(options) as service:
+        steps = service.describe(job_id).checkpoints
+    if output == "table":
+        from trainfleet.cli import tables
+
+        tables.print_checkpoints(steps)
+    else:
+        _dump([asdict(step) for step in steps], output)
     return 0
 
 

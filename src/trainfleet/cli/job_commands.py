@@ -52,6 +52,17 @@ def describe(options: Options, job_id: str, output: str) -> None:
 
 @click.command()
 @click.argument("job_id")
+@OUTPUT
+@click.pass_obj
+def checkpoints(options: Options, job_id: str, output: str) -> None:
+    """List a job's committed checkpoints (trainfleet.checkpoint's steps), oldest first."""
+    from trainfleet.cli import commands
+
+    sys.exit(commands.checkpoints(options, job_id, output))
+
+
+@click.command()
+@click.argument("job_id")
 @click.option("--role", help="Only this role's tasks.")
 @click.option("--index", type=click.IntRange(0), help="Only this replica of --role.")
 @click.option("--follow", "-f", is_flag=True, help="Keep printing until the job ends.")

@@ -24,6 +24,10 @@ COMMANDS = {
     "describe": Lazy(
         "trainfleet.cli.job_commands:describe", "Show a job with its tasks and events."
     ),
+    "checkpoints": Lazy(
+        "trainfleet.cli.job_commands:checkpoints",
+        "List a job's committed checkpoints (trainfleet.checkpoint's steps), oldest first.",
+    ),
     "top": Lazy(
         "trainfleet.cli.usage_commands:top",
         "Show what running tasks use: CPU, memory, GPU and GPU memory.",

@@ -143,7 +143,7 @@ class RemoteService:
 
     def describe(self, job_id: str) -> JobDetails:
         details = self.call(lambda: self.client.describe(job_id))
-        return JobDetails(details.job, details.tasks, details.events)
+        return JobDetails(details.job, details.tasks, details.events, details.checkpoints)
 
     def tasks(self, job_id: str) -> list[TaskRecord]:
         return self.describe(job_id).tasks

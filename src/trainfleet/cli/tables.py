@@ -13,7 +13,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from trainfleet.domain.records import JobDetails, JobRecord, State, TaskRecord
+from trainfleet.domain.records import CheckpointStep, JobDetails, JobRecord, State, TaskRecord
 
 if TYPE_CHECKING:
     from trainfleet.control.dry_run import DryRun
@@ -125,6 +125,15 @@ def print_details(details: JobDetails, usage: JobUsage | None = None) -> None:
     console.print(f"queue {spec.get('queue', 'default')}, priority {spec.get('priority', 0)}")
     times = (_when(job.created_at), _when(job.started_at), _when(job.finished_at))
     console.print("created {}, started {}, finished {}".format(*times))
+    if details.checkpoints:
+        newest = details.checkpoints[-1]
+        console.print(
+            escape(
+                f"checkpoint: step {newest.step} ({_when(newest.committed_at)}), "
+                f"{len(details.checkpoints)} kept, {newest.path}"
+            ),
+            soft_wrap=True,
+        )
     console.print()
     console.print(task_table(details.tasks))
     lines = [task for task in usage.tasks if task.current is not None] if usage else []
@@ -182,3 +191,13 @@ def print_rows(rows: Sequence[tuple[str, ...]]) -> None:
         click.echo(
             "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
         )
+
+
+def print_checkpoints(steps: list[CheckpointStep]) -> None:
+    """One row per committed checkpoint, oldest first."""
+    table = Table(box=None, pad_edge=False)
+    for column in ("STEP", "COMMITTED", "PATH"):
+        table.add_column(column)
+    for step in steps:
+        table.add_row(str(step.step), _when(step.committed_at), escape(step.path))
+    console.print(table)

@@ -11,6 +11,7 @@ import functools
 import heapq
 import itertools
 import logging
+import operator
 import os
 import queue
 import shutil
@@ -25,7 +26,7 @@ from trainfleet.backends.api import Backend, NotStarted, Outside, TaskHandle
 from trainfleet.backends.launch import JobLaunch
 from trainfleet.control import policies
 from trainfleet.datadir.layout import DataDir
-from trainfleet.domain.conditions import Code, Condition
+from trainfleet.domain.conditions import INFRASTRUCTURE_FAILURES, Code, Condition
 from trainfleet.domain.records import JobRecord, Reason, State
 from trainfleet.environments.build import BuildFailed, BuildStopped
 from trainfleet.environments.cache import Builders, EnvironmentCache, Lease
@@ -47,6 +48,17 @@ class _Task:
     key: TaskKey
     state: State = State.QUEUED
     restarts: int = 0
+    """Its attempt: 0 first, +1 for each restart, the job's too, and each requeue."""
+    failures: int = 0
+    """Restarts after its program failed (``restart.max_restarts``)."""
+    infrastructure: int = 0
+    """Restarts after an infrastructure failure (``restart.max_infrastructure``)."""
+    where: str = ""
+    """Where its attempt runs, for people: ``on tf-node1 (Slurm job 12.0)``."""
+    started: float = 0.0
+    """When its attempt started (wall clock: compared with its files' times)."""
+    stalled: bool = False
+    """Its attempt is being stopped for its silence (``progress.timeout``)."""
     alive: bool = False
     """Its process may still run: an exit is still to come (or is queued)."""
     handle: TaskHandle | None = None
@@ -121,7 +133,7 @@ class JobController:
         self._builders = builders
         self._handed_over = False
         self._python_dirs: dict[str, Path] = {}
-        self._tasks = {slot.key: _Task(slot.key) for slot in placement}
+        self._tasks = {slot.key: _Task(slot.key, where=f"on {slot.host}") for slot in placement}
         self._inbox: queue.Queue[_Exited | _Placed | _Cancel | _Preempt] = queue.Queue()
         self._stopping = threading.Event()
         """Set with a cancel or a preemption: the environment build, if any, stops."""
@@ -132,6 +144,7 @@ class JobController:
         """Whether the job was marked running (once all its tasks ran)."""
         self._job_restart_at: float | None = None
         """While the whole job restarts (scope 'job'): when its tasks may start again."""
+        self._watching_progress = False
 
     # -- public ---------------------------------------------------------------
 
@@ -199,6 +212,7 @@ class JobController:
         self._hand_over()  # a team's own environment may be built from its folder
         if not self._setup():
             return
+        self._count_restarts(requeued=True)
         self._start(self._tasks)
         self._watch_deadline(time.time())  # time waiting in a cluster's queue counts too
         if not self.backend.queues_tasks:
@@ -272,6 +286,7 @@ class JobController:
             else:
                 task.restarts = attempt
                 self._adopt(task, attempt)
+        self._count_restarts()
         wants = any(self.spec.environment_of(role) for role in self.spec.roles)
         self._hand_over()
         job = self.store.get_job(self.job_id)
@@ -280,6 +295,26 @@ class JobController:
         self._start(never_started)
         self._watch_deadline(started_at)
         self._evaluate()
+
+    def _count_restarts(self, requeued: bool = False) -> None:
+        """Each task's restarts of either kind so far, from the job's events (a restarted
+        server, a job run again after a preemption, keep counting); ``requeued``: a new
+        run of the job, whose tasks go on from their last attempt."""
+        for event in self.store.list_events(self.job_id):
+            if event.state != State.RESTARTING or not event.task:
+                continue
+            role, _, index = event.task.rpartition("/")
+            task = self._tasks.get((role, int(index)))
+            if task is None:
+                continue
+            if event.code in INFRASTRUCTURE_FAILURES:
+                task.infrastructure += 1
+            elif event.code in (Code.PROGRAM_FAILED, Code.EXITED):
+                task.failures += 1
+        for key, task in self._tasks.items() if requeued else ():
+            attempt = self.backend.last_attempt(self.data_dir, self.job_id, key)
+            if attempt is not None:
+                task.restarts = attempt + 1
 
     def _linger(self, job: JobRecord) -> State:
         """An ended job whose services outlived it (TensorBoard's ``keep_after``) when an
@@ -398,7 +433,7 @@ class JobController:
             team=self._team,
         )
         job.write_secret_files()
-        job.make_checkpoint_dir()
+        job.make_task_folders()
         queued = self.backend.queues_tasks
         for key, started in self.backend.start(job, self).items():
             task = self._tasks[key]
@@ -406,8 +441,9 @@ class JobController:
                 failed = Reason.COULD_NOT_START.condition(started.reason)
                 self._set_task(task, State.FAILED, failed)
                 continue
-            task.alive, task.handle = True, started
+            task.alive, task.handle, task.started = True, started, time.time()
             status = self.backend.describe(started)
+            task.where = f"on {self.placement.slot(*key).host} ({status.where})"
             verb = "submitted" if queued else "started"
             if task.restarts:
                 verb = f"re{verb} (restart {task.restarts})"
@@ -420,7 +456,33 @@ class JobController:
                 restarts=task.restarts,
                 exit_code=None,
             )
+        if self.spec.progress is not None and not self._watching_progress:
+            self._watching_progress = True
+            self._after(self._progress_check_every(), self._check_progress)
         self._evaluate()
+
+    def _progress_check_every(self) -> float:
+        assert self.spec.progress is not None
+        return min(5.0, self.spec.progress.timeout / 4)
+
+    def _check_progress(self) -> None:
+        """Stop each running task silent for longer than ``progress.timeout``: no line in
+        its log, no touch of its heartbeat (its exit then restarts it as ``stalled``)."""
+        assert self.spec.progress is not None
+        if self._outcome is not None:
+            return
+        now, timeout = time.time(), self.spec.progress.timeout
+        for task in self._tasks.values():
+            if task.state is not State.RUNNING or not task.alive or task.stalled:
+                continue
+            files = (
+                self.data_dir.log_path(self.job_id, *task.key),
+                self.data_dir.heartbeat(self.job_id, *task.key),
+            )
+            if now - max(task.started, *(_modified(path) for path in files)) > timeout:
+                task.stalled = True
+                self._terminate(functools.partial(operator.eq, task.key))
+        self._after(self._progress_check_every(), self._check_progress)
 
     def _on_placed(self, placed: _Placed) -> None:
         """A task waits in the cluster's queue (no address yet), or runs at its address."""
@@ -431,6 +493,7 @@ class JobController:
             self._set_task(task, task.state, Condition(Code.WAITING_FOR_RESOURCES, placed.note))
             return
         placed_at = Condition(Code.STARTED, placed.note)
+        task.where = placed.note.removeprefix("running ")
         self._set_task(task, State.RUNNING, placed_at, address=placed.address)
         if all(t.state is State.RUNNING for t in self._tasks.values() if t.alive):
             self._mark_running()
@@ -451,6 +514,11 @@ class JobController:
     def _on_exit(self, key: TaskKey, code: int, outside: Outside | None = None) -> None:
         task = self._tasks[key]
         task.alive = False
+        if task.stalled and outside is None:
+            assert self.spec.progress is not None
+            silent = f"silent for over {self.spec.progress.timeout:g}s"
+            outside = Outside(silent, cause=Code.STALLED)
+        task.stalled = False
         exit_text = policies.describe_exit(code) + (f" ({outside.what})" if outside else "")
         done: dict[str, object] = {"exit_code": code, "finished_at": time.time()}
         if outside is not None and outside.cancelled and self._outcome is None:
@@ -466,27 +534,41 @@ class JobController:
             self._set_task(task, State.RESTARTING, restarting, **done)
             self._restart_job_when_stopped()
             return
-        restart, policy = self.spec.restart, self.spec.restart_policy_of(key[0])
-        if code == 0:
-            wants_restart = policy is RestartPolicy.ALWAYS and not self._succeeds_job(key)
+        restart = self.spec.restart
+        cause = policies.restart_cause(
+            code, outside.cause if outside else None, restart.requeue_exit_code
+        )
+        infrastructure = cause in INFRASTRUCTURE_FAILURES
+        if infrastructure:  # whatever the policy
+            wants_restart, used, limit = True, task.infrastructure, restart.max_infrastructure
         else:
-            wants_restart = policies.retries_failure(policy, code)
-        if wants_restart and task.restarts < restart.max_restarts:
-            delay = restart.backoff.delay(task.restarts)
+            policy = self.spec.restart_policy_of(key[0])
+            if code == 0:
+                wants_restart = policy is RestartPolicy.ALWAYS and not self._succeeds_job(key)
+            else:
+                wants_restart = policies.retries_failure(policy, code)
+            used, limit = task.failures, restart.max_restarts
+        if wants_restart and used < limit:
+            if infrastructure:
+                task.infrastructure += 1
+            else:
+                task.failures += 1
+            delay = restart.backoff.delay(used)
+            exited = f"{exit_text} {task.where}"
             if self.spec.restart_scope() == "job" or self.backend.restarts_whole_jobs:
-                restarting = Condition(Code.RESTARTING, f"{exit_text}; restarting the job")
+                restarting = Condition(cause, f"{exited}; restarting the job")
                 self._set_task(task, State.RESTARTING, restarting, **done)
                 self._restart_job(key, delay)
             else:
-                restarting = Condition(Code.RESTARTING, f"{exit_text}; restarting in {delay:g}s")
+                restarting = Condition(cause, f"{exited}; restarting in {delay:g}s")
                 self._set_task(task, State.RESTARTING, restarting, **done)
                 self._after(delay, lambda: self._restart([key]))
             return
-        ended = Code.NODE_LOST if outside is not None else Code.EXITED
+        ended = cause if infrastructure else Code.EXITED
         if code == 0:
             self._set_task(task, State.SUCCEEDED, Condition(ended, exit_text), **done)
         else:
-            tries = f" after {task.restarts} restart(s)" if task.restarts else ""
+            tries = f" after {used} restart(s)" if used else ""
             failed = Condition(ended, f"exited with {exit_text}{tries}")
             self._set_task(task, State.FAILED, failed, **done)
         self._evaluate()
@@ -613,3 +695,12 @@ class JobController:
         self._kill(
             {key: task.handle for key, task in self._tasks.items() if task.handle is not None}
         )
+
+
+def _modified(path: Path) -> float:
+    """When ``path`` last changed (not following a link a task may have put there); 0
+    where it is not there."""
+    try:
+        return os.lstat(path).st_mtime
+    except OSError:
+        return 0.0

@@ -22,6 +22,7 @@ from trainfleet.control import queueing
 from trainfleet.control.admitter import Admitter
 from trainfleet.control.controller import JobController
 from trainfleet.control.runner import Runner
+from trainfleet.datadir.checkpoints import committed_steps
 from trainfleet.datadir.layout import DataDir
 from trainfleet.datadir.space import require_free
 from trainfleet.domain.conditions import Code, Condition
@@ -387,12 +388,9 @@ class Engine:
             self.firewall.remove(job_id)
 
     def _ended(self, job_id: str) -> None:
-        """A job's controller returned: free its resources; a preempted one waits again."""
+        """A job's controller returned: free its resources; a preempted one waits again
+        (its attempts' records stay: its next run goes on from its last attempt)."""
         self._free_ports(job_id)
-        job = self.store.get_job(job_id)
-        if job is not None and job.state == State.QUEUED:
-            # Its next run starts from attempt 0 again: drop the old attempts' records.
-            shutil.rmtree(self.data_dir.run_dir(job_id), ignore_errors=True)
         self.admitter.finished(job_id)
 
     def resume(self) -> list[str]:
@@ -568,7 +566,9 @@ class Engine:
         return job
 
     def describe(self, job_id: str) -> JobDetails:
-        return JobDetails(self.get(job_id), self.tasks(job_id), self.events(job_id))
+        job = self.get(job_id)
+        steps = committed_steps(self.data_dir, job)
+        return JobDetails(job, self.tasks(job_id), self.events(job_id), steps)
 
     def events(self, job_id: str, after: int = 0) -> list[EventRecord]:
         """The job's events with an id above ``after``, oldest first."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 import signal
 from collections.abc import Mapping
 
+from trainfleet.domain.conditions import Code
 from trainfleet.domain.records import State
 from trainfleet.scheduling.placement import TaskKey, task_keys
 from trainfleet.spec.models import JobSpec, RestartPolicy
@@ -34,6 +35,23 @@ def retries_failure(policy: RestartPolicy, code: int) -> bool:
     if policy is RestartPolicy.EXIT_CODE:
         return 128 <= code <= 255
     return policy in (RestartPolicy.ON_FAILURE, RestartPolicy.ALWAYS)
+
+
+def restart_cause(code: int, outside: Code | None, requeue_exit_code: int | None) -> Code:
+    """Why a task that ended with ``code`` would start again: what ended it from outside
+    (``outside``: a lost node, a preemption, a stall), its program asking to be requeued,
+    its program failing, or (``exited``) its program ending well.
+
+    >>> restart_cause(137, Code.NODE_LOST, None), restart_cause(85, None, 85)
+    (<Code.NODE_LOST: 'node-lost'>, <Code.REQUEUED: 'requeued'>)
+    >>> restart_cause(1, None, 85), restart_cause(0, None, None)
+    (<Code.PROGRAM_FAILED: 'program-failed'>, <Code.EXITED: 'exited'>)
+    """
+    if outside is not None:
+        return outside
+    if code == 0:
+        return Code.EXITED
+    return Code.REQUEUED if code == requeue_exit_code else Code.PROGRAM_FAILED
 
 
 def success_tasks(spec: JobSpec) -> list[TaskKey]:

@@ -65,6 +65,17 @@ class DataDir:
         """The job's checkpoints, where its file names no folder (written by its tasks)."""
         return self.job_dir(job_id) / "checkpoints"
 
+    def checkpoints_of(self, job_id: str, workdir: str | Path, named: str | None) -> str:
+        """Where the job's checkpoints go: the folder its file ``named`` (relative: to its
+        ``workdir``; a URL as written), else its own (``checkpoint_dir``)."""
+        if named is None:
+            return str(self.checkpoint_dir(job_id))
+        return named if "://" in named else str(Path(workdir) / named)
+
+    def heartbeat(self, job_id: str, role: str, index: int) -> Path:
+        """The file a task touches to say it makes progress (``$TRAINFLEET_HEARTBEAT``)."""
+        return self.job_dir(job_id) / "heartbeats" / f"{role}-{index}"
+
     def run_dir(self, job_id: str) -> Path:
         """Where tasks' attempts keep their records (``.pid``, ``.exit``; each backend
         reads its own kinds back)."""

@@ -47,7 +47,14 @@ class Code(StrEnum):
     """Stopped to make room for another job and queued again."""
     NODE_LOST = "node-lost"
     """Ended from outside by its cluster engine: its node failed, or its allocation is
-    gone or timed out (the message says which)."""
+    gone or timed out (the message says which); restarted by default (an infrastructure
+    failure)."""
+    PROGRAM_FAILED = "program-failed"
+    """A task restarts after its program failed (``restart.policy``, ``max_restarts``)."""
+    STALLED = "stalled"
+    """A task restarts: its log and heartbeat stayed silent past ``progress.timeout``."""
+    REQUEUED = "requeued"
+    """A task restarts: its program asked to, exiting with ``restart.requeue_exit_code``."""
     CANCELLED = "cancelled"
     """Stopped by a user (``trainfleet stop``, a delete, the cluster's own cancel) or by a
     server shutting down."""
@@ -89,3 +96,8 @@ def known(code: str) -> Code | str:
         return Code(code)
     except ValueError:
         return code
+
+
+INFRASTRUCTURE_FAILURES = frozenset({Code.NODE_LOST, Code.PREEMPTED, Code.STALLED, Code.REQUEUED})
+"""Why a task restarts without its program failing: restarted by default, up to
+``restart.max_infrastructure``, counted apart from its program's failures."""

@@ -317,6 +317,16 @@ class JobActive(Conflict):
     """The job has not ended, and the request needs it to have."""
 
 
+@dataclass(frozen=True, slots=True)
+class CheckpointStep:
+    """A committed checkpoint of a job (``trainfleet.checkpoint``'s ``step-<N>``)."""
+
+    step: int
+    path: str
+    committed_at: float
+    """When its ``COMMITTED`` marker was written."""
+
+
 @dataclass(frozen=True)
 class JobDetails:
     """A job with its tasks and events, as ``describe`` shows it."""
@@ -324,3 +334,5 @@ class JobDetails:
     job: JobRecord
     tasks: list[TaskRecord]
     events: list[EventRecord]
+    checkpoints: list[CheckpointStep] = field(default_factory=list)
+    """Its committed checkpoints, oldest first (where trainfleet can read its folder)."""

@@ -198,7 +198,12 @@ async def describe_job(job: Readable, jobs: JobsDep, who: Who) -> JobDetails:
     ]
     services = service_links(details.job, details.tasks)
     return JobDetails(
-        job=details.job, tasks=details.tasks, events=details.events, may=may, services=services
+        job=details.job,
+        tasks=details.tasks,
+        events=details.events,
+        checkpoints=details.checkpoints,
+        may=may,
+        services=services,
     )
 
 

@@ -16,6 +16,8 @@ from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from trainfleet.checkpoint import HEARTBEAT_VARIABLE
+
 RESTART_VARIABLE = "TRAINFLEET_RESTART"
 RESUME_VARIABLE = "TRAINFLEET_RESUME_FROM"
 
@@ -32,4 +34,16 @@ class CheckpointSpec(BaseModel):
     )
     keep: Annotated[int, Field(ge=1, le=1000, strict=True)] = Field(
         default=3, description="Committed steps kept (trainfleet.checkpoint prunes to it)."
+    )
+
+
+class ProgressSpec(BaseModel):
+    """When a silent task counts as stalled: restarted (code ``stalled``) as an
+    infrastructure failure, as NVIDIA's fault-tolerant launcher does with heartbeats."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
+
+    timeout: Annotated[float, Field(gt=0, le=7 * 86400, allow_inf_nan=False)] = Field(
+        description="Seconds a running task may stay silent: no line in its log and no "
+        f"touch of ${HEARTBEAT_VARIABLE} (trainfleet.checkpoint.save and beat touch it)."
     )

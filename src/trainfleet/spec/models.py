@@ -34,7 +34,7 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
-from trainfleet.spec.checkpoints import CheckpointSpec
+from trainfleet.spec.checkpoints import CheckpointSpec, ProgressSpec
 from trainfleet.spec.environments import PythonEnvironment
 from trainfleet.spec.frameworks import TRAITS, Framework, FrameworkTraits
 from trainfleet.spec.names import (
@@ -479,7 +479,20 @@ class RestartSpec(_Model):
     """How failed tasks are restarted; ``max_restarts`` counts per task."""
 
     policy: RestartPolicy = RestartPolicy.NEVER
-    max_restarts: Annotated[int, Field(ge=0), INTEGER] = 3
+    max_restarts: Annotated[int, Field(ge=0), INTEGER] = Field(
+        default=3, description="Restarts of a task after its program failed."
+    )
+    max_infrastructure: Annotated[int, Field(ge=0), INTEGER] = Field(
+        default=10,
+        description="Restarts of a task after an infrastructure failure (a lost node, a "
+        "preemption, a stall, a requeue its program asked for), whatever the policy; "
+        "counted apart from max_restarts.",
+    )
+    requeue_exit_code: Annotated[int, Field(ge=1, le=255), INTEGER] | None = Field(
+        default=None,
+        description="An exit code by which the program asks to be started again (it has "
+        "saved its checkpoint): restarted as an infrastructure failure, not a failure.",
+    )
     backoff: Backoff = Field(default_factory=Backoff)
     scope: Literal["task", "job"] | None = Field(
         default=None,
@@ -564,6 +577,11 @@ class JobSpec(_Model):
         description="Where checkpoints go and how many committed steps stay: {path, keep}; "
         "every task finds them in $TRAINFLEET_CHECKPOINT_PATH and the newest in "
         "$TRAINFLEET_RESUME_FROM.",
+    )
+    progress: ProgressSpec | None = Field(
+        default=None,
+        description="{timeout}: a running task silent that long (log and heartbeat) is "
+        "restarted as stalled.",
     )
     labels: dict[str, EnvValue] = Field(default_factory=dict)
     queue: str = Field(

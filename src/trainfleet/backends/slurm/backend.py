@@ -45,6 +45,7 @@ from trainfleet.backends.supervision.usage_options import USAGE_INTERVAL, nvml_f
 from trainfleet.datadir import records
 from trainfleet.datadir.layout import DataDir
 from trainfleet.datadir.usage import usage_path
+from trainfleet.domain.conditions import Code
 from trainfleet.scheduling.cluster import Node
 from trainfleet.scheduling.placement import Placement, TaskKey, Unschedulable
 from trainfleet.scheduling.resources import GPU_UNIT, Resources
@@ -406,15 +407,26 @@ class SlurmBackend(PooledAddresses):
         states = {part.state for part in components}
         nodes = ",".join(part.nodes for part in components if part.nodes)
         if "NODE_FAIL" in states:
-            return Outside(f"a node of {nodes} failed; Slurm job {task.job}: NODE_FAIL")
+            return Outside(f"{self._failed_nodes(nodes)} failed; Slurm job {task.job}: NODE_FAIL")
         if "CANCELLED" in states and task.job not in self._cancelled:
             return Outside(f"Slurm job {task.job} was cancelled outside trainfleet", True)
+        if "PREEMPTED" in states:
+            return Outside(f"Slurm preempted job {task.job}", cause=Code.PREEMPTED)
         if "TIMEOUT" in states:
             return Outside(f"Slurm job {task.job} reached its time limit")
         ended = states & (commands.ENDED_STATES - {"COMPLETED", "CANCELLED"})
         if ended and all(part.ended for part in components):
             return Outside(f"Slurm job {task.job} ended {', '.join(sorted(ended))}")
         return None
+
+    @staticmethod
+    def _failed_nodes(nodes: str) -> str:
+        """``node tf-node3``: which of the job's nodes Slurm holds down, where it says."""
+        try:
+            down = commands.down_nodes(nodes) if nodes else []
+        except SlurmError:
+            down = []
+        return f"node {', '.join(down)}" if down else f"a node of {nodes}"
 
     def _read_step(self, task: _Task) -> bool:
         """Learn the task's node and step from its ``.host`` record, once it has one."""

@@ -120,6 +120,12 @@ def nodes(partition: str | None) -> list[tuple[str, int, int, int]]:
     return list(found.values())
 
 
+def down_nodes(nodelist: str) -> list[str]:
+    """The nodes of ``nodelist`` (``tf-node[1-3]``) that are down, failed or not answering."""
+    out = _run(["sinfo", "-h", "-N", "-n", nodelist, "-t", "down,fail,no_respond", "-o", "%N"])
+    return sorted(set(out.split()))
+
+
 def partitions() -> list[str]:
     """The names of the cluster's partitions (the default one marked ``*``)."""
     return _run(["sinfo", "-h", "-o", "%P"]).split()

@@ -7,6 +7,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from trainfleet.datadir.checkpoints import committed_steps
 from trainfleet.datadir.layout import DataDir
 from trainfleet.domain.records import (
     EventRecord,
@@ -85,8 +86,9 @@ class JobReads:
         return self.store.list_events(job_id, after=after)
 
     def details(self, job: JobRecord) -> JobDetails:
-        """``job`` with its tasks and events."""
-        return JobDetails(job, self.store.list_tasks(job.id), self.events(job.id))
+        """``job`` with its tasks, events and committed checkpoints."""
+        tasks, events = self.store.list_tasks(job.id), self.events(job.id)
+        return JobDetails(job, tasks, events, committed_steps(self.data_dir, job))
 
     def page(
         self,
