@@ -44,7 +44,7 @@ def test_a_restarted_task_resumes_from_the_newest_committed_step(
     done = run_cli("run", tmp_path / "job.yaml", timeout=120)
     assert done.returncode == 0, done.stdout + done.stderr
     job_id = json.loads(run_cli("list", "-o", "json").stdout)[0]["id"]
-    folder = tmp_path / "ck" if own_folder else data_dir / "jobs" / job_id / "checkpoints"
+    folder = tmp_path / "ck" if own_folder else data_dir / "jobs" / job_id / "tasks" / "checkpoints"
     lines = [line for line in done.stdout.splitlines() if line.startswith("worker/0 | ")]
     assert lines[0].endswith("restart 0 resume None")
     assert lines[1].endswith(f"restart 1 resume {folder / 'step-2'}")
@@ -137,3 +137,27 @@ def test_a_silent_task_is_restarted_as_stalled_and_a_beating_one_is_not(tmp_path
     assert "silent for over 2s" in restarts[0]["message"], restarts
     first = next(e for e in details["events"] if e["task"] and e["code"] == "started")
     assert restarts[0]["time"] - first["time"] < 2 + 5  # the issue's bound: timeout + 5 s
+
+
+TOLD = """\
+import os, signal, sys, time
+def stopped(*_):
+    print("stopped:", open(os.environ["TRAINFLEET_STOP_FILE"]).read().strip(), flush=True)
+    sys.exit(0)
+signal.signal(signal.SIGTERM, stopped)
+print("running", flush=True)
+time.sleep(120)
+"""
+
+
+def test_a_task_reads_why_it_is_stopped_before_its_sigterm(tmp_path: Path) -> None:
+    """The deadline stops the job: its task reads `time-limit` in $TRAINFLEET_STOP_FILE
+    from its SIGTERM handler (where a program saves its checkpoint)."""
+    (tmp_path / "train.py").write_text(TOLD)
+    (tmp_path / "job.yaml").write_text(
+        "name: told\ndeadline: 2\ngrace_period: 5\n"
+        f"roles:\n  worker: {{command: '{sys.executable} train.py'}}\n"
+    )
+    done = run_cli("run", tmp_path / "job.yaml", timeout=120)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "worker/0 | stopped: time-limit" in done.stdout, done.stdout

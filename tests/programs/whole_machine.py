@@ -3,9 +3,9 @@
 usage: whole_machine.py LOG NAME SECONDS [--until-preempted]
 
 Appends ``NAME start`` and ``NAME end`` to LOG. With --until-preempted, the first run
-(``TRAINFLEET_RESTART`` 0) waits for SIGTERM, notes ``NAME sigterm`` (a checkpoint would
-be written here) and exits 143; a later run (the job after its requeue, told so by
-``TRAINFLEET_RESTART``) finishes like the others.
+(``TRAINFLEET_RESTART`` 0) waits for SIGTERM, notes ``NAME sigterm:<why>`` (why from
+``$TRAINFLEET_STOP_FILE``; a checkpoint would be written here) and exits 143; a later run
+(the job after its requeue, told so by ``TRAINFLEET_RESTART``) finishes like the others.
 """
 
 import os
@@ -25,7 +25,7 @@ def note(event: str) -> None:
 
 
 def on_sigterm(*_: object) -> None:
-    note("sigterm")
+    note(f"sigterm:{Path(os.environ['TRAINFLEET_STOP_FILE']).read_text().strip()}")
     sys.exit(143)
 
 

@@ -108,7 +108,7 @@ def test_a_higher_priority_job_preempts_a_running_one_which_later_succeeds(
     finally:
         server.stop()
     assert events(tmp_path) == [
-        ("low", "start"), ("low", "sigterm"),
+        ("low", "start"), ("low", "sigterm:preempted"),
         ("high", "start"), ("high", "end"),
         ("low", "start"), ("low", "end"),
     ]  # fmt: skip

@@ -91,11 +91,11 @@ def test_a_task_with_an_image_runs_in_a_pyxis_step_on_its_node(
         assert "--overlap" in call
         assert "--container-image=registry.example.org/team/train:2" in call
         (mounts,) = [a.split("=", 1)[1] for a in call if a.startswith("--container-mounts=")]
-        checkpoints = pyxis_user.data_dir / "jobs" / job_id_in(done.stdout) / "checkpoints"
+        share = pyxis_user.data_dir / "jobs" / job_id_in(done.stdout) / "tasks"
         assert mounts.split(",") == [
             f"{tmp_path}:{tmp_path}",
             f"{tmp_path / 'data'}:/data:ro",
-            f"{checkpoints}:{checkpoints}",
+            f"{share}:{share}",
         ]
         assert f"--container-workdir={tmp_path}" in call
         assert call[call.index("--") + 1 :][:2] == ["/bin/sh", "-c"]

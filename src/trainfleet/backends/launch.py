@@ -19,7 +19,7 @@ from trainfleet.frameworks import task_argv, task_environment
 from trainfleet.frameworks.base import TaskContext
 from trainfleet.programs import NOTEBOOK, TF_SERVER
 from trainfleet.scheduling.placement import Placement, TaskKey
-from trainfleet.spec.checkpoints import RESTART_VARIABLE, RESUME_VARIABLE
+from trainfleet.spec.checkpoints import RESTART_VARIABLE, RESUME_VARIABLE, STOP_VARIABLE
 from trainfleet.spec.models import JobSpec, Resources, SecretRef
 from trainfleet.spec.notebook import IDLE_VARIABLE, TOKEN_VARIABLE
 from trainfleet.spec.notebook import ROLE as NOTEBOOK_ROLE
@@ -134,14 +134,14 @@ class JobLaunch:
             env["HOME"] = str(self.workdir)
         if self.secret_dir is not None:
             mounts.append(Mount(self.secret_dir, self.secret_dir, read_only=True))
-        folder = self.data_dir.checkpoint_dir(self.job_id)
-        if self.spec.checkpoint_path is None and folder.is_dir():  # made by make_task_folders
-            mounts.append(Mount(folder, folder))
-        heartbeat = self.data_dir.heartbeat(self.job_id, *key)
-        if self.spec.progress is not None and heartbeat.parent.is_dir():
-            env[HEARTBEAT_VARIABLE] = str(heartbeat)
-            mounts.append(Mount(heartbeat.parent, heartbeat.parent))
-        record = self.data_dir.record(self.job_id, *key, self.attempts.get(key, 0))
+        attempt = self.attempts.get(key, 0)
+        share = self.data_dir.task_share(self.job_id)
+        if share.is_dir():  # made by make_task_folders (a dry run's launch has none)
+            mounts.append(Mount(share, share))
+            env[STOP_VARIABLE] = str(self.data_dir.stop_file(self.job_id, *key, attempt))
+            if self.spec.progress is not None:
+                env[HEARTBEAT_VARIABLE] = str(self.data_dir.heartbeat(self.job_id, *key))
+        record = self.data_dir.record(self.job_id, *key, attempt)
         # Every process of the attempt inherits it, even one that leaves the task's group.
         env[ATTEMPT_VARIABLE] = str(record)
         return TaskLaunch(
@@ -181,18 +181,21 @@ class JobLaunch:
         return variables
 
     def make_task_folders(self) -> None:
-        """The job's own checkpoint folder (where it names none) and, where its progress
-        is watched, its tasks' heartbeat folder: writable by its tasks' account (its
-        group), each made once."""
-        folders = []
-        if self.spec.progress is not None:
-            folders.append(self.data_dir.heartbeat(self.job_id, "", 0).parent)
-        if self.spec.checkpoint_path is None:
-            folders.append(self.data_dir.checkpoint_dir(self.job_id))
+        """The folder shared with the job's tasks (theirs to read, not to change), and in
+        it the job's own checkpoint folder (where it names none) and, where its progress
+        is watched, their heartbeats' (theirs to write), each made once."""
         group = self.account.gid if self.account is not None else None
-        for folder in folders:
+        share = self.data_dir.task_share(self.job_id)
+        if not share.is_dir():
+            share.parent.mkdir(parents=True, exist_ok=True)  # the job's, as its logs'
+            fresh_dir(share, 0o750 if group is not None else 0o700, group)
+        writable = []
+        if self.spec.progress is not None:
+            writable.append(self.data_dir.heartbeat(self.job_id, "", 0).parent)
+        if self.spec.checkpoint_path is None:
+            writable.append(self.data_dir.checkpoint_dir(self.job_id))
+        for folder in writable:
             if not folder.is_dir():
-                folder.parent.mkdir(parents=True, exist_ok=True)  # the job's, as its logs'
                 fresh_dir(folder, 0o2770 if group is not None else 0o700, group)
 
     def _secret_variables(self, role: str) -> dict[str, str]:

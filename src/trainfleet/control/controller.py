@@ -25,6 +25,7 @@ from trainfleet.backends.accounts import Account, open_to_tasks
 from trainfleet.backends.api import Backend, NotStarted, Outside, TaskHandle
 from trainfleet.backends.launch import JobLaunch
 from trainfleet.control import policies
+from trainfleet.datadir.files import write_new
 from trainfleet.datadir.layout import DataDir
 from trainfleet.domain.conditions import INFRASTRUCTURE_FAILURES, Code, Condition
 from trainfleet.domain.records import JobRecord, Reason, State
@@ -481,7 +482,7 @@ class JobController:
             )
             if now - max(task.started, *(_modified(path) for path in files)) > timeout:
                 task.stalled = True
-                self._terminate(functools.partial(operator.eq, task.key))
+                self._terminate(functools.partial(operator.eq, task.key), "stalled")
         self._after(self._progress_check_every(), self._check_progress)
 
     def _on_placed(self, placed: _Placed) -> None:
@@ -672,17 +673,33 @@ class JobController:
             keep = 0.0 if state is State.QUEUED else self.spec.tensorboard.keep_after
             self._after(keep, lambda: self._terminate(lambda key: key[0] in services))
 
-    def _terminate(self, which: Callable[[TaskKey], bool]) -> None:
-        """SIGTERM the chosen running tasks; SIGKILL them when the grace period ends."""
+    def _terminate(self, which: Callable[[TaskKey], bool], why: str | None = None) -> None:
+        """SIGTERM the chosen running tasks, each told ``why`` first (by default, what the
+        job's end says); SIGKILL them when the grace period ends."""
         targets = {
             key: task.handle
             for key, task in self._tasks.items()
             if task.alive and task.handle is not None and which(key)
         }
-        for handle in targets.values():
+        outcome = (self._outcome[0], self._outcome[1].code) if self._outcome else None
+        for key, handle in targets.items():
+            self._tell_stop(key, why or policies.stop_reason(outcome))
             self.backend.stop(handle)
         if targets:
             self._after(self.spec.grace_period, lambda: self._kill(targets))
+
+    def _tell_stop(self, key: TaskKey, why: str) -> None:
+        """Write why the task's attempt is stopped where it reads it (once: a second stop
+        of the attempt only kills)."""
+        attempt = self._tasks[key].restarts
+        path = self.data_dir.stop_file(self.job_id, *key, attempt)
+        group = self._account.gid if self._account is not None else None
+        try:
+            write_new(path.parent, path.name, f"{why}\n".encode(), 0o640, group)
+        except FileExistsError:
+            pass
+        except OSError as error:  # a folder of an older trainfleet's job: stopped all the same
+            log.warning("job %s: cannot write %s: %s", self.job_id, path, error)
 
     def _kill(self, targets: dict[TaskKey, TaskHandle]) -> None:
         """SIGKILL these attempts of tasks if they still run (not a later attempt)."""

@@ -54,6 +54,25 @@ def restart_cause(code: int, outside: Code | None, requeue_exit_code: int | None
     return Code.REQUEUED if code == requeue_exit_code else Code.PROGRAM_FAILED
 
 
+def stop_reason(outcome: tuple[State, Code] | None) -> str:
+    """Why the job's tasks are stopped, as ``$TRAINFLEET_STOP_FILE`` says it, given the
+    job's decided end and its code (None: the job goes on, restarting them).
+
+    >>> stop_reason((State.QUEUED, Code.PREEMPTED))
+    'preempted'
+    >>> stop_reason((State.FAILED, Code.DEADLINE_EXCEEDED)), stop_reason(None)
+    ('time-limit', 'restarting')
+    """
+    if outcome is None:
+        return "restarting"
+    state, code = outcome
+    if state is State.QUEUED:
+        return "preempted"
+    if code is Code.DEADLINE_EXCEEDED:
+        return "time-limit"
+    return {State.CANCELLED: "cancelled", State.SUCCEEDED: "finished"}.get(state, "failed")
+
+
 def success_tasks(spec: JobSpec) -> list[TaskKey]:
     """The tasks whose success is the job's success.
 

@@ -61,9 +61,14 @@ class DataDir:
         """The output of the job's ``setup`` phase (its Python environments' builds)."""
         return self.job_dir(job_id) / "logs" / "setup.log"
 
+    def task_share(self, job_id: str) -> Path:
+        """What trainfleet shares with the job's tasks (one mount in a container): their
+        checkpoints and heartbeats (theirs to write) and why each was stopped (ours)."""
+        return self.job_dir(job_id) / "tasks"
+
     def checkpoint_dir(self, job_id: str) -> Path:
         """The job's checkpoints, where its file names no folder (written by its tasks)."""
-        return self.job_dir(job_id) / "checkpoints"
+        return self.task_share(job_id) / "checkpoints"
 
     def checkpoints_of(self, job_id: str, workdir: str | Path, named: str | None) -> str:
         """Where the job's checkpoints go: the folder its file ``named`` (relative: to its
@@ -74,7 +79,12 @@ class DataDir:
 
     def heartbeat(self, job_id: str, role: str, index: int) -> Path:
         """The file a task touches to say it makes progress (``$TRAINFLEET_HEARTBEAT``)."""
-        return self.job_dir(job_id) / "heartbeats" / f"{role}-{index}"
+        return self.task_share(job_id) / "heartbeats" / f"{role}-{index}"
+
+    def stop_file(self, job_id: str, role: str, index: int, attempt: int) -> Path:
+        """Why trainfleet stops an attempt of a task, written before its SIGTERM
+        (``$TRAINFLEET_STOP_FILE``): ``preempted``, ``time-limit``, ``cancelled``..."""
+        return self.task_share(job_id) / f"stop-{role}-{index}-{attempt}"
 
     def run_dir(self, job_id: str) -> Path:
         """Where tasks' attempts keep their records (``.pid``, ``.exit``; each backend

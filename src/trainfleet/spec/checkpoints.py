@@ -20,6 +20,10 @@ from trainfleet.checkpoint import HEARTBEAT_VARIABLE
 
 RESTART_VARIABLE = "TRAINFLEET_RESTART"
 RESUME_VARIABLE = "TRAINFLEET_RESUME_FROM"
+STOP_VARIABLE = "TRAINFLEET_STOP_FILE"
+"""Where a task reads, once trainfleet stops it (SIGTERM), why: ``preempted``,
+``time-limit``, ``cancelled``, ``stalled``, ``restarting`` (with the rest of its job),
+``finished`` (the job succeeded) or ``failed``."""
 
 
 class CheckpointSpec(BaseModel):
