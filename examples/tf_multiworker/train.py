@@ -6,10 +6,17 @@ copies of the model stay identical. Worker 0 is the chief.
 
 Keras 3's model.fit() does not support this strategy yet (keras-team/keras#20585), so the
 Keras model is trained with a custom loop, as in TensorFlow's multi-worker CTL tutorial.
+
+Under trainfleet it resumes after a restart: after each epoch every worker writes a
+tf.train.Checkpoint (the strategy needs them all to), the chief into
+`$TRAINFLEET_CHECKPOINT_PATH/step-<epoch>`, committed by `COMMITTED` written last; a
+restarted job restores `$TRAINFLEET_RESUME_FROM` and goes on from the epoch after it.
 """
 
 import json
 import os
+import shutil
+import tempfile
 
 import numpy as np
 import tensorflow as tf
@@ -51,11 +58,43 @@ def train_step(iterator):
     return strategy.reduce(tf.distribute.ReduceOp.SUM, losses, axis=None)
 
 
+CHECKPOINTS = os.environ.get("TRAINFLEET_CHECKPOINT_PATH")
+KEEP = int(os.environ.get("TRAINFLEET_CHECKPOINT_KEEP", "3"))
+EPOCHS = int(os.environ.get("EPOCHS", "5"))
+state = tf.train.Checkpoint(model=model, optimizer=optimizer, epoch=tf.Variable(0))
+
+
+def save(epoch: int) -> None:
+    """Every worker writes; only the chief's copy is kept, and committed (COMMITTED last)."""
+    state.epoch.assign(epoch)
+    chief = task["index"] == 0
+    folder = os.path.join(CHECKPOINTS, f"step-{epoch}") if chief else tempfile.mkdtemp()
+    state.write(os.path.join(folder, "ckpt"))
+    if not chief:
+        shutil.rmtree(folder)
+        return
+    with open(os.path.join(folder, ".COMMITTED.tmp"), "w") as marker:
+        marker.write(f"{epoch}\n")
+        os.fsync(marker.fileno())
+    os.replace(os.path.join(folder, ".COMMITTED.tmp"), os.path.join(folder, "COMMITTED"))
+    for old in range(1, epoch - KEEP + 1):
+        shutil.rmtree(os.path.join(CHECKPOINTS, f"step-{old}"), ignore_errors=True)
+
+
+first = 1
+if os.environ.get("TRAINFLEET_RESUME_FROM"):
+    state.restore(os.path.join(os.environ["TRAINFLEET_RESUME_FROM"], "ckpt"))
+    first = int(state.epoch.numpy()) + 1
+    print(f"resumed after epoch {first - 1}", flush=True)
+
 print(f"{strategy.num_replicas_in_sync} replicas in sync", flush=True)
 iterator = iter(strategy.distribute_datasets_from_function(dataset_fn))
-for epoch in range(1, 6):
+loss = float("nan")  # where it resumed after its last epoch
+for epoch in range(first, EPOCHS + 1):
     loss = sum(float(train_step(iterator)) for _ in range(20)) / 20
     print(f"epoch {epoch}: loss={loss:.4f}", flush=True)
+    if CHECKPOINTS:
+        save(epoch)
 
 kernel, bias = (float(v.numpy().squeeze()) for v in model.trainable_variables)
 print(f"{task['type']} {task['index']}: final loss={loss:.4f} w={kernel:.2f} b={bias:.2f}")

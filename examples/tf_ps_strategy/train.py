@@ -3,7 +3,15 @@
 This program is the coordinator (the chief). The variables are created on the parameter
 server; the coordinator schedules training steps, each runs on whichever worker is free and
 updates the variables asynchronously. Workers and the ps only run `trainfleet tf-server`.
+
+A lost worker is tolerated: the coordinator runs its steps elsewhere and takes it back once
+restarted. A lost ps fails the coordinator, which restarts and, under trainfleet, restores
+the variables from `$TRAINFLEET_RESUME_FROM` (the newest epoch it committed into
+`$TRAINFLEET_CHECKPOINT_PATH/step-<epoch>`, `COMMITTED` written last).
 """
+
+import os
+import shutil
 
 import tensorflow as tf
 
@@ -38,11 +46,39 @@ def train_step(iterator):
     return strategy.run(step_fn, args=next(iterator))
 
 
+CHECKPOINTS = os.environ.get("TRAINFLEET_CHECKPOINT_PATH")
+KEEP = int(os.environ.get("TRAINFLEET_CHECKPOINT_KEEP", "3"))
+EPOCHS = int(os.environ.get("EPOCHS", "5"))
+state = tf.train.Checkpoint(w=w, b=b, epoch=tf.Variable(0))
+
+
+def save(epoch: int) -> None:
+    """Write the variables (read from the ps), then commit the step: COMMITTED last."""
+    state.epoch.assign(epoch)
+    folder = os.path.join(CHECKPOINTS, f"step-{epoch}")
+    state.write(os.path.join(folder, "ckpt"))
+    with open(os.path.join(folder, ".COMMITTED.tmp"), "w") as marker:
+        marker.write(f"{epoch}\n")
+        os.fsync(marker.fileno())
+    os.replace(os.path.join(folder, ".COMMITTED.tmp"), os.path.join(folder, "COMMITTED"))
+    for old in range(1, epoch - KEEP + 1):
+        shutil.rmtree(os.path.join(CHECKPOINTS, f"step-{old}"), ignore_errors=True)
+
+
+first = 1
+if os.environ.get("TRAINFLEET_RESUME_FROM"):
+    state.restore(os.path.join(os.environ["TRAINFLEET_RESUME_FROM"], "ckpt"))
+    first = int(state.epoch.numpy()) + 1
+    print(f"resumed after epoch {first - 1}", flush=True)
+
 iterator = iter(coordinator.create_per_worker_dataset(dataset_fn))
-for epoch in range(1, 6):
+for epoch in range(first, EPOCHS + 1):
     for _ in range(20):
         loss = coordinator.schedule(train_step, args=(iterator,))
     coordinator.join()  # wait for every scheduled step
     print(f"epoch {epoch}: loss={loss.fetch():.4f}", flush=True)
+    if CHECKPOINTS:
+        save(epoch)
 
-print(f"final loss={loss.fetch():.4f} w={w.numpy():.2f} b={b.numpy():.2f}")
+if first <= EPOCHS:
+    print(f"final loss={loss.fetch():.4f} w={w.numpy():.2f} b={b.numpy():.2f}")

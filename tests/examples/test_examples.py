@@ -7,8 +7,11 @@ prefixed log lines (``client/0 | w=2.00 b=10.01``) and checks that no task was l
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import re
+import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -161,12 +164,75 @@ def test_torch_ddp_trains(tmp_path: Path, job_file: str, rank0: str) -> None:
     warn_of_restarts(stdout)
 
     master = task_output(stdout, rank0)
-    epochs = numbers(master, r"epoch (\d+): loss=([\d.]+)")
-    # If a node failed, the whole group restarted (scope job): judge the last attempt.
-    assert [epoch for (epoch, _) in epochs[-5:]] == [1, 2, 3, 4, 5], master
-    losses = [loss for (_, loss) in epochs[-5:]]
-    assert losses[-1] < losses[0] / 10, master
+    epochs = dict(numbers(master, r"epoch (\d+): loss=([\d.]+)"))
+    # If a node failed, the whole group restarted (scope job) from its last epoch saved.
+    assert sorted(epochs) == [1, 2, 3, 4, 5], master
+    assert epochs[5] < epochs[1] / 10, master
     assert any(line.startswith("done: 3 ranks") for line in master), master
+
+
+@pytest.mark.parametrize(
+    ("example", "victim", "rank0", "done"),
+    [
+        ("torch_ddp", "worker/1", "master/0", "done: 3 ranks"),
+        ("tf_multiworker", "worker/1", "worker/0", "worker 0: final loss="),
+        ("tf_ps_strategy", "ps/0", "chief/0", "final loss="),
+    ],
+)
+def test_an_example_resumes_from_its_last_epoch_after_a_task_is_killed(
+    tmp_path: Path, example: str, victim: str, rank0: str, done: str
+) -> None:
+    """kill -9 of a task's whole process group mid-training: the job recovers (a DDP or
+    MultiWorkerMirrored group restarts whole; a parameter-server coordinator that lost its
+    ps restarts) from the newest committed epoch, computes at most the epoch it was in
+    again, and ends at the exact last epoch."""
+    pytest.importorskip("torch" if example == "torch_ddp" else "tensorflow")
+    shutil.copy(EXAMPLES / example / "train.py", tmp_path)
+    job = (EXAMPLES / example / "job.yaml").read_text()
+    epochs, count = re.subn(r"(?m)^env: \{", 'env: {EPOCHS: "12", ', job)
+    (tmp_path / "job.yaml").write_text(epochs if count else job + 'env: {EPOCHS: "12"}\n')
+    env = {**os.environ, "TRAINFLEET_DATA_DIR": str(tmp_path / "data")}
+    run = subprocess.Popen(
+        [sys.executable, "-m", "trainfleet", "run", str(tmp_path / "job.yaml")],
+        env=env,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert run.stdout is not None
+    lines = []
+    for line in run.stdout:  # until rank 0 has finished epoch 3
+        lines.append(line)
+        if re.search(rf"{rank0}\s*\| epoch 3: ", line):
+            break
+    listed = subprocess.run(
+        [sys.executable, "-m", "trainfleet", "describe", "-o", "json", _job_id(lines)],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    tasks = json.loads(listed.stdout)["tasks"]
+    (killed,) = [t for t in tasks if f"{t['role']}/{t['index']}" == victim]
+    os.killpg(killed["pid"], signal.SIGKILL)
+    rest, _ = run.communicate(timeout=TIMEOUT)
+    stdout = "".join(lines) + rest
+    assert run.returncode == 0, stdout
+
+    said = task_output(stdout, rank0)
+    [(resumed,)] = numbers(said, r"^resumed after epoch (\d+)")
+    assert resumed >= 2, said  # epoch 3 was printed, so epoch 2 was committed
+    printed = [int(epoch) for (epoch, _) in numbers(said, r"^epoch (\d+): loss=([\d.]+)")]
+    assert len(printed) - len(set(printed)) <= 1, said  # at most one epoch computed again
+    assert printed[-1] == 12 and sorted(set(printed)) == list(range(1, 13)), said
+    assert any(line.startswith(done) for line in said), said
+
+
+def _job_id(lines: list[str]) -> str:
+    for line in lines:
+        found = re.search(r"^trainfleet \| job (\S+-[0-9a-f]{8}): ", line)
+        if found:
+            return found[1]
+    raise AssertionError(f"no job id in {lines}")
 
 
 @pytest.mark.parametrize("job_file", ["job.yaml", "mpijob.yaml"])

@@ -196,8 +196,9 @@ def print_rows(rows: Sequence[tuple[str, ...]]) -> None:
 def print_checkpoints(steps: list[CheckpointStep]) -> None:
     """One row per committed checkpoint, oldest first."""
     table = Table(box=None, pad_edge=False)
-    for column in ("STEP", "COMMITTED", "PATH"):
+    for column in ("STEP", "COMMITTED"):
         table.add_column(column)
+    table.add_column("PATH", overflow="fold")
     for step in steps:
         table.add_row(str(step.step), _when(step.committed_at), escape(step.path))
     console.print(table)
