@@ -94,7 +94,7 @@ def test_unknown_field_lists_the_fields_of_the_right_model() -> None:
     error = spec_error_from_validation(validation_error(data), data, SourceMap(), model=JobSpec)
     assert str(error) == (
         "restart.polcy: unknown field 'polcy' (did you mean 'policy'? "
-        "allowed: policy, max_restarts, backoff, scope)"
+        "allowed: policy, max_restarts, max_infrastructure, requeue_exit_code, backoff, scope)"
     )
 
 

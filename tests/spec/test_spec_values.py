@@ -58,6 +58,19 @@ NUL = "must not contain a NUL character"
             "roles.worker.resources.memory",
             "memory 0.05 is not a whole number of bytes",
         ),
+        (job({"command": "x"}, checkpoint={"keep": 0}), "checkpoint.keep", "at least 1"),
+        (job({"command": "x"}, progress={"timeout": -5}), "progress.timeout", "greater than 0"),
+        (job({"command": "x"}, progress={}), "progress.timeout", "required"),
+        (
+            job({"command": "x"}, restart={"requeue_exit_code": 0}),
+            "restart.requeue_exit_code",
+            "at least 1",
+        ),
+        (
+            job({"command": "x"}, restart={"max_infrastructure": -1}),
+            "restart.max_infrastructure",
+            "at least 0",
+        ),
     ],
 )
 def test_values_no_task_can_start_with_are_refused(text: str, field: str, message: str) -> None:
