@@ -6,6 +6,8 @@ half-written step is never offered."""
 from __future__ import annotations
 
 import json
+import os
+import pwd
 import sys
 from pathlib import Path
 
@@ -161,3 +163,69 @@ def test_a_task_reads_why_it_is_stopped_before_its_sigterm(tmp_path: Path) -> No
     done = run_cli("run", tmp_path / "job.yaml", timeout=120)
     assert done.returncode == 1, done.stdout + done.stderr
     assert "worker/0 | stopped: time-limit" in done.stdout, done.stdout
+
+
+def test_a_second_job_on_a_checkpoint_folder_in_use_is_refused_unless_both_share_it(
+    tmp_path: Path,
+) -> None:
+    def job(name: str, shared: bool) -> Path:
+        path = tmp_path / f"{name}.yaml"
+        path.write_text(
+            f"name: {name}\ncheckpoint: {{path: ck, shared: {str(shared).lower()}}}\n"
+            "roles:\n  worker: {command: 'sleep 60'}\n"
+        )
+        return path
+
+    first = run_cli("submit", job("first", shared=True)).stdout.strip()
+    refused = run_cli("run", job("second", shared=False))
+    assert refused.returncode == 2, refused.stdout + refused.stderr
+    assert "checkpoint.path" in refused.stderr and f"of job {first}" in refused.stderr
+    assert "Traceback" not in refused.stderr
+    names = [j["name"] for j in json.loads(run_cli("list", "-o", "json").stdout)]
+    assert names == ["first"]  # nothing stored of the refused one
+    shared = run_cli("submit", job("third", shared=True))
+    assert shared.returncode == 0, shared.stderr
+    for job_id in (first, shared.stdout.strip()):
+        run_cli("stop", job_id)
+    again = run_cli("submit", job("fourth", shared=False))  # the folder is free again
+    assert again.returncode == 0, again.stderr
+    run_cli("stop", again.stdout.strip())
+
+
+def test_a_checkpoint_folder_its_account_cannot_write_fails_the_job_at_start(
+    passable: Path,
+) -> None:
+    """Tasks run as `nobody`; the folder the job names is root's (0755): the job fails
+    before any task starts, naming the folder and the account. Made writable for
+    `nobody`, the same job runs and its task writes there."""
+    from trainfleet.backends.accounts import TeamAccounts
+    from trainfleet.control.assembly import engine_at
+    from trainfleet.domain.records import State
+    from trainfleet.spec.models import JobSpec
+
+    folder = passable / "ck"
+    folder.mkdir(mode=0o755)
+    engine = engine_at(
+        passable / "data", supervised=True, team_accounts=TeamAccounts({"default": "nobody"})
+    )
+    spec = JobSpec.model_validate(
+        {
+            "name": "ck",
+            "checkpoint": {"path": str(folder / "run")},
+            "roles": {"worker": {"command": 'mkdir "$TRAINFLEET_CHECKPOINT_PATH"'}},
+        }
+    )
+    try:
+        job = engine.wait(engine.submit(spec, passable, start=True).id, timeout=60)
+        assert (job.state, job.reason) == (
+            State.FAILED,
+            f"could not start: checkpoint.path {folder / 'run'}: {folder} is not writable "
+            "by account nobody",
+        )
+        assert [task.pid for task in engine.tasks(job.id)] == [None]
+        os.chown(folder, pwd.getpwnam("nobody").pw_uid, -1)
+        job = engine.wait(engine.submit(spec, passable, start=True).id, timeout=60)
+        assert job.state == State.SUCCEEDED, engine.describe(job.id)
+        assert (folder / "run").stat().st_uid == pwd.getpwnam("nobody").pw_uid
+    finally:
+        engine.shutdown()

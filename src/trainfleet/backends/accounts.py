@@ -18,6 +18,7 @@ import hashlib
 import os
 import pwd
 import shutil
+import stat
 import subprocess
 import threading
 from collections.abc import Iterable, Mapping
@@ -44,6 +45,18 @@ class Account:
     name: str
     uid: int
     gid: int
+
+    def may_write(self, folder: Path) -> bool:
+        """Whether this account may make files in ``folder`` by its mode bits (its uid,
+        its one group, or anyone: it runs with no other group)."""
+        found = os.stat(folder)
+        if found.st_uid == self.uid:
+            wanted = stat.S_IWUSR | stat.S_IXUSR
+        elif found.st_gid == self.gid:
+            wanted = stat.S_IWGRP | stat.S_IXGRP
+        else:
+            wanted = stat.S_IWOTH | stat.S_IXOTH
+        return found.st_mode & wanted == wanted
 
     def command(self, argv: Iterable[str]) -> list[str]:
         """``argv`` run as this account: its uid and gid, no other group, no new privileges."""

@@ -180,6 +180,27 @@ class JobLaunch:
             variables[RESUME_VARIABLE] = str(found.path)
         return variables
 
+    def checkpoint_problem(self) -> str | None:
+        """Why the tasks could not write the checkpoint folder the job names (the folder,
+        or where it would be made), or None."""
+        named = self.spec.checkpoint_path
+        if named is None or "://" in named:
+            return None
+        folder = Path(self.checkpoint_dir())
+        existing = folder
+        while not existing.exists() and existing != existing.parent:
+            existing = existing.parent
+        if not existing.is_dir():
+            return f"checkpoint.path {folder}: {existing} is not a folder"
+        if self.account is None:
+            writable = os.access(existing, os.W_OK | os.X_OK)
+        else:
+            writable = self.account.may_write(existing)
+        if writable:
+            return None
+        who = f"account {self.account.name}" if self.account else "this process's account"
+        return f"checkpoint.path {folder}: {existing} is not writable by {who}"
+
     def make_task_folders(self) -> None:
         """The folder shared with the job's tasks (theirs to read, not to change), and in
         it the job's own checkpoint folder (where it names none) and, where its progress

@@ -433,6 +433,10 @@ class JobController:
             account=self._account,
             team=self._team,
         )
+        problem = job.checkpoint_problem()
+        if problem is not None:
+            self._finish(State.FAILED, Reason.COULD_NOT_START.condition(problem))
+            return
         job.write_secret_files()
         job.make_task_folders()
         queued = self.backend.queues_tasks

@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import getpass
+import json
 import os
 import secrets
 import shutil
@@ -168,6 +169,7 @@ class Engine:
         """
         require_free(self.data_dir.root)
         self._check_secrets(spec, team)
+        self._check_checkpoint_folder(spec, workdir)
         self.backend.check(spec)
         self.scheduler.check(queueing.gang_job(spec.name, spec, time.time()))
         for _ in range(ID_TRIES):
@@ -202,6 +204,29 @@ class Engine:
             )
         if self.secrets is not None:
             self.secrets.check(team, spec)
+
+    def _check_checkpoint_folder(self, spec: JobSpec, workdir: Path | None) -> None:
+        """SpecError where a job that has not ended writes to the folder this one names,
+        unless both say ``checkpoint.shared`` (two writers of one folder overwrite each
+        other's steps)."""
+        named = spec.checkpoint_path
+        if named is None or (
+            workdir is None and "://" not in named and not Path(named).is_absolute()
+        ):
+            return  # its own folder
+        mine = self.data_dir.checkpoints_of("", workdir or Path("/"), named)
+        for state in (state for state in State if not state.is_final):
+            for other in self.store.find_jobs(state=state.value, limit=100_000).jobs:
+                theirs = json.loads(other.spec).get("checkpoint") or {}
+                path = theirs.get("path")
+                if path is None or self.data_dir.checkpoints_of("", other.workdir, path) != mine:
+                    continue
+                if not (spec.checkpoint.shared and theirs.get("shared")):
+                    raise SpecError.one(
+                        f"{mine} is the checkpoint folder of job {other.id}, which has not "
+                        "ended: name another, or set checkpoint.shared: true on both",
+                        field="checkpoint.path",
+                    )
 
     def _store_new(
         self,

@@ -39,6 +39,11 @@ class CheckpointSpec(BaseModel):
     keep: Annotated[int, Field(ge=1, le=1000, strict=True)] = Field(
         default=3, description="Committed steps kept (trainfleet.checkpoint prunes to it)."
     )
+    shared: Annotated[bool, Field(strict=True)] = Field(
+        default=False,
+        description="Other jobs that say so too may write to the same folder at the same "
+        "time (else a second job on a folder in use is refused).",
+    )
 
 
 class ProgressSpec(BaseModel):
