@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import doctest
+import math
 import shlex
 from pathlib import Path
 
@@ -34,7 +35,12 @@ STEP = ["python", "-I", "-S", "/opt/bootstrap.py", "/data/run/start-1.json"]
 
 def script(keys: list[tuple[str, int]], config: SlurmConfig, spec: JobSpec = SPEC) -> str:
     return batch_script(
-        "trainfleet-mnist-1", components(spec, keys, config), config, Path("/o/%j.out"), STEP
+        "trainfleet-mnist-1",
+        components(spec, keys, config),
+        config,
+        Path("/o/%j.out"),
+        STEP,
+        warn_before=spec.grace_period,
     )
 
 
@@ -48,7 +54,7 @@ def test_one_component_and_one_step_per_shape() -> None:
     directives = [
         line[len("#SBATCH ") :] for line in text.splitlines() if line.startswith("#SBATCH")
     ]
-    assert directives[:7] == [
+    assert directives[:8] == [
         "--job-name=trainfleet-mnist-1",
         "--output=/o/%j.out",
         "--open-mode=append",
@@ -56,8 +62,9 @@ def test_one_component_and_one_step_per_shape() -> None:
         "--partition=gpu",
         "--account=ml",
         "--time=1-00:00:00",
+        f"--signal=TERM@{math.ceil(SPEC.grace_period)}",  # time to save before the limit
     ]
-    assert directives[7:] == [
+    assert directives[8:] == [
         "--ntasks=3 --cpus-per-task=2 --mem-per-cpu=512M --gpus-per-task=1 --spread-job",
         "hetjob",
         "--ntasks=1 --cpus-per-task=1 --mem-per-cpu=3072M --spread-job",
@@ -101,6 +108,7 @@ def test_a_plain_job_when_all_tasks_are_alike() -> None:
     text = script(KEYS[1:3], SlurmConfig())
     assert "hetjob" not in text and "--het-group" not in text
     assert "--partition" not in text and "--spread-job" not in text
+    assert "--signal" not in text  # no time limit to warn of
 
 
 def test_fractions_of_a_gpu_are_refused_by_name() -> None:

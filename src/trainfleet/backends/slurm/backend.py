@@ -223,6 +223,7 @@ class SlurmBackend(PooledAddresses):
             launch_file.parent / "slurm-%j.out",
             [sys.executable, "-I", "-S", str(BOOTSTRAP), str(launch_file)],
             job.team,
+            warn_before=job.spec.grace_period,
         )
 
     def _submit(self, job: JobLaunch) -> str:

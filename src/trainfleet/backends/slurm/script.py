@@ -89,11 +89,15 @@ def batch_script(
     output: Path,
     step_argv: Sequence[str],
     team: str = "default",
+    warn_before: float = 0.0,
 ) -> str:
     """The script for ``sbatch``: the allocation, then one background step per component.
 
     ``step_argv`` is the command each task runs, followed there by its component's number;
-    the job is charged to its ``team``'s account (``SlurmConfig.account_of``).
+    the job is charged to its ``team``'s account (``SlurmConfig.account_of``). Under a time
+    limit every task gets SIGTERM ``warn_before`` seconds before it (Slurm sends it up to
+    a minute early), time to save a checkpoint; the job that then times out is started
+    again as an infrastructure failure and resumes from it.
     """
     lines = ["#!/bin/bash", f"#SBATCH --job-name={name}", f"#SBATCH --output={output}"]
     lines += ["#SBATCH --open-mode=append", "#SBATCH --no-requeue"]
@@ -104,6 +108,8 @@ def batch_script(
     ):
         if value:
             lines.append(f"#SBATCH --{option}={value}")
+    if config.time_limit and warn_before > 0:
+        lines.append(f"#SBATCH --signal=TERM@{math.ceil(warn_before)}")
     lines += [f"#SBATCH {option}" for option in config.sbatch_args]
     for number, (shape, tasks) in enumerate(groups):
         if number:
