@@ -25,7 +25,10 @@ from .harness import ServerProcess
 TOKEN = "outage-test-admin-token"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
 SHORT_JOB = "name: nap\nroles:\n  main: {command: sleep 0.5, resources: {cpu: 0.1}}\n"
-LONG_JOB = "name: long\nroles:\n  main: {command: sleep 4, resources: {cpu: 0.1}}\n"
+LONG_JOB = (
+    "name: long\nrestart: {policy: on-failure}\n"
+    "roles:\n  main: {command: sleep 4, resources: {cpu: 0.1}}\n"
+)
 OUTAGE = 20.0
 """Seconds the database stays stopped."""
 CLIENTS = 16
@@ -103,6 +106,7 @@ def test_a_database_outage_mid_burst_gives_503s_and_every_acknowledged_job_ends(
         assert set(submitter.statuses) <= {201, 503}, submitter.statuses
         assert submitter.retry_after == {"2"}
         _all_succeeded(client, server, [long_job, *submitter.acknowledged])
+        _never_restarted(client, long_job)
         outage_lines = [line for line in server.lines if "waiting for it" in line]
         assert 1 <= len(outage_lines) <= 3, outage_lines  # once per outage, not per call
         answered = [line for line in server.lines if re.search(r"\b503 for (GET|POST) ", line)]
@@ -145,6 +149,13 @@ def _all_succeeded(client: httpx.Client, server: ServerProcess, job_ids: list[st
         wait_for(lambda: _state(client, job_id) == "succeeded", 60, job_id)  # noqa: B023
     assert not [line for line in server.lines if "Traceback" in line]
     assert not [line for line in server.lines if "Exception in thread" in line]
+
+
+def _never_restarted(client: httpx.Client, job_id: str) -> None:
+    """Not reaching the store is no failure of the job's: it ran once, to its end."""
+    details = client.get(f"/api/v1/jobs/{job_id}").json()
+    assert [task["restarts"] for task in details["tasks"]] == [0], details["tasks"]
+    assert not [e for e in details["events"] if e["state"] == "restarting"], details["events"]
 
 
 def _state(client: httpx.Client, job_id: str) -> str:
@@ -192,5 +203,6 @@ def test_a_database_that_hangs_never_hangs_the_server(
         assert submitter.statuses[503] > 0, submitter.statuses
         assert set(submitter.statuses) <= {201, 503}, submitter.statuses
         _all_succeeded(client, server, [long_job, *submitter.acknowledged])
+        _never_restarted(client, long_job)
     finally:
         server.stop()
