@@ -1,0 +1,288 @@
+"""Resilience benchmarks of the local engine, each beside a peer or a baseline in the same run.
+
+(a) restart: from a failed program's exit to its next start (its own clock, both ends), a
+    task restarted alone and a 3-task job restarted whole (scope job), beside torchrun
+    restarting its worker (``--max-restarts``), backoff 0 everywhere;
+(b) preemption: a job of higher priority preempts one that takes the whole machine and
+    saves its step on SIGTERM: from the victim's exit to the preemptor's program running,
+    and the steps the victim computed but did not keep (0 when it saves on SIGTERM);
+(c) goodput: examples/torch_ddp (3 tasks, an epoch committed each) for ``--goodput-seconds``,
+    with a random task's process group killed every ``--kill-every`` seconds, beside the
+    same run without faults: the epochs kept in the same wall time.
+
+usage: python benchmarks/resilience.py [--runs 20] [--only a,b,c] [--goodput-seconds 600]
+                                       [--kill-every 120] [--out FILE]
+Prints a table and writes the figures as JSON (default benchmarks/results/resilience.json).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import itertools
+import json
+import os
+import random
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+from pathlib import Path
+
+from trainfleet.control.assembly import engine_at
+from trainfleet.domain.records import State
+from trainfleet.spec.models import JobSpec
+
+HERE = Path(__file__).resolve().parent
+BIN = Path(sys.executable).parent
+EXAMPLES = HERE.parent / "examples"
+
+FLAKY = """\
+import os, sys, time
+log, runs = sys.argv[1], int(sys.argv[2])
+with open(log, "a") as out:
+    out.write(f"start {time.time()}\\n")
+done = sum(1 for line in open(log) if line.startswith("start"))
+if done > runs:  # the last start: succeed
+    sys.exit(0)
+with open(log, "a") as out:
+    out.write(f"exit {time.time()}\\n")
+sys.exit(1)
+"""
+"""Fails ``runs`` times, writing when it starts and when it exits, then succeeds."""
+
+STEPPER = """\
+import os, signal, sys, time
+log, saved = sys.argv[1], sys.argv[2]
+step = int(open(saved).read()) if os.path.exists(saved) else 0
+with open(log, "a") as out:
+    out.write(f"start {time.time()} {step}\\n")
+def stop(*_):
+    open(saved, "w").write(str(step))  # the checkpoint: the step reached
+    with open(log, "a") as out:
+        out.write(f"exit {time.time()} {step}\\n")
+    sys.exit(143)
+signal.signal(signal.SIGTERM, stop)
+while step < int(sys.argv[3]):
+    time.sleep(0.01)
+    step += 1
+"""
+"""Counts steps (one every 10 ms), keeps the step reached on SIGTERM, resumes from it."""
+
+
+def _summary(samples: list[float]) -> dict[str, float]:
+    ordered = sorted(samples)
+    return {
+        "median": statistics.median(ordered),
+        "p95": ordered[max(0, (len(ordered) * 95) // 100 - 1)],
+        "runs": len(ordered),
+    }
+
+
+def _spec(text: str) -> JobSpec:
+    import yaml
+
+    return JobSpec.model_validate(yaml.safe_load(textwrap.dedent(text)))
+
+
+def _gaps(log: Path) -> list[float]:
+    """Each exit's time to the next start, from a FLAKY log."""
+    events = [line.split() for line in log.read_text().splitlines()]
+    return [
+        float(after[1]) - float(before[1])
+        for before, after in itertools.pairwise(events)
+        if before[0] == "exit" and after[0] == "start"
+    ]
+
+
+def bench_restart(work: Path, runs: int) -> dict[str, object]:
+    """(a) exit to next start: trainfleet (a task alone, a job of 3 whole) and torchrun."""
+    (work / "flaky.py").write_text(FLAKY)
+    engine = engine_at(work / "a")
+    figures: dict[str, object] = {}
+    for scope in ("task", "job"):
+        log = work / f"{scope}.log"
+        roles: dict[str, object] = {
+            "worker": {"command": ["python", "flaky.py", str(log), str(runs)]}
+        }
+        if scope == "job":  # two peers restarted with it
+            roles["other"] = {"replicas": 2, "command": ["sleep", "600"], "tracked": False}
+        spec = JobSpec.model_validate(
+            {
+                "name": f"restart-{scope}",
+                "grace_period": 1,
+                "restart": {
+                    "policy": "on-failure",
+                    "max_restarts": runs,
+                    "backoff": {"initial": 0},
+                    "scope": scope,
+                },
+                "roles": roles,
+            }
+        )
+        job = engine.wait(engine.submit(spec, work, start=True).id, timeout=60 + 10 * runs)
+        if job.state != State.SUCCEEDED:
+            raise RuntimeError(f"{job.id}: {job.state} {job.reason}")
+        figures[f"trainfleet_{scope}_s"] = _summary(_gaps(log))
+    log = work / "torchrun.log"
+    subprocess.run(
+        [
+            str(BIN / "torchrun"),
+            "--standalone",
+            "--nproc-per-node=1",
+            f"--max-restarts={runs}",
+            "--monitor-interval=0.1",
+            str(work / "flaky.py"),
+            str(log),
+            str(runs),
+        ],
+        cwd=work,
+        check=True,
+        capture_output=True,
+    )
+    figures["torchrun_s"] = _summary(_gaps(log))
+    torchrun = figures["torchrun_s"]["median"]  # type: ignore[index]
+    for scope in ("task", "job"):
+        ours = figures[f"trainfleet_{scope}_s"]["median"]  # type: ignore[index]
+        figures[f"ratio_{scope}_to_torchrun"] = ours / torchrun
+    figures["target_p95_s"] = 1.0
+    return figures
+
+
+def bench_preemption(work: Path, runs: int) -> dict[str, object]:
+    """(b) victim's exit to the preemptor's program running; steps computed, not kept."""
+    (work / "stepper.py").write_text(STEPPER)
+    engine = engine_at(work / "b")
+    cpus = os.cpu_count() or 1
+    gaps, lost = [], []
+    for run in range(runs):
+        log, saved, started = work / f"victim-{run}.log", work / f"saved-{run}", work / f"p-{run}"
+        victim = engine.submit(
+            _spec(f"""
+                name: victim
+                grace_period: 10
+                roles:
+                  worker: {{command: [python, stepper.py, {log}, {saved}, "1000"],
+                            resources: {{cpu: {cpus}}}}}
+            """),
+            work,
+            start=True,
+        )
+        while not log.exists():
+            time.sleep(0.01)
+        time.sleep(0.5)  # some steps done
+        preemptor = engine.submit(
+            _spec(f"""
+                name: preemptor
+                priority: 5
+                roles:
+                  worker: {{command: [python, -c, "import time; open('{started}', 'w')
+                            .write(str(time.time()))"], resources: {{cpu: {cpus}}}}}
+            """),
+            work,
+            start=True,
+        )
+        engine.wait(preemptor.id, timeout=60)
+        ended = engine.wait(victim.id, timeout=120)
+        if ended.state != State.SUCCEEDED:
+            raise RuntimeError(f"{victim.id}: {ended.state} {ended.reason}")
+        lines = [line.split() for line in log.read_text().splitlines()]
+        exit_time, exit_step = next((float(w[1]), int(w[2])) for w in lines if w[0] == "exit")
+        resumed = [int(w[2]) for w in lines if w[0] == "start"][1]
+        gaps.append(float(started.read_text()) - exit_time)
+        lost.append(exit_step - resumed)
+    return {
+        "victim_exit_to_preemptor_running_s": _summary(gaps),
+        "steps_lost": max(lost),
+        "target_s": 0.5,
+    }
+
+
+def _kept_epochs(work: Path, data: Path, seconds: float, kill_every: float | None) -> int:
+    """Run the DDP example for ``seconds``, killing a random task's group every
+    ``kill_every``; the newest epoch committed then."""
+    env = {**os.environ, "TRAINFLEET_DATA_DIR": str(data), "PATH": f"{BIN}:{os.environ['PATH']}"}
+    trainfleet = [sys.executable, "-m", "trainfleet"]
+    job_id = subprocess.run(
+        [*trainfleet, "submit", str(work / "job.yaml")],
+        env=env,
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+    started = time.monotonic()
+    next_kill = started + (kill_every or seconds + 1)
+    while time.monotonic() < started + seconds:
+        time.sleep(0.5)
+        if time.monotonic() >= next_kill:
+            next_kill += kill_every or 0
+            described = subprocess.run(
+                [*trainfleet, "describe", job_id, "-o", "json"],
+                env=env,
+                check=True,
+                capture_output=True,
+                text=True,
+            )
+            pids = [t["pid"] for t in json.loads(described.stdout)["tasks"] if t["pid"]]
+            if pids:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(random.choice(pids), signal.SIGKILL)
+    listed = subprocess.run(
+        [*trainfleet, "checkpoints", job_id, "-o", "json"],
+        env=env,
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    subprocess.run([*trainfleet, "stop", job_id], env=env, check=True, capture_output=True)
+    steps = json.loads(listed.stdout)
+    return int(steps[-1]["step"]) if steps else 0
+
+
+def bench_goodput(work: Path, seconds: float, kill_every: float) -> dict[str, object]:
+    """(c) epochs kept in ``seconds`` with a task killed every ``kill_every``, beside none."""
+    shutil.copy(EXAMPLES / "torch_ddp" / "train.py", work)
+    job = (EXAMPLES / "torch_ddp" / "job.yaml").read_text()
+    job = job.replace("max_restarts: 2", "max_restarts: 1000, backoff: {initial: 0}")
+    (work / "job.yaml").write_text(job + 'env: {EPOCHS: "100000"}\ngrace_period: 5\n')
+    clean = _kept_epochs(work, work / "c-clean", seconds, None)
+    faulty = _kept_epochs(work, work / "c-faulty", seconds, kill_every)
+    return {
+        "seconds": seconds,
+        "kill_every_s": kill_every,
+        "epochs_without_faults": clean,
+        "epochs_with_faults": faulty,
+        "goodput": faulty / clean if clean else 0.0,
+        "target": 0.9,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--runs", type=int, default=20)
+    parser.add_argument("--only", default="a,b,c")
+    parser.add_argument("--goodput-seconds", type=float, default=600)
+    parser.add_argument("--kill-every", type=float, default=120)
+    parser.add_argument("--out", type=Path, default=HERE / "results" / "resilience.json")
+    args = parser.parse_args()
+    wanted = set(args.only.split(","))
+    results: dict[str, object] = {}
+    with tempfile.TemporaryDirectory(prefix="trainfleet-resilience-") as folder:
+        work = Path(folder)
+        if "a" in wanted:
+            results["restart"] = bench_restart(work, args.runs)
+        if "b" in wanted:
+            results["preemption"] = bench_preemption(work, max(1, args.runs // 4))
+        if "c" in wanted:
+            results["goodput"] = bench_goodput(work, args.goodput_seconds, args.kill_every)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(results, indent=2) + "\n")
+    print(json.dumps(results, indent=2))
+
+
+if __name__ == "__main__":
+    main()
