@@ -125,3 +125,28 @@ def test_fractions_of_a_gpu_are_refused_by_name() -> None:
 )
 def test_gpus_of_a_node(gres: str, gpus: int) -> None:
     assert _gpus(gres) == gpus
+
+
+@pytest.mark.parametrize(
+    ("state", "cause", "said"),
+    [
+        ("PREEMPTED", "preempted", "Slurm preempted job 7"),
+        ("TIMEOUT", "node-lost", "Slurm job 7 reached its time limit"),
+        ("OUT_OF_MEMORY", "node-lost", "Slurm job 7 ended OUT_OF_MEMORY"),
+    ],
+)
+def test_what_slurm_did_to_a_job_is_an_infrastructure_failure(
+    state: str, cause: str, said: str
+) -> None:
+    """Pure: the backend's reading of a job's state, without a cluster (a stand-in for
+    the backend and the task: only the fields it reads)."""
+    from types import SimpleNamespace
+
+    from trainfleet.backends.slurm.backend import SlurmBackend
+    from trainfleet.backends.slurm.commands import SlurmJob
+
+    backend = SimpleNamespace(_cancelled=set(), _failed_nodes=SlurmBackend._failed_nodes)
+    task = SimpleNamespace(job="7")
+    outside = SlurmBackend._outside(backend, task, [SlurmJob("7", state, "", "n1")])  # type: ignore[arg-type]
+    assert outside is not None and (outside.cause, outside.what) == (cause, said)
+    assert not outside.cancelled
