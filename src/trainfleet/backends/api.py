@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple, NewType, Protocol
 
+from trainfleet.domain.conditions import Code
 from trainfleet.domain.errors import USAGE_ERROR, Unavailable
 
 if TYPE_CHECKING:
@@ -38,6 +39,8 @@ class Outside:
     """Said in the task's reason, e.g. ``node tf-node2 failed (Slurm: NODE_FAIL)``."""
     cancelled: bool = False
     """Cancelled in the cluster engine itself (``scancel``): the job ends cancelled."""
+    code: Code | None = None
+    """The task's condition code (None: ``node-lost``)."""
 
 
 class TaskReports(Protocol):

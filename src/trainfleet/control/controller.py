@@ -481,7 +481,7 @@ class JobController:
                 self._set_task(task, State.RESTARTING, restarting, **done)
                 self._after(delay, lambda: self._restart([key]))
             return
-        ended = Code.NODE_LOST if outside is not None else Code.EXITED
+        ended = (outside.code or Code.NODE_LOST) if outside is not None else Code.EXITED
         if code == 0:
             self._set_task(task, State.SUCCEEDED, Condition(ended, exit_text), **done)
         else:

@@ -48,6 +48,9 @@ class Code(StrEnum):
     NODE_LOST = "node-lost"
     """Ended from outside by its cluster engine: its node failed, or its allocation is
     gone or timed out (the message says which)."""
+    GPU_SHARING_LOST = "gpu-sharing-lost"
+    """Ended while the MPS daemon that enforced its share of a GPU was gone (it died);
+    the daemon is started again for the next start."""
     CANCELLED = "cancelled"
     """Stopped by a user (``trainfleet stop``, a delete, the cluster's own cancel) or by a
     server shutting down."""
