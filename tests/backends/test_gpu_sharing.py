@@ -72,10 +72,10 @@ def _spec(replicas: int = 2, gpu: float = 0.5, restart: str = "never") -> JobSpe
     return JobSpec.model_validate(yaml.safe_load(text))
 
 
-def _backend(sharing: str | None = None, supervised: bool = False) -> LocalBackend:
+def _backend(sharing: str | None = None, supervised: bool = False, gpus: str = "0") -> LocalBackend:
     return LocalBackend(
         supervised=supervised,
-        gpus="0",
+        gpus=gpus,
         gpu_sharing=sharing,
         mps_control=str(FAKE_MPS),
         gpu_info=FakeGpus(),
@@ -148,6 +148,25 @@ def test_two_halves_share_one_mps_daemon_started_and_stopped_with_them(
         assert _daemon_pid(tmp_path) is None
         log = (tmp_path / "data" / "mps" / "gpu0" / "log" / "control.log").read_text()
         assert "User command: quit" in log and "Exit with status 0" in log
+    finally:
+        engine.shutdown()
+        engine.store.close()
+
+
+def test_a_client_sees_its_gpu_as_the_daemons_device_0(tmp_path: Path, workdir: Path) -> None:
+    """MPS remaps a client's devices to its daemon's (NVIDIA's MPS guide): the daemon of host
+    GPU 3 sees GPU 3 alone, and its clients ask for device 0."""
+    engine = _engine(tmp_path, _backend(gpus="3"))
+    try:
+        job = engine.submit(_spec(replicas=1), workdir, start=True)
+        (env,) = _envs(workdir, 1)
+        assert env["CUDA_VISIBLE_DEVICES"] == "0" and env["TRAINFLEET_GPUS"] == "3"
+        assert env["CUDA_MPS_PIPE_DIRECTORY"].endswith("/mps/gpu3/pipe")
+        log = (tmp_path / "data" / "mps" / "gpu3" / "log" / "control.log").read_text()
+        assert "CUDA_VISIBLE_DEVICES=3" in log
+        assert "GPU 3: 0.5 through MPS" in engine.tasks(job.id)[0].reason
+        (workdir / "DONE").touch()
+        assert engine.wait(job.id, timeout=60).state == State.SUCCEEDED
     finally:
         engine.shutdown()
         engine.store.close()

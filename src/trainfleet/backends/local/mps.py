@@ -149,10 +149,12 @@ class Share:
         return min(100, math.ceil(round(self.fraction * 100, 6)))
 
     def environment(self) -> dict[str, str]:
-        """The variables that make the task an MPS client within its share. The device
-        index is the task's own (0: it sees its one GPU as device 0)."""
+        """The variables that make the task an MPS client within its share."""
         env = {SHARING_VARIABLE: self.sharing.value}
         if self.sharing is GpuSharing.MPS and self.pipe is not None and self.log is not None:
+            # The daemon sees its one GPU only, and MPS remaps a client's devices to the
+            # daemon's: the client's GPU is its device 0, whatever its index here.
+            env["CUDA_VISIBLE_DEVICES"] = "0"
             env["CUDA_MPS_PIPE_DIRECTORY"] = str(self.pipe)
             env["CUDA_MPS_LOG_DIRECTORY"] = str(self.log)
             env["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"] = str(self.percentage)
