@@ -112,7 +112,10 @@ def test_a_gpu_fraction_shares_a_device_and_is_passed_to_the_task() -> None:
     assert envs[("chief", 0)]["CUDA_VISIBLE_DEVICES"] == "4"
     assert all(env["TRAINFLEET_GPU_FRACTION"] == "0.5" for env in workers)
     assert all(env["TF_FORCE_GPU_ALLOW_GROWTH"] == "true" for env in workers)
+    assert all(env["XLA_PYTHON_CLIENT_MEM_FRACTION"] == "0.5" for env in workers)
+    assert all(env["CUPY_GPU_MEMORY_LIMIT"] == "50%" for env in workers)
     assert "TRAINFLEET_GPU_FRACTION" not in envs[("chief", 0)]
+    assert "XLA_PYTHON_CLIENT_MEM_FRACTION" not in envs[("chief", 0)]
     torch_env = environments(job("pytorch", {"worker": {"resources": {"gpu": 0.25}}}), gpus=(0,))
     assert torch_env[("worker", 0)]["TRAINFLEET_GPU_FRACTION"] == "0.25"
     assert "TF_FORCE_GPU_ALLOW_GROWTH" not in torch_env[("worker", 0)]

@@ -40,7 +40,8 @@ class Outside:
     cancelled: bool = False
     """Cancelled in the cluster engine itself (``scancel``): the job ends cancelled."""
     cause: Code = Code.NODE_LOST
-    """Which infrastructure failure: a lost node (or allocation), or a preemption."""
+    """Which infrastructure failure: a lost node (or allocation), a preemption, or
+    the loss of what shared its GPU (``gpu-sharing-lost``, restarted by policy)."""
 
 
 class TaskReports(Protocol):

@@ -37,6 +37,11 @@ class BackendSettings:
     default, ``supervision.usage_options.USAGE_INTERVAL``)."""
     usage_interval_source: str = "TRAINFLEET_USAGE_INTERVAL"
     """Where ``usage_interval`` was given, as its error names it."""
+    gpu_sharing: str | None = None
+    """How fractions of a GPU share it here: ``mps`` or ``counted`` (None: ``mps`` where
+    NVIDIA MPS is installed, else fractions are refused)."""
+    gpu_sharing_source: str = "TRAINFLEET_GPU_SHARING"
+    """Where ``gpu_sharing`` was given, as its error names it."""
 
     def sample_every(self) -> float:
         """``usage_interval`` in seconds; UsageIntervalError naming where it was given."""
@@ -59,6 +64,8 @@ def _local(settings: BackendSettings) -> Backend:
         gpus=settings.gpus,
         resources=settings.resources,
         usage_interval=settings.sample_every(),
+        gpu_sharing=settings.gpu_sharing,
+        gpu_sharing_source=settings.gpu_sharing_source,
     )
 
 

@@ -64,6 +64,15 @@ from trainfleet.control.settings import Setting, Settings, Source
     "its log (0: none) [default: TRAINFLEET_USAGE_INTERVAL, else 5].",
 )
 @click.option(
+    "--gpu-sharing",
+    envvar="TRAINFLEET_GPU_SHARING",
+    type=click.Choice(["mps", "counted"]),
+    help="How tasks of a fraction of a GPU (gpu: 0.5) share it: mps (each held to its share "
+    "of memory and SMs by NVIDIA MPS) or counted (shared, not enforced) [default: "
+    "TRAINFLEET_GPU_SHARING, else mps where nvidia-cuda-mps-control is installed, else "
+    "fractions are refused].",
+)
+@click.option(
     "--max-workdir",
     envvar="TRAINFLEET_MAX_WORKDIR",
     metavar="SIZE",

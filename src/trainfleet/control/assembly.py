@@ -41,6 +41,8 @@ def backend_of(settings: Settings, supervised: bool = False) -> Backend:
             slurm=config.slurm,
             usage_interval=settings.text("usage_interval"),
             usage_interval_source=settings["usage_interval"].where,
+            gpu_sharing=settings.text("gpu_sharing"),
+            gpu_sharing_source=settings["gpu_sharing"].where,
         ),
     )
 

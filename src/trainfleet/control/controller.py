@@ -310,7 +310,7 @@ class JobController:
                 continue
             if event.code in INFRASTRUCTURE_FAILURES:
                 task.infrastructure += 1
-            elif event.code in (Code.PROGRAM_FAILED, Code.EXITED):
+            elif event.code in (Code.PROGRAM_FAILED, Code.EXITED, Code.GPU_SHARING_LOST):
                 task.failures += 1
         for key, task in self._tasks.items() if requeued else ():
             attempt = self.backend.last_attempt(self.data_dir, self.job_id, key)
@@ -569,7 +569,7 @@ class JobController:
                 self._set_task(task, State.RESTARTING, restarting, **done)
                 self._after(delay, lambda: self._restart([key]))
             return
-        ended = cause if infrastructure else Code.EXITED
+        ended = cause if cause not in (Code.PROGRAM_FAILED, Code.EXITED) else Code.EXITED
         if code == 0:
             self._set_task(task, State.SUCCEEDED, Condition(ended, exit_text), **done)
         else:

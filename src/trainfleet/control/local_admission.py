@@ -80,12 +80,16 @@ def holders(engine: Engine, job_id: str) -> list[JobRecord]:
     """Under the machine lock: the started jobs of other live processes (lost ones are
     recorded as failed on the way)."""
     ours = {job_id, *engine.runner.running()}
-    found = []
+    found: dict[str, JobRecord] = {}
     for state in HOLDING:
         for job in engine.store.find_jobs(state=state, limit=10_000).jobs:
-            if job.id not in ours and not State(_fail_lost(engine, job).state).is_final:
-                found.append(job)
-    return found
+            # Once only: a job that went from starting to running between two of these
+            # reads is found twice, and held twice it would keep its GPUs here for good.
+            if job.id in ours or job.id in found:
+                continue
+            if not State(_fail_lost(engine, job).state).is_final:
+                found[job.id] = job
+    return list(found.values())
 
 
 class SharedAdmission:

@@ -83,6 +83,7 @@ KNOBS: dict[str, Knob] = {
     "resources": Knob(None, "TRAINFLEET_RESOURCES"),
     "log_cap": Knob("--log-cap", "TRAINFLEET_LOG_CAP"),
     "usage_interval": Knob("--usage-interval", "TRAINFLEET_USAGE_INTERVAL"),
+    "gpu_sharing": Knob("--gpu-sharing", "TRAINFLEET_GPU_SHARING"),
     "environment_cache": Knob("--environment-cache", "TRAINFLEET_ENVIRONMENT_CACHE"),
     "task_python": Knob("--task-python", "TRAINFLEET_TASK_PYTHON"),
     "isolate_teams": Knob("--isolate-teams", "TRAINFLEET_ISOLATE_TEAMS"),

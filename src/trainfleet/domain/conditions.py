@@ -55,6 +55,9 @@ class Code(StrEnum):
     """A task restarts: its log and heartbeat stayed silent past ``progress.timeout``."""
     REQUEUED = "requeued"
     """A task restarts: its program asked to, exiting with ``restart.requeue_exit_code``."""
+    GPU_SHARING_LOST = "gpu-sharing-lost"
+    """Ended while the MPS daemon that enforced its share of a GPU was gone (it died);
+    the daemon is started again for the next start (restarted by policy)."""
     CANCELLED = "cancelled"
     """Stopped by a user (``trainfleet stop``, a delete, the cluster's own cancel) or by a
     server shutting down."""

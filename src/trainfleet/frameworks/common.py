@@ -66,6 +66,9 @@ def common_environment(ctx: TaskContext) -> dict[str, str]:
     fraction = ctx.spec.roles[ctx.role].resources.gpu
     if 0 < fraction < 1:  # a share of one GPU: the program must not take all its memory
         env["TRAINFLEET_GPU_FRACTION"] = f"{fraction:g}"
+        # Frameworks' own caps, where they have one: JAX (XLA) and CuPy take no more.
+        env["XLA_PYTHON_CLIENT_MEM_FRACTION"] = f"{fraction:g}"
+        env["CUPY_GPU_MEMORY_LIMIT"] = f"{fraction * 100:g}%"
         if ctx.spec.traits.limits_gpu_memory:
             env["TF_FORCE_GPU_ALLOW_GROWTH"] = "true"
     return env

@@ -9,21 +9,34 @@ import subprocess
 import sys
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from contextlib import suppress
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
 
 from trainfleet.backends.api import (
     NotStarted,
+    Outside,
     Preview,
     TaskHandle,
     TaskReports,
     TaskStatus,
 )
-from trainfleet.backends.launch import JobLaunch, TaskLaunch
+from trainfleet.backends.launch import JobLaunch, Mount, TaskLaunch
 from trainfleet.backends.local.gpus import gpu_inventory
 from trainfleet.backends.local.groups import end_attempt, live_members, signal_group
 from trainfleet.backends.local.machine import local_node
+from trainfleet.backends.local.mps import (
+    MPS_CONTROL,
+    GpuInfo,
+    GpuSharing,
+    MpsDaemons,
+    MpsError,
+    NvmlGpuInfo,
+    Share,
+    find_mps_control,
+    sharing_setting,
+)
 from trainfleet.backends.supervision import SHIM
 from trainfleet.backends.supervision.containers import Containers
 from trainfleet.backends.supervision.ports import PooledAddresses
@@ -34,15 +47,16 @@ from trainfleet.backends.supervision.usage_options import shim_options as usage_
 from trainfleet.datadir import records
 from trainfleet.datadir.layout import DataDir, create_private
 from trainfleet.datadir.space import DiskFull, is_disk_full, require_free
+from trainfleet.domain.conditions import Code
 from trainfleet.domain.errors import Misconfigured
 from trainfleet.domain.records import Reason
 from trainfleet.scheduling.cluster import Node
-from trainfleet.scheduling.placement import TaskKey
+from trainfleet.scheduling.placement import TaskKey, Unschedulable
 from trainfleet.spec.models import JobSpec
 from trainfleet.spec.quantity import size_setting
 
 GROUP_POLL_SECONDS = 0.02
-ExitCallback = Callable[[TaskKey, int], None]
+ExitCallback = Callable[[TaskKey, int, Outside | None], None]
 LOG_CAP = 1 << 30
 """Bytes a task's log keeps by default (the first and the last half of its output)."""
 LOG_CAP_VARIABLE = "TRAINFLEET_LOG_CAP"
@@ -72,6 +86,28 @@ class _Running:
     """For people: ``pid 4242``, or ``container trainfleet-... (pid 4242)``."""
     terminating: threading.Event = field(default_factory=threading.Event)
     killed: threading.Event = field(default_factory=threading.Event)
+    shared: _Leased | None = None
+    """The MPS daemon it is a client of, released when it ends."""
+
+
+@dataclass(frozen=True)
+class _Leased:
+    """A task's hold on the MPS daemon of its GPU (see ``backends.local.mps``)."""
+
+    daemons: MpsDaemons
+    daemon: str
+    lease: str
+    gpu: int
+
+    def end(self) -> Outside | None:
+        """Release the daemon; why the task ended where the daemon had died under it."""
+        lost = self.daemons.alive(self.daemon) is None
+        with suppress(OSError):  # the next start of a task on that GPU checks it again
+            self.daemons.release(self.daemon, self.lease)
+        if not lost:
+            return None
+        what = f"the MPS daemon sharing GPU {self.gpu} died"
+        return Outside(what, cause=Code.GPU_SHARING_LOST)
 
 
 class LocalBackend(PooledAddresses):
@@ -86,6 +122,9 @@ class LocalBackend(PooledAddresses):
     indices as configured (``TRAINFLEET_GPUS``; None: NVML's); ``resources``: this
     machine's named resources (``licence=2,fpga=1``). The shim samples what its task uses
     every ``usage_interval`` seconds (0: never) into a history beside its log.
+    ``gpu_sharing``: how fractions of a GPU hold (``mps``, ``counted``; None: ``mps``
+    where ``mps_control``, NVIDIA's ``nvidia-cuda-mps-control``, is found), each GPU's
+    memory read through ``gpu_info`` (NVML's by default).
     ``supervised`` (the server's mode): the shim outlives this process, so a restarted
     server can ``adopt`` the task. Otherwise the shim is tethered to this process: the task
     ends with it.
@@ -103,8 +142,16 @@ class LocalBackend(PooledAddresses):
         gpus: str | None = None,
         resources: str = "",
         usage_interval: float = USAGE_INTERVAL,
+        gpu_sharing: str | None = None,
+        mps_control: str | None = None,
+        gpu_info: GpuInfo | None = None,
+        gpu_sharing_source: str = "--gpu-sharing",
     ) -> None:
         self.supervised = supervised
+        self.gpu_sharing = sharing_setting(gpu_sharing, gpu_sharing_source)
+        self._mps_control = mps_control
+        self.gpu_info = gpu_info or NvmlGpuInfo()
+        self._daemons: dict[Path, MpsDaemons] = {}
         self.usage_interval = usage_interval
         self.log_cap = LOG_CAP if log_cap is None else log_cap
         self.configured_gpus = gpus
@@ -121,24 +168,120 @@ class LocalBackend(PooledAddresses):
     def nodes(self) -> list[Node]:
         return [local_node(self._gpus, self.resources)]
 
+    @cached_property
+    def mps_control(self) -> str | None:
+        """NVIDIA's MPS control program: the one given, else found (None: missing)."""
+        return self._mps_control or find_mps_control()
+
+    @cached_property
+    def sharing(self) -> GpuSharing | None:
+        """How fractions of a GPU hold here; None: they cannot (MPS is missing and the
+        operator did not choose ``counted``)."""
+        if self.gpu_sharing is GpuSharing.COUNTED:
+            return GpuSharing.COUNTED
+        return GpuSharing.MPS if self.mps_control else None
+
     def check(self, spec: JobSpec) -> None:
-        pass  # the scheduler's check covers this machine
+        # The scheduler's check covers this machine's size; fractions need MPS here.
+        if not self._gpus or self.sharing is not None:
+            return
+        for name, role in spec.roles.items():
+            if 0 < role.resources.gpu < 1:
+                raise Unschedulable(self._no_sharing(name, role.resources.gpu))
+
+    def _no_sharing(self, role: str, fraction: float) -> str:
+        asked = " (--gpu-sharing mps)" if self.gpu_sharing is GpuSharing.MPS else ""
+        return (
+            f"roles.{role}.resources.gpu: {fraction:g} is a fraction of a GPU, which this "
+            f"machine cannot enforce{asked}: NVIDIA MPS ({MPS_CONTROL}) is not installed "
+            "beside the driver; install it, or ask the operator for --gpu-sharing counted "
+            "(shared, not enforced)"
+        )
 
     def dryrun(self, job: JobLaunch) -> Preview:
-        return Preview([job.task(key) for key in job.attempts])
+        return Preview([self._launch(job, key)[0] for key in job.attempts])
+
+    def _launch(self, job: JobLaunch, key: TaskKey) -> tuple[TaskLaunch, Share | None]:
+        """The task's launch, and its share of a GPU (with MPS: as that daemon's client)."""
+        launch = job.task(key)
+        fraction = launch.resources.gpu
+        if not 0 < fraction < 1 or len(launch.gpus) != 1:
+            return launch, None
+        (gpu,) = launch.gpus
+        sharing = self.sharing
+        if sharing is None:
+            raise MpsError(self._no_sharing(key[0], fraction))
+        if sharing is GpuSharing.COUNTED:
+            share = Share(gpu, fraction, sharing)
+        else:
+            daemons = self._daemons_of(job.data_dir)
+            daemon = daemons.folder(gpu, launch.account.name if launch.account else None)
+            total = self.gpu_info.memory_total(gpu)
+            memory = int(total * fraction) if total is not None else None
+            pipe, log = daemons.pipe(daemon), daemons.log(daemon)
+            share = Share(gpu, fraction, sharing, daemon, pipe, log, memory)
+        env = {**launch.env, **share.environment()}
+        mounts = launch.mounts
+        if share.pipe is not None and launch.image is not None:  # the client's way in
+            mounts += (Mount(share.pipe, share.pipe),)
+        return replace(launch, env=env, mounts=mounts), share
+
+    def _daemons_of(self, data_dir: DataDir) -> MpsDaemons:
+        assert self.mps_control is not None
+        with self._lock:
+            daemons = self._daemons.get(data_dir.root)
+            if daemons is None:
+                daemons = MpsDaemons(data_dir.root / "mps", self.mps_control)
+                self._daemons[data_dir.root] = daemons
+            return daemons
 
     def start(self, job: JobLaunch, reports: TaskReports) -> dict[TaskKey, TaskHandle | NotStarted]:
         started: dict[TaskKey, TaskHandle | NotStarted] = {}
         for key in job.attempts:
             try:
-                pid = self._start(job.task(key), reports.exited, job.spec.grace_period)
+                launch, share = self._launch(job, key)
+                leased = self._lease(job.data_dir, launch, share)
+                pid = self._start(launch, reports.exited, job.spec.grace_period, share, leased)
                 started[key] = TaskHandle(str(pid))
             except (OSError, ValueError) as error:
                 started[key] = NotStarted(str(error))
         return started
 
-    def _start(self, launch: TaskLaunch, on_exit: ExitCallback, grace: float) -> int:
-        self._make_room(launch)
+    def _lease(self, data_dir: DataDir, launch: TaskLaunch, share: Share | None) -> _Leased | None:
+        """Hold the MPS daemon of the task's GPU (started now where it is not running)."""
+        if share is None or share.sharing is not GpuSharing.MPS:
+            return None
+        daemons = self._daemons_of(data_dir)
+        owner = (launch.account.uid, launch.account.gid) if launch.account else None
+        lease = _lease_name(launch.record)
+        daemons.acquire(share.daemon, share.gpu, lease, owner)
+        return _Leased(daemons, share.daemon, lease, share.gpu)
+
+    def _start(
+        self,
+        launch: TaskLaunch,
+        on_exit: ExitCallback,
+        grace: float,
+        share: Share | None = None,
+        leased: _Leased | None = None,
+    ) -> int:
+        try:
+            self._make_room(launch)
+            process, where = self._spawn(launch, grace)
+        except BaseException:
+            if leased is not None:
+                leased.end()
+            raise
+        if leased is not None:
+            leased.daemons.bind(leased.daemon, leased.lease, process.pid)
+        if share is not None:
+            where = f"{where}; {share.describe()}"
+            _write_share(launch.record, share, where)
+        running = _Running(process.pid, _marker(launch.record), where, shared=leased)
+        self._follow(launch.key, running, process.wait, on_exit)
+        return process.pid
+
+    def _spawn(self, launch: TaskLaunch, grace: float) -> tuple[subprocess.Popen[bytes], str]:
         tether = [] if self.supervised else ["--tether", f"{os.getpid()}:{grace}"]
         options = [str(launch.record), *tether]
         options += ["--log", str(launch.log_path), "--log-cap", str(self.log_cap)]
@@ -166,9 +309,7 @@ class LocalBackend(PooledAddresses):
         where = f"pid {process.pid}"
         if launch.image is not None:
             where = f"container {_container_name(launch.record)} ({where})"
-        running = _Running(process.pid, _marker(launch.record), where)
-        self._follow(launch.key, running, process.wait, on_exit)
-        return process.pid
+        return process, where
 
     @staticmethod
     def _make_room(launch: TaskLaunch) -> None:
@@ -197,19 +338,39 @@ class LocalBackend(PooledAddresses):
     ) -> TaskHandle | None:
         record = data_dir.record(job_id, *key, attempt)
         pid = records.supervisor_pid(record)
+        shared = self._adopt_share(data_dir, record)
         if pid is None or not _is_shim_of(pid, record):
             # The shim is gone (kill -9): what it ran may not be. End it before a new attempt.
             end_attempt(_marker(record))
-            reports.exited(key, _recorded_exit(record))
+            outside = shared[0].end() if shared is not None else None
+            reports.exited(key, _recorded_exit(record), outside)
             return None
-        wait = lambda: _wait_foreign(pid, record)  # noqa: E731
-        self._follow(key, _Running(pid, _marker(record), f"pid {pid}"), wait, reports.exited)
+        leased, where = shared if shared is not None else (None, f"pid {pid}")
+        running = _Running(pid, _marker(record), where, shared=leased)
+        self._follow(key, running, lambda: _wait_foreign(pid, record), reports.exited)
         return TaskHandle(str(pid))
+
+    def _adopt_share(self, data_dir: DataDir, record: Path) -> tuple[_Leased, str] | None:
+        """The MPS daemon an attempt of an earlier process holds (its ``.share`` record),
+        started again where it died; None for a task without one."""
+        found = _read_share(record)
+        if found is None or self.mps_control is None:
+            return None
+        daemon, gpu, where = found
+        daemons = self._daemons_of(data_dir)
+        leased = _Leased(daemons, daemon, _lease_name(record), gpu)
+        with suppress(OSError):  # the task fails without it (gpu-sharing-lost)
+            daemons.ensure(daemon, gpu, _owner_of(daemon))
+        return leased, where
 
     def abandon(self, data_dir: DataDir, job_id: str, key: TaskKey) -> None:
         attempt = self.last_attempt(data_dir, job_id, key)
         if attempt is not None:
-            end_attempt(_marker(data_dir.record(job_id, *key, attempt)))
+            record = data_dir.record(job_id, *key, attempt)
+            end_attempt(_marker(record))
+            shared = self._adopt_share(data_dir, record)
+            if shared is not None:
+                shared[0].end()
 
     def describe(self, handle: TaskHandle) -> TaskStatus:
         running = self._get(int(handle))
@@ -241,9 +402,10 @@ class LocalBackend(PooledAddresses):
             while live_members(running.pid) and not running.killed.wait(GROUP_POLL_SECONDS):
                 pass
         end_attempt(running.marker, running.pid)
+        outside = running.shared.end() if running.shared is not None else None
         with self._lock:
             del self._running[running.pid]
-        on_exit(key, code)
+        on_exit(key, code, outside)
 
 
 def _send(process: subprocess.Popen[bytes], options: bytes) -> None:
@@ -255,6 +417,43 @@ def _send(process: subprocess.Popen[bytes], options: bytes) -> None:
             process.stdin.write(options)
     except BrokenPipeError:
         pass
+
+
+SHARE_SUFFIX = ".share"
+"""An attempt's record of its MPS daemon: ``<daemon> <gpu> <where>``, read on adoption."""
+
+
+def _lease_name(record: Path) -> str:
+    """``<job>.<role>-<index>-<attempt>``: the attempt's lease on its MPS daemon."""
+    return f"{record.parent.parent.name}.{record.name}"
+
+
+def _write_share(record: Path, share: Share, where: str) -> None:
+    if share.sharing is GpuSharing.MPS:
+        path = record.with_name(record.name + SHARE_SUFFIX)
+        path.write_text(f"{share.daemon} {share.gpu} {where}\n")
+
+
+def _read_share(record: Path) -> tuple[str, int, str] | None:
+    try:
+        daemon, gpu, where = record.with_name(record.name + SHARE_SUFFIX).read_text().split(" ", 2)
+        return daemon, int(gpu), where.strip()
+    except (OSError, ValueError):
+        return None
+
+
+def _owner_of(daemon: str) -> tuple[int, int] | None:
+    """The (uid, gid) of the account a daemon serves (``gpu0-tf-vision``), None: ours."""
+    import pwd
+
+    _, _, account = daemon.partition("-")
+    if not account:
+        return None
+    try:
+        entry = pwd.getpwnam(account)
+    except KeyError:
+        return None
+    return entry.pw_uid, entry.pw_gid
 
 
 def _container_name(record: Path) -> str:
