@@ -117,7 +117,8 @@ def _normal(spec: JobSpec) -> dict[str, Any]:
         role["command"] = (
             spec.roles[name].argv()[: len(spec.roles[name].argv()) - len(role["args"])] or None
         )
-    data.update(image=None, env={}, restart={**data["restart"], "policy": "never"})
+    # The restart's scope is not exported (left_out says so): the operator decides.
+    data.update(image=None, env={}, restart={**data["restart"], "policy": "never", "scope": None})
     return data
 
 

@@ -91,6 +91,12 @@ def left_out(spec: JobSpec) -> list[str]:
         found.append("restart.backoff: the operator has its own")
     if spec.restart.scope is not None:
         found.append(f"restart.scope {spec.restart.scope}: the operator decides")
+    if spec.restart.max_infrastructure != default.max_infrastructure:
+        found.append("restart.max_infrastructure: Kubernetes reschedules lost pods itself")
+    if spec.restart.requeue_exit_code is not None:
+        found.append("restart.requeue_exit_code: restartPolicy ExitCode retries 128-255 only")
+    if spec.progress is not None:
+        found.append("progress: no stall detection in the operator")
     for name in ("input_path", "checkpoint_path"):
         if getattr(spec, name) is not None:
             found.append(f"{name}: give it to the container yourself (a volume, an env)")
