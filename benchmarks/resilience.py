@@ -206,40 +206,25 @@ def _kept_epochs(work: Path, data: Path, seconds: float, kill_every: float | Non
     """Run the DDP example for ``seconds``, killing a random task's group every
     ``kill_every``; the newest epoch committed then."""
     env = {**os.environ, "TRAINFLEET_DATA_DIR": str(data), "PATH": f"{BIN}:{os.environ['PATH']}"}
-    trainfleet = [sys.executable, "-m", "trainfleet"]
-    job_id = subprocess.run(
-        [*trainfleet, "submit", str(work / "job.yaml")],
-        env=env,
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout.strip()
+
+    def trainfleet(*args: str) -> str:
+        command = [sys.executable, "-m", "trainfleet", *args]
+        return subprocess.run(command, env=env, check=True, capture_output=True, text=True).stdout
+
+    job_id = trainfleet("submit", str(work / "job.yaml")).strip()
     started = time.monotonic()
     next_kill = started + (kill_every or seconds + 1)
     while time.monotonic() < started + seconds:
         time.sleep(0.5)
         if time.monotonic() >= next_kill:
             next_kill += kill_every or 0
-            described = subprocess.run(
-                [*trainfleet, "describe", job_id, "-o", "json"],
-                env=env,
-                check=True,
-                capture_output=True,
-                text=True,
-            )
-            pids = [t["pid"] for t in json.loads(described.stdout)["tasks"] if t["pid"]]
+            tasks = json.loads(trainfleet("describe", job_id, "-o", "json"))["tasks"]
+            pids = [task["pid"] for task in tasks if task["pid"]]
             if pids:
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(random.choice(pids), signal.SIGKILL)
-    listed = subprocess.run(
-        [*trainfleet, "checkpoints", job_id, "-o", "json"],
-        env=env,
-        check=True,
-        capture_output=True,
-        text=True,
-    )
-    subprocess.run([*trainfleet, "stop", job_id], env=env, check=True, capture_output=True)
-    steps = json.loads(listed.stdout)
+    steps = json.loads(trainfleet("checkpoints", job_id, "-o", "json"))
+    trainfleet("stop", job_id)
     return int(steps[-1]["step"]) if steps else 0
 
 
