@@ -25,7 +25,7 @@ from trainfleet.backends.accounts import Account, open_to_tasks
 from trainfleet.backends.api import Backend, NotStarted, Outside, TaskHandle
 from trainfleet.backends.launch import JobLaunch
 from trainfleet.control import policies
-from trainfleet.datadir.files import write_new
+from trainfleet.datadir.files import modified, write_new
 from trainfleet.datadir.layout import DataDir
 from trainfleet.domain.conditions import INFRASTRUCTURE_FAILURES, Code, Condition
 from trainfleet.domain.records import JobRecord, Reason, State
@@ -484,7 +484,7 @@ class JobController:
                 self.data_dir.log_path(self.job_id, *task.key),
                 self.data_dir.heartbeat(self.job_id, *task.key),
             )
-            if now - max(task.started, *(_modified(path) for path in files)) > timeout:
+            if now - max(task.started, *(modified(path) for path in files)) > timeout:
                 task.stalled = True
                 self._terminate(functools.partial(operator.eq, task.key), "stalled")
         self._after(self._progress_check_every(), self._check_progress)
@@ -716,12 +716,3 @@ class JobController:
         self._kill(
             {key: task.handle for key, task in self._tasks.items() if task.handle is not None}
         )
-
-
-def _modified(path: Path) -> float:
-    """When ``path`` last changed (not following a link a task may have put there); 0
-    where it is not there."""
-    try:
-        return os.lstat(path).st_mtime
-    except OSError:
-        return 0.0

@@ -6,9 +6,9 @@ from __future__ import annotations
 import json
 import os
 import stat
-from pathlib import Path
 
 from trainfleet import checkpoint
+from trainfleet.datadir.files import modified
 from trainfleet.datadir.layout import DataDir
 from trainfleet.domain.records import CheckpointStep, JobRecord
 
@@ -21,7 +21,7 @@ def committed_steps(data_dir: DataDir, job: JobRecord) -> list[CheckpointStep]:
     if "://" in folder or not _plain_folder(folder):
         return []
     return [
-        CheckpointStep(found.step, str(found.path), _modified(found.path / checkpoint.MARKER))
+        CheckpointStep(found.step, str(found.path), modified(found.path / checkpoint.MARKER))
         for found in checkpoint.committed(folder)
     ]
 
@@ -31,10 +31,3 @@ def _plain_folder(path: str) -> bool:
         return stat.S_ISDIR(os.lstat(path).st_mode)
     except OSError:
         return False
-
-
-def _modified(path: Path) -> float:
-    try:
-        return os.lstat(path).st_mtime
-    except OSError:
-        return 0.0

@@ -94,6 +94,15 @@ def write_new(
     return folder / name
 
 
+def modified(path: Path) -> float:
+    """When ``path`` last changed, not following a link a member may have put there; 0
+    where it is not there."""
+    try:
+        return os.lstat(path).st_mtime
+    except OSError:
+        return 0.0
+
+
 def read_inside(root: Path, relative: str, limit: int) -> bytes:
     """The bytes of ``root/relative``, opened with no link anywhere below ``root``.
 
