@@ -61,6 +61,16 @@ def test_a_restarted_task_resumes_from_the_newest_committed_step(
     assert details["checkpoints"] == listed
     shown = run_cli("describe", job_id).stdout
     assert "checkpoint: step 5 (" in shown and f"2 kept, {folder / 'step-5'}" in shown, shown
+    if own_folder:  # a member's link in the folder's place is never followed
+        folder.rename(tmp_path / "elsewhere")
+        folder.symlink_to(tmp_path / "elsewhere")
+        assert json.loads(run_cli("checkpoints", job_id, "-o", "json").stdout) == []
+        (tmp_path / "peek.yaml").write_text(
+            f"name: peek\n{where}roles:\n"
+            "  worker: {command: 'echo resume=$TRAINFLEET_RESUME_FROM'}\n"
+        )
+        peeked = run_cli("run", tmp_path / "peek.yaml", timeout=60)
+        assert "worker/0 | resume=\n" in peeked.stdout, peeked.stdout
 
 
 REQUEUE = """\

@@ -12,7 +12,7 @@ from pathlib import Path
 from trainfleet.backends.accounts import Account
 from trainfleet.backends.supervision.shim import ATTEMPT_VARIABLE
 from trainfleet.checkpoint import HEARTBEAT_VARIABLE, KEEP_VARIABLE, PATH_VARIABLE, latest
-from trainfleet.datadir.files import fresh_dir, write_new
+from trainfleet.datadir.files import fresh_dir, plain_folder, write_new
 from trainfleet.datadir.layout import DataDir
 from trainfleet.environments.task_base import SERVERS, TaskBase
 from trainfleet.frameworks import task_argv, task_environment
@@ -175,7 +175,8 @@ class JobLaunch:
             KEEP_VARIABLE: str(self.spec.checkpoint.keep),
             RESTART_VARIABLE: str(self.attempts.get(key, 0)),
         }
-        found = None if "://" in folder else latest(folder)
+        # Never through a link in the folder's place: it could name another team's steps.
+        found = latest(folder) if plain_folder(folder) else None
         if found is not None:
             variables[RESUME_VARIABLE] = str(found.path)
         return variables

@@ -4,11 +4,9 @@ through a link a member put in their place."""
 from __future__ import annotations
 
 import json
-import os
-import stat
 
 from trainfleet import checkpoint
-from trainfleet.datadir.files import modified
+from trainfleet.datadir.files import modified, plain_folder
 from trainfleet.datadir.layout import DataDir
 from trainfleet.domain.records import CheckpointStep, JobRecord
 
@@ -18,16 +16,9 @@ def committed_steps(data_dir: DataDir, job: JobRecord) -> list[CheckpointStep]:
     is not there, or is a link."""
     named = json.loads(job.spec).get("checkpoint_path")
     folder = data_dir.checkpoints_of(job.id, job.workdir, named)
-    if "://" in folder or not _plain_folder(folder):
+    if "://" in folder or not plain_folder(folder):
         return []
     return [
         CheckpointStep(found.step, str(found.path), modified(found.path / checkpoint.MARKER))
         for found in checkpoint.committed(folder)
     ]
-
-
-def _plain_folder(path: str) -> bool:
-    try:
-        return stat.S_ISDIR(os.lstat(path).st_mode)
-    except OSError:
-        return False

@@ -103,6 +103,14 @@ def modified(path: Path) -> float:
         return 0.0
 
 
+def plain_folder(path: Path | str) -> bool:
+    """Whether ``path`` is a folder itself, not a link to one."""
+    try:
+        return stat.S_ISDIR(os.lstat(path).st_mode)
+    except OSError:
+        return False
+
+
 def read_inside(root: Path, relative: str, limit: int) -> bytes:
     """The bytes of ``root/relative``, opened with no link anywhere below ``root``.
 
