@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 
 from trainfleet.backends.accounts import Account
@@ -169,17 +170,22 @@ class JobLaunch:
     def _checkpoint_variables(self, key: TaskKey) -> dict[str, str]:
         """Where checkpoints go, how many stay, which attempt this is, and (once one is
         committed) the newest step to resume from."""
-        folder = self.checkpoint_dir()
         variables = {
-            PATH_VARIABLE: folder,
+            PATH_VARIABLE: self.checkpoint_dir(),
             KEEP_VARIABLE: str(self.spec.checkpoint.keep),
             RESTART_VARIABLE: str(self.attempts.get(key, 0)),
         }
-        # Never through a link in the folder's place: it could name another team's steps.
-        found = latest(folder) if plain_folder(folder) else None
-        if found is not None:
-            variables[RESUME_VARIABLE] = str(found.path)
+        if self._resume_from is not None:
+            variables[RESUME_VARIABLE] = self._resume_from
         return variables
+
+    @cached_property
+    def _resume_from(self) -> str | None:
+        """The newest committed step, read once for all the tasks this launch starts;
+        never through a link in the folder's place (it could name another team's steps)."""
+        folder = self.checkpoint_dir()
+        found = latest(folder) if plain_folder(folder) else None
+        return str(found.path) if found is not None else None
 
     def checkpoint_problem(self) -> str | None:
         """Why the tasks could not write the checkpoint folder the job names (the folder,
