@@ -10,6 +10,7 @@ import os
 import pwd
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from helpers import run_cli
@@ -33,6 +34,15 @@ print("done at", step, "keep", os.environ["TRAINFLEET_CHECKPOINT_KEEP"], flush=T
 """
 
 
+def _newest_job_id() -> str:
+    return str(json.loads(run_cli("list", "-o", "json").stdout)[0]["id"])
+
+
+def _details(job_id: str) -> dict[str, Any]:
+    found: dict[str, Any] = json.loads(run_cli("describe", job_id, "-o", "json").stdout)
+    return found
+
+
 @pytest.mark.parametrize("own_folder", [False, True])
 def test_a_restarted_task_resumes_from_the_newest_committed_step(
     tmp_path: Path, data_dir: Path, own_folder: bool
@@ -45,7 +55,7 @@ def test_a_restarted_task_resumes_from_the_newest_committed_step(
     )
     done = run_cli("run", tmp_path / "job.yaml", timeout=120)
     assert done.returncode == 0, done.stdout + done.stderr
-    job_id = json.loads(run_cli("list", "-o", "json").stdout)[0]["id"]
+    job_id = _newest_job_id()
     folder = tmp_path / "ck" if own_folder else data_dir / "jobs" / job_id / "tasks" / "checkpoints"
     lines = [line for line in done.stdout.splitlines() if line.startswith("worker/0 | ")]
     assert lines[0].endswith("restart 0 resume None")
@@ -57,7 +67,7 @@ def test_a_restarted_task_resumes_from_the_newest_committed_step(
         (4, str(folder / "step-4")),
         (5, str(folder / "step-5")),
     ]
-    details = json.loads(run_cli("describe", job_id, "-o", "json").stdout)
+    details = _details(job_id)
     assert details["checkpoints"] == listed
     shown = run_cli("describe", job_id).stdout
     assert "checkpoint: step 5 (" in shown and f"2 kept, {folder / 'step-5'}" in shown, shown
@@ -101,12 +111,12 @@ def test_a_program_asking_to_be_requeued_restarts_whatever_the_policy_up_to_its_
     )
     done = run_cli("run", tmp_path / "job.yaml", timeout=120)
     assert done.returncode == (0 if succeeds else 1), done.stdout + done.stderr
-    job_id = json.loads(run_cli("list", "-o", "json").stdout)[0]["id"]
+    job_id = _newest_job_id()
     said = [line for line in done.stdout.splitlines() if line.startswith("worker/0 | ")]
     assert [line.split("| ")[1] for line in said] == [f"restart {n} saved {n}" for n in range(3)], (
         done.stdout
     )
-    details = json.loads(run_cli("describe", job_id, "-o", "json").stdout)
+    details = _details(job_id)
     restarts = [e for e in details["events"] if e["state"] == "restarting"]
     assert [e["code"] for e in restarts] == ["requeued", "requeued"], restarts
     if not succeeds:
@@ -142,8 +152,8 @@ def test_a_silent_task_is_restarted_as_stalled_and_a_beating_one_is_not(tmp_path
     )
     done = run_cli("run", tmp_path / "job.yaml", timeout=120)
     assert done.returncode == 0, done.stdout + done.stderr
-    job_id = json.loads(run_cli("list", "-o", "json").stdout)[0]["id"]
-    details = json.loads(run_cli("describe", job_id, "-o", "json").stdout)
+    job_id = _newest_job_id()
+    details = _details(job_id)
     restarts = [e for e in details["events"] if e["state"] == "restarting"]
     assert [e["code"] for e in restarts] == ["stalled"], details["events"]
     assert "silent for over 2s" in restarts[0]["message"], restarts
