@@ -15,6 +15,13 @@ from typing import Any
 import pytest
 from helpers import run_cli
 
+from trainfleet.backends.accounts import TeamAccounts
+from trainfleet.control.assembly import engine_at
+from trainfleet.control.engine import Engine
+from trainfleet.domain.records import State
+from trainfleet.spec.errors import SpecError
+from trainfleet.spec.models import JobSpec
+
 pytestmark = pytest.mark.usefixtures("reap", "data_dir")
 
 TRAIN = """\
@@ -218,10 +225,6 @@ def test_a_checkpoint_folder_its_account_cannot_write_fails_the_job_at_start(
     """Tasks run as `nobody`; the folder the job names is root's (0755): the job fails
     before any task starts, naming the folder and the account. Made writable for
     `nobody`, the same job runs and its task writes there."""
-    from trainfleet.backends.accounts import TeamAccounts
-    from trainfleet.control.assembly import engine_at
-    from trainfleet.domain.records import State
-    from trainfleet.spec.models import JobSpec
 
     folder = passable / "ck"
     folder.mkdir(mode=0o755)
@@ -249,3 +252,22 @@ def test_a_checkpoint_folder_its_account_cannot_write_fails_the_job_at_start(
         assert (folder / "run").stat().st_uid == pwd.getpwnam("nobody").pw_uid
     finally:
         engine.shutdown()
+
+
+def test_another_teams_job_on_the_folder_is_refused_without_its_id(
+    engine: Engine, tmp_path: Path
+) -> None:
+    """An absolute folder another team's unfinished job writes to: refused, and the
+    message names no job of that team (probing paths must not reveal its ids)."""
+    folder = str(tmp_path / "shared-ck")
+    spec = JobSpec.model_validate(
+        {"name": "a", "checkpoint": {"path": folder}, "roles": {"worker": {"command": "true"}}}
+    )
+    theirs = engine.submit(spec, tmp_path, team="vision")  # stored, waiting: not ended
+    with pytest.raises(SpecError) as raised:
+        engine.submit(spec, tmp_path, team="audio")
+    said = str(raised.value)
+    assert f"{folder} is the checkpoint folder of another team's job" in said, said
+    assert theirs.id not in said and "checkpoint.path" in said
+    with pytest.raises(SpecError, match=f"checkpoint folder of job {theirs.id}"):
+        engine.submit(spec, tmp_path, team="vision")

@@ -169,7 +169,7 @@ class Engine:
         """
         require_free(self.data_dir.root)
         self._check_secrets(spec, team)
-        self._check_checkpoint_folder(spec, workdir)
+        self._check_checkpoint_folder(spec, workdir, team)
         self.backend.check(spec)
         self.scheduler.check(queueing.gang_job(spec.name, spec, time.time()))
         for _ in range(ID_TRIES):
@@ -205,10 +205,10 @@ class Engine:
         if self.secrets is not None:
             self.secrets.check(team, spec)
 
-    def _check_checkpoint_folder(self, spec: JobSpec, workdir: Path | None) -> None:
+    def _check_checkpoint_folder(self, spec: JobSpec, workdir: Path | None, team: str) -> None:
         """SpecError where a job that has not ended writes to the folder this one names,
         unless both say ``checkpoint.shared`` (two writers of one folder overwrite each
-        other's steps)."""
+        other's steps); another team's job is not named (its id is not ``team``'s to see)."""
         named = spec.checkpoint_path
         if named is None or (
             workdir is None and "://" not in named and not Path(named).is_absolute()
@@ -222,8 +222,9 @@ class Engine:
                 if path is None or self.data_dir.checkpoints_of("", other.workdir, path) != mine:
                     continue
                 if not (spec.checkpoint.shared and theirs.get("shared")):
+                    job = f"job {other.id}" if other.team == team else "another team's job"
                     raise SpecError.one(
-                        f"{mine} is the checkpoint folder of job {other.id}, which has not "
+                        f"{mine} is the checkpoint folder of {job}, which has not "
                         "ended: name another, or set checkpoint.shared: true on both",
                         field="checkpoint.path",
                     )
