@@ -223,6 +223,13 @@ UnkillableStepTimeout=30
 InactiveLimit=0
 Waittime=0
 ReturnToService=2
+# Preemption by partition (see the partitions below); only jobs of partition preemptible are preempted.
+# preempt_send_user_signal (PreemptParameters=send_user_signal in newer Slurm): a preempted
+# job gets the signal it asked for (--signal=B:TERM@..., to its batch shell, which tells
+# trainfleet's bootstraps) rather than SIGTERM to its steps.
+PreemptType=preempt/partition_prio
+PreemptMode=CANCEL
+SlurmctldParameters=preempt_send_user_signal
 # Keep finished jobs visible to squeue/scontrol for 10 minutes.
 MinJobAge=600
 # Nodes may claim more CPUs/memory/GPUs than the machine has.
@@ -234,9 +241,15 @@ CONF
         n="$(node_index "$node")"
         echo "NodeName=$node NodeHostname=$host NodeAddr=$NET.$n Port=$((CTLD_PORT + n)) CPUs=4 RealMemory=4000 Gres=gpu:2 State=UNKNOWN" >>"$out/slurm.conf"
     done
-    echo "PartitionName=trainfleet Nodes=ALL Default=YES MaxTime=INFINITE State=UP" >>"$out/slurm.conf"
+    # Jobs of these two are never preempted (PreemptMode=OFF).
+    echo "PartitionName=trainfleet Nodes=ALL Default=YES MaxTime=INFINITE State=UP PreemptMode=OFF" >>"$out/slurm.conf"
     # A second, smaller partition, for trying `slurm: {partition: small}`.
-    echo "PartitionName=small Nodes=${NODES[0]} MaxTime=INFINITE State=UP" >>"$out/slurm.conf"
+    echo "PartitionName=small Nodes=${NODES[0]} MaxTime=INFINITE State=UP PreemptMode=OFF" >>"$out/slurm.conf"
+    # Preemption, for trying it: a job of `urgent` (a higher PriorityTier) that needs the
+    # CPUs of a `preemptible` job on their shared node gets them; the preemptible job's steps
+    # get SIGTERM at once, and it is cancelled (PREEMPTED) GraceTime seconds later.
+    echo "PartitionName=preemptible Nodes=${NODES[2]} MaxTime=INFINITE State=UP PriorityTier=1 PreemptMode=CANCEL GraceTime=15" >>"$out/slurm.conf"
+    echo "PartitionName=urgent Nodes=${NODES[2]} MaxTime=INFINITE State=UP PriorityTier=10 PreemptMode=OFF" >>"$out/slurm.conf"
 
     # Fake GPUs. slurmd drops a GPU without a File ("Removing file-less GPU") and ignores a File
     # that is not a device node, so each node gets two character devices with the NVIDIA major

@@ -404,5 +404,6 @@ def test_a_partition_bounds_where_jobs_run_and_what_they_may_ask(
     )
     assert unknown.returncode == 2, unknown.stdout + unknown.stderr
     assert unknown.stderr == (
-        "error: slurm.partition: Slurm has no partition 'nope' (partitions: trainfleet*, small)\n"
+        "error: slurm.partition: Slurm has no partition 'nope' "
+        "(partitions: trainfleet*, small, preemptible, urgent)\n"
     )
