@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import doctest
 import math
+import re
 import shlex
+import subprocess
 from pathlib import Path
 
+import psutil
 import pytest
+from helpers import wait_for
 
 from trainfleet.backends.slurm import script as script_module
 from trainfleet.backends.slurm.commands import _gpus
@@ -31,6 +35,7 @@ SPEC = JobSpec.model_validate(
 )
 KEYS = [("chief", 0), ("worker", 0), ("worker", 1), ("ps", 0)]
 STEP = ["python", "-I", "-S", "/opt/bootstrap.py", "/data/run/start-1.json"]
+WARNED = Path("/data/run/start 1.warned")
 
 
 def script(keys: list[tuple[str, int]], config: SlurmConfig, spec: JobSpec = SPEC) -> str:
@@ -41,6 +46,7 @@ def script(keys: list[tuple[str, int]], config: SlurmConfig, spec: JobSpec = SPE
         Path("/o/%j.out"),
         STEP,
         warn_before=spec.grace_period,
+        warned=WARNED,
     )
 
 
@@ -62,7 +68,8 @@ def test_one_component_and_one_step_per_shape() -> None:
         "--partition=gpu",
         "--account=ml",
         "--time=1-00:00:00",
-        f"--signal=TERM@{math.ceil(SPEC.grace_period)}",  # time to save before the limit
+        # To the batch shell alone (B:), time to save before the limit or a preemption.
+        f"--signal=B:TERM@{math.ceil(SPEC.grace_period)}",
     ]
     assert directives[8:] == [
         "--ntasks=3 --cpus-per-task=2 --mem-per-cpu=512M --gpus-per-task=1 --spread-job",
@@ -93,7 +100,9 @@ def test_one_component_and_one_step_per_shape() -> None:
             "1",
         ],
     ]
-    assert text.rstrip().endswith("wait")
+    # The batch shell tells the bootstraps, and waits on for the steps after the signal.
+    assert "\ntrap 'touch '\"'\"'/data/run/start 1.warned'\"'\"'' TERM\n" in text, text
+    assert text.rstrip().endswith("until wait; do :; done  # a trapped signal ends a wait early")
 
 
 def test_tasks_of_a_component_in_step_order() -> None:
@@ -108,7 +117,35 @@ def test_a_plain_job_when_all_tasks_are_alike() -> None:
     text = script(KEYS[1:3], SlurmConfig())
     assert "hetjob" not in text and "--het-group" not in text
     assert "--partition" not in text and "--spread-job" not in text
-    assert "--signal" not in text  # no time limit to warn of
+    assert "#SBATCH --signal=B:TERM@10\n" in text  # for a preemption: no time limit here
+    assert "--time" not in text
+    silent = batch_script("x", components(SPEC, KEYS, SlurmConfig()), SlurmConfig(), WARNED, STEP)
+    assert "--signal" not in silent and "\ntrap " not in silent  # nothing to tell, no grace
+
+
+def test_the_batch_shell_tells_the_steps_and_waits_for_them(tmp_path: Path) -> None:
+    """The script itself under bash: a SIGTERM to the batch shell alone creates the file
+    the bootstraps watch, and the shell still waits for its steps to end."""
+    warned = tmp_path / "start 1.warned"
+    step = ["bash", "-c", f"while [ ! -e {shlex.quote(str(warned))} ]; do sleep 0.01; done"]
+    text = batch_script(
+        "x",
+        components(SPEC, KEYS[1:3], SlurmConfig()),
+        SlurmConfig(),
+        warned,
+        step,
+        warn_before=5,
+        warned=warned,
+    )
+    # No Slurm here: each step runs as a plain process.
+    text = re.sub(r"^srun( --\S+)* ", "", text, flags=re.MULTILINE)
+    shell = subprocess.Popen(["bash", "-c", text])
+    wait_for(
+        lambda: any(p.cmdline()[:2] == step[:2] for p in psutil.Process(shell.pid).children()),
+        what="the step to start",
+    )
+    shell.terminate()
+    assert shell.wait(timeout=30) == 0 and warned.exists()
 
 
 def test_fractions_of_a_gpu_are_refused_by_name() -> None:
@@ -128,18 +165,24 @@ def test_gpus_of_a_node(gres: str, gpus: int) -> None:
 
 
 @pytest.mark.parametrize(
-    ("state", "cause", "said"),
+    ("state", "told", "cause", "said"),
     [
-        ("PREEMPTED", "preempted", "Slurm preempted job 7"),
-        ("TIMEOUT", "node-lost", "Slurm job 7 reached its time limit"),
-        ("OUT_OF_MEMORY", "node-lost", "Slurm job 7 ended OUT_OF_MEMORY"),
+        ("PREEMPTED", None, "preempted", "Slurm preempted job 7"),
+        ("TIMEOUT", None, "node-lost", "Slurm job 7 reached its time limit"),
+        ("OUT_OF_MEMORY", None, "node-lost", "Slurm job 7 ended OUT_OF_MEMORY"),
+        # The program saved and ended in its grace: Slurm says COMPLETED or FAILED, the
+        # bootstrap what Slurm told it.
+        ("COMPLETED", "preempted", "preempted", "Slurm preempted job 7"),
+        ("FAILED", "preempted", "preempted", "Slurm preempted job 7"),
+        ("COMPLETED", "time-limit", "node-lost", "Slurm job 7 was warned of its time limit"),
+        ("FAILED", "time-limit", "node-lost", "Slurm job 7 was warned of its time limit"),
     ],
 )
 def test_what_slurm_did_to_a_job_is_an_infrastructure_failure(
-    state: str, cause: str, said: str
+    state: str, told: str | None, cause: str, said: str
 ) -> None:
-    """Pure: the backend's reading of a job's state, without a cluster (a stand-in for
-    the backend and the task: only the fields it reads)."""
+    """Pure: the backend's reading of a job's state and of what its bootstrap was told,
+    without a cluster (a stand-in for the backend and the task: only the fields it reads)."""
     from types import SimpleNamespace
 
     from trainfleet.backends.slurm.backend import SlurmBackend
@@ -147,6 +190,7 @@ def test_what_slurm_did_to_a_job_is_an_infrastructure_failure(
 
     backend = SimpleNamespace(_cancelled=set(), _failed_nodes=SlurmBackend._failed_nodes)
     task = SimpleNamespace(job="7")
-    outside = SlurmBackend._outside(backend, task, [SlurmJob("7", state, "", "n1")])  # type: ignore[arg-type]
+    job = [SlurmJob("7", state, "", "n1")]
+    outside = SlurmBackend._outside(backend, task, job, told)  # type: ignore[arg-type]
     assert outside is not None and (outside.cause, outside.what) == (cause, said)
     assert not outside.cancelled

@@ -74,6 +74,20 @@ def _slurm_job(record: Path) -> str | None:
         return None
 
 
+def _warned(launch_file: Path) -> Path:
+    """The file the batch shell of a start creates when Slurm warns it (see batch_script)."""
+    return launch_file.with_suffix(".warned")
+
+
+def _stopped_by_slurm(record: Path) -> str | None:
+    """Why Slurm sent the attempt SIGTERM, as its bootstrap learnt it (``.stopped``:
+    ``preempted``, ``time-limit``, ``cancelled``), where Slurm did."""
+    try:
+        return record.with_name(record.name + ".stopped").read_text().strip() or None
+    except OSError:
+        return None
+
+
 def _request_signal(record: Path, name: str) -> None:
     """Ask the bootstrap of the attempt ``record`` to send its task SIG``name``."""
     request = record.with_name(record.name + ".signal")
@@ -224,6 +238,7 @@ class SlurmBackend(PooledAddresses):
             [sys.executable, "-I", "-S", str(BOOTSTRAP), str(launch_file)],
             job.team,
             warn_before=job.spec.grace_period,
+            warned=_warned(launch_file),
         )
 
     def _submit(self, job: JobLaunch) -> str:
@@ -264,6 +279,9 @@ class SlurmBackend(PooledAddresses):
                     "nvml": nvml_file(),
                     "groups": [[f"{role}/{index}" for role, index in keys] for _, keys in groups],
                     "rendezvous_timeout": self.config.rendezvous_timeout,
+                    # How long before the time limit Slurm warns, and how (see batch_script).
+                    "time_warning": job.spec.grace_period if self.config.time_limit else 0.0,
+                    "warned": str(_warned(launch_file)),
                 }
             )
         )
@@ -346,6 +364,13 @@ class SlurmBackend(PooledAddresses):
         if not tasks:
             return
         exits = {handle: records.exit_status(task.record) for handle, task in tasks.items()}
+        # An attempt Slurm stopped (a preemption, its time limit) ended because of it, even
+        # where its program saved its work and exited 0, which Slurm calls COMPLETED.
+        stopped = {
+            handle: _stopped_by_slurm(task.record)
+            for handle, task in tasks.items()
+            if exits[handle] is not None
+        }
         for task in tasks.values():
             if task.step is None and self._read_step(task):
                 host = task.step_host
@@ -355,7 +380,7 @@ class SlurmBackend(PooledAddresses):
                     f"running on {host} (Slurm job {task.step})",
                 )
         now = time.monotonic()
-        failed = any(status not in (None, 0) for status in exits.values())
+        failed = any(status not in (None, 0) for status in exits.values()) or any(stopped.values())
         if not failed and now - self._asked < SQUEUE_SECONDS:
             for handle, task in tasks.items():
                 if exits[handle] == 0:
@@ -370,10 +395,11 @@ class SlurmBackend(PooledAddresses):
             components = slurm.get(task.job, [])
             ended = not components or all(part.ended for part in components)
             status = exits[handle]
-            if status not in (None, 0) and self._settling(task, components, now):
+            said = stopped.get(handle)
+            if (status not in (None, 0) or said) and self._settling(task, components, now):
                 self._asked = 0.0  # ask again at the next look
             elif status is not None:
-                self._report(handle, task, status, components, ended)
+                self._report(handle, task, status, components, ended, said)
             elif ended or (task.step is not None and task.step not in running_steps):
                 task.gone_since = task.gone_since or now
                 if now - task.gone_since >= GONE_GRACE_SECONDS:
@@ -394,27 +420,42 @@ class SlurmBackend(PooledAddresses):
         return now - task.failed_since < SETTLE_SECONDS
 
     def _report(
-        self, handle: TaskHandle, task: _Task, status: int, components: list[SlurmJob], ended: bool
+        self,
+        handle: TaskHandle,
+        task: _Task,
+        status: int,
+        components: list[SlurmJob],
+        ended: bool,
+        said: str | None = None,
     ) -> None:
+        """Tell the task's exit; ``said``: why Slurm stopped it, as its bootstrap learnt."""
         with self._lock:
             del self._tasks[handle]
-        outside = self._outside(task, components) if status != 0 else None
+        outside = self._outside(task, components, said) if status != 0 or said else None
         if outside is None and status == -signal.SIGKILL and ended and not components:
             outside = Outside(f"Slurm job {task.job} is gone")
         task.reports.exited(task.key, status, outside)
 
-    def _outside(self, task: _Task, components: list[SlurmJob]) -> Outside | None:
-        """What Slurm did to the task's job, when it was Slurm that ended it."""
+    def _outside(
+        self, task: _Task, components: list[SlurmJob], said: str | None = None
+    ) -> Outside | None:
+        """What Slurm did to the task's job, when it was Slurm that ended it: what its
+        state says, else why its bootstrap was told it was signalled (``said``): a
+        preempted or warned job whose program saved and ended in time is COMPLETED or
+        FAILED to Slurm."""
         states = {part.state for part in components}
         nodes = ",".join(part.nodes for part in components if part.nodes)
         if "NODE_FAIL" in states:
             return Outside(f"{self._failed_nodes(nodes)} failed; Slurm job {task.job}: NODE_FAIL")
-        if "CANCELLED" in states and task.job not in self._cancelled:
+        cancelled = "CANCELLED" in states or said == "cancelled"
+        if cancelled and task.job not in self._cancelled:
             return Outside(f"Slurm job {task.job} was cancelled outside trainfleet", True)
-        if "PREEMPTED" in states:
+        if "PREEMPTED" in states or said == "preempted":
             return Outside(f"Slurm preempted job {task.job}", cause=Code.PREEMPTED)
         if "TIMEOUT" in states:
             return Outside(f"Slurm job {task.job} reached its time limit")
+        if said == "time-limit":
+            return Outside(f"Slurm job {task.job} was warned of its time limit")
         ended = states & (commands.ENDED_STATES - {"COMPLETED", "CANCELLED"})
         if ended and all(part.ended for part in components):
             return Outside(f"Slurm job {task.job} ended {', '.join(sorted(ended))}")

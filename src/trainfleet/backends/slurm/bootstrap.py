@@ -13,7 +13,14 @@ those Slurm gave the step).
 
 Tasks of one step share it, so a signal for one task comes as a file: the backend writes
 ``TERM`` or ``KILL`` to ``RECORD.signal`` and the bootstrap sends it to the task's process
-group. Signals Slurm sends the bootstrap itself (a cancelled job) go on to the task.
+group. Signals Slurm sends the bootstrap itself (a cancelled job) go on to the task. A
+SIGTERM of Slurm's own (a preemption, the warning ahead of the time limit, a cancel) finds
+no ``$TRAINFLEET_STOP_FILE`` of trainfleet's: the bootstrap asks Slurm why (one ``scontrol``)
+and writes it there, and in ``RECORD.stopped`` for the backend, before passing it on. Slurm
+sends its warnings to the batch shell alone (``--signal=B:TERM``), which says so in a file
+the bootstraps watch: the task gets SIGTERM after its stop file. What Slurm signals itself
+(every process of a step: a cancel, a preemption where the cluster does not send the
+user's signal, the time limit reached) reaches the task as soon as its bootstrap.
 
 Standard library only, and no trainfleet import; the launch file is in ``marshal``'s format
 and the records are plain text, so that nothing slow to import is needed: it starts in a
@@ -33,6 +40,12 @@ from types import ModuleType
 from typing import Any
 
 POLL_SECONDS = 0.005
+SCONTROL_SECONDS = 5.0
+"""How long the bootstrap waits for Slurm to say why it sent SIGTERM (the task waits too)."""
+EARLY_SECONDS = 65.0
+"""How long before its due time Slurm may send the warning of a time limit (its docs say up
+to 60 s), with a little more for ``scontrol``'s answer."""
+STOP_VARIABLE = "TRAINFLEET_STOP_FILE"
 SIGNAL_POLL_SECONDS = 0.1
 GPUS_FROM_SLURM = "<trainfleet:gpus-from-slurm>"
 """In a container's argv: where its ``--device`` options go, one per GPU of the step (the
@@ -76,18 +89,146 @@ def _signal(pid: int, number: int) -> None:
         pass
 
 
-def _obey_requests(record: str, pid: int, ended: threading.Event) -> None:
-    """Send the task the signals the backend asks for in ``RECORD.signal``."""
-    path = f"{record}.signal"
-    while not ended.wait(SIGNAL_POLL_SECONDS):
+def _seconds(duration: str) -> float | None:
+    """Seconds in a Slurm duration (``[D-][[HH:]MM:]SS``); None for ``UNLIMITED`` and such.
+
+    >>> _seconds("1-02:03:04"), _seconds("00:01:00"), _seconds("5:30"), _seconds("UNLIMITED")
+    (93784.0, 60.0, 330.0, None)
+    """
+    days, _, clock = duration.rpartition("-")
+    try:
+        parts = [int(part) for part in clock.split(":")]
+        total = int(days or 0) * 86_400
+    except ValueError:
+        return None
+    for part, unit in zip(reversed(parts), (1, 60, 3600), strict=False):
+        total += part * unit
+    return float(total)
+
+
+def slurm_reason(shown: str, warning: float) -> str:
+    """Why Slurm sends a job SIGTERM, from ``scontrol -o show job``'s line: ``preempted``
+    (it has a PreemptTime), ``time-limit`` (at most ``warning`` seconds, the ``--signal``
+    lead, are left, give or take Slurm's minute), else ``cancelled``.
+
+    >>> slurm_reason("JobId=7 RunTime=00:00:31 TimeLimit=00:01:00 PreemptTime=None", 20)
+    'time-limit'
+    >>> slurm_reason("RunTime=00:00:02 TimeLimit=UNLIMITED PreemptTime=2026-01-01T00:00:00", 0)
+    'preempted'
+    >>> slurm_reason("JobId=7 RunTime=00:00:02 TimeLimit=1-00:00:00 PreemptTime=None", 20)
+    'cancelled'
+    """
+    fields: dict[str, str] = {}
+    for field in shown.split():  # the first of each: a Command= could hold more
+        key, equals, value = field.partition("=")
+        if equals:
+            fields.setdefault(key, value)
+    if fields.get("PreemptTime", "None") not in ("None", "Unknown", ""):
+        return "preempted"
+    limit = _seconds(fields.get("TimeLimit", ""))
+    ran = _seconds(fields.get("RunTime", ""))
+    if limit is not None and ran is not None and limit - ran <= warning + EARLY_SECONDS:
+        return "time-limit"
+    return "cancelled"
+
+
+def _ask_slurm(job: str, warning: float) -> str | None:
+    """Why Slurm signals ``job`` (see ``slurm_reason``); None where it does not answer."""
+    import subprocess  # here: only a signal needs it, and it takes a while to import
+
+    try:
+        shown = subprocess.run(
+            ["scontrol", "-o", "show", "job", job],
+            capture_output=True,
+            text=True,
+            timeout=SCONTROL_SECONDS,
+            check=True,
+        ).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return slurm_reason(shown, warning) if f"JobId={job} " in shown else None
+
+
+def write_stop_file(path: str, why: str) -> bool:
+    """Write ``why`` to the stop file ``path`` unless one is there already (trainfleet's):
+    a new file under another name, linked into place whole, its group the folder's (the
+    task's account's), never through a link; whether it was written."""
+    folder, name = os.path.split(path)
+    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+    try:
+        directory = os.open(folder, flags)
+    except OSError:
+        return False
+    temporary = f".{name}.{os.getpid()}.tmp"
+    try:
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+        descriptor = os.open(temporary, flags, 0o600, dir_fd=directory)
         try:
-            with open(path) as handle:
-                name = handle.read().strip()
-            os.remove(path)
-        except FileNotFoundError:
-            continue
-        if name in ("TERM", "KILL"):
-            _signal(pid, getattr(signal, f"SIG{name}"))
+            try:  # noqa: SIM105 (contextlib takes longer to import than this whole script)
+                os.fchown(descriptor, -1, os.fstat(directory).st_gid)
+            except PermissionError:  # not a group of ours: the file stays our group's
+                pass
+            os.fchmod(descriptor, 0o640)
+            os.write(descriptor, f"{why}\n".encode())
+        finally:
+            os.close(descriptor)
+        try:
+            os.link(temporary, name, src_dir_fd=directory, dst_dir_fd=directory)
+        except FileExistsError:
+            return False
+        finally:
+            os.unlink(temporary, dir_fd=directory)
+        return True
+    except OSError:
+        return False
+    finally:
+        os.close(directory)
+
+
+class _Stops:
+    """A running task's SIGTERMs from Slurm: each one after why is in its stop file."""
+
+    def __init__(self, shim: ModuleType, record: str, pid: int, stop_file: str | None) -> None:
+        self.shim, self.record, self.pid, self.stop_file = shim, record, pid, stop_file
+        self.job = ""
+        """The Slurm job to ask why (none: nothing is asked, nor written)."""
+        self.warning = 0.0
+        """Seconds ahead of the time limit that Slurm warns the batch shell."""
+        self.warned: str | None = None
+        """The file the batch shell creates when Slurm warns it (see batch_script)."""
+
+    def terminate(self) -> None:
+        """SIGTERM the task, once its stop file says why (unless trainfleet's said it)."""
+        stop_file = self.stop_file
+        if stop_file and self.job and not os.path.lexists(stop_file):
+            why = _ask_slurm(self.job, self.warning)
+            if why is not None and write_stop_file(stop_file, why):
+                self.shim.write_record(f"{self.record}.stopped", f"{why}\n")
+        _signal(self.pid, signal.SIGTERM)
+
+    def pass_on(self, number: int, _: object = None) -> None:
+        """A signal Slurm sent this step's processes (the task has it too, or soon will)."""
+        if number == signal.SIGTERM:
+            self.terminate()
+        else:
+            _signal(self.pid, number)
+
+    def obey(self, ended: threading.Event) -> None:
+        """Send the task the signals the backend asks for in ``RECORD.signal``, and
+        SIGTERM once the batch shell says Slurm warned the job."""
+        path, warned = f"{self.record}.signal", self.warned
+        while not ended.wait(SIGNAL_POLL_SECONDS):
+            if warned is not None and os.path.exists(warned):
+                warned = None
+                self.terminate()
+            try:
+                with open(path) as handle:
+                    name = handle.read().strip()
+                os.remove(path)
+            except FileNotFoundError:
+                continue
+            if name in ("TERM", "KILL"):
+                _signal(self.pid, getattr(signal, f"SIG{name}"))
 
 
 def _supervise(
@@ -96,17 +237,23 @@ def _supervise(
     command: list[str],
     env: dict[str, str],
     usage: tuple[str, float, list[int], str | None] | None = None,
+    slurm: tuple[str, float, str | None] | None = None,
 ) -> int:
     """Run the task under the shim's records; ``usage``: sample it (the history's path,
-    seconds between samples, its GPUs, NVML's file)."""
+    seconds between samples, its GPUs, NVML's file); ``slurm``: the Slurm job, its time
+    limit's warning and its ``warned`` file, to say why Slurm stops it (see the module's
+    text)."""
     pid = shim.start(record, command, env, new_session=True)
     if pid is None:
         return 127
     sampling = shim.Sampling(pid, *usage) if usage else None
+    stops = _Stops(shim, record, pid, env.get(STOP_VARIABLE))
+    if slurm is not None:
+        stops.job, stops.warning, stops.warned = slurm
     for number in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-        signal.signal(number, lambda number, _: _signal(pid, number))
+        signal.signal(number, stops.pass_on)
     ended = threading.Event()
-    threading.Thread(target=_obey_requests, args=(record, pid, ended), daemon=True).start()
+    threading.Thread(target=stops.obey, args=(ended,), daemon=True).start()
     try:
         # Leftovers (a container's processes among them) end with the task, as Slurm would
         # end the rest of the step; the runtime starts a container outside of it.
@@ -176,7 +323,8 @@ def main(argv: list[str]) -> int:
     if me.get("usage") and me.get("usage_every", 0) > 0:
         gpus = [int(gpu) for gpu in (slurm_gpus or "").split(",") if gpu.isdigit()]
         usage = (me["usage"], me["usage_every"], gpus if me["gpus"] else [], launch.get("nvml"))
-    return _supervise(shim, me["record"], command, env, usage)
+    slurm = (job, float(launch.get("time_warning", 0)), launch.get("warned")) if job else None
+    return _supervise(shim, me["record"], command, env, usage, slurm)
 
 
 if __name__ == "__main__":

@@ -90,14 +90,18 @@ def batch_script(
     step_argv: Sequence[str],
     team: str = "default",
     warn_before: float = 0.0,
+    warned: Path | None = None,
 ) -> str:
     """The script for ``sbatch``: the allocation, then one background step per component.
 
     ``step_argv`` is the command each task runs, followed there by its component's number;
     the job is charged to its ``team``'s account (``SlurmConfig.account_of``). Under a time
-    limit every task gets SIGTERM ``warn_before`` seconds before it (Slurm sends it up to
-    a minute early), time to save a checkpoint; the job that then times out is started
-    again as an infrastructure failure and resumes from it.
+    limit the batch shell gets SIGTERM ``warn_before`` seconds before it (Slurm sends it up
+    to a minute early), and so does it at a preemption where the cluster says
+    ``PreemptParameters=send_user_signal``: it creates the file ``warned``, and each task's
+    bootstrap, seeing it, writes why in the task's stop file and only then sends the task
+    SIGTERM, time to save a checkpoint; the job is started again as an infrastructure
+    failure and resumes from it.
     """
     lines = ["#!/bin/bash", f"#SBATCH --job-name={name}", f"#SBATCH --output={output}"]
     lines += ["#SBATCH --open-mode=append", "#SBATCH --no-requeue"]
@@ -108,8 +112,8 @@ def batch_script(
     ):
         if value:
             lines.append(f"#SBATCH --{option}={value}")
-    if config.time_limit and warn_before > 0:
-        lines.append(f"#SBATCH --signal=TERM@{math.ceil(warn_before)}")
+    if warned is not None and warn_before > 0:  # to the batch shell only (B:)
+        lines.append(f"#SBATCH --signal=B:TERM@{math.ceil(warn_before)}")
     lines += [f"#SBATCH {option}" for option in config.sbatch_args]
     for number, (shape, tasks) in enumerate(groups):
         if number:
@@ -118,11 +122,13 @@ def batch_script(
         if config.spread:
             options.append("--spread-job")
         lines.append(f"#SBATCH {' '.join(options)}")
+    if warned is not None:  # see above; the tasks are told through their bootstraps
+        lines.append(f"trap {shlex.quote(f'touch {shlex.quote(str(warned))}')} TERM")
     lines.append("# One step per component; each task writes its own log and records.")
     heterogeneous = len(groups) > 1
     for number, (shape, tasks) in enumerate(groups):
         srun = ["srun", *([f"--het-group={number}"] if heterogeneous else [])]
         srun += [f"--ntasks={len(tasks)}", *shape.options(), *step_argv, str(number)]
         lines.append(f"{shlex.join(srun)} &")
-    lines.append("wait")
+    lines.append("until wait; do :; done  # a trapped signal ends a wait early")
     return "\n".join(lines) + "\n"
