@@ -23,6 +23,7 @@ from slurm_cluster import SlurmUser
 from slurm_nodes import NODES, SCRIPT
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+SOURCE = Path(__file__).resolve().parents[2] / "src"
 TIMEOUT = 420
 
 pytestmark = pytest.mark.slow
@@ -253,16 +254,26 @@ def kill_node(user: SlurmUser, node: str) -> None:
 
 def test_a_lost_node_restarts_the_job_by_default(slurm_user: SlurmUser, tmp_path: Path) -> None:
     """No restart policy: a lost node is an infrastructure failure, restarted anyway, the
-    restart event coded node-lost and naming the node; the tasks are told their attempt."""
+    restart event coded node-lost and naming the node; the tasks are told their attempt
+    and resume from the step worker 0 committed (in the job's checkpoint folder, on the
+    shared file system) before its node died."""
     marks = tmp_path / "marks"
     marks.mkdir()
     (tmp_path / "work.py").write_text(
         textwrap.dedent(
-            """
-            import os, time
+            f"""
+            import os, sys, time
+            sys.path.insert(0, {str(SOURCE)!r})  # trainfleet.checkpoint: standard library only
+            from trainfleet import checkpoint
             marks, me = os.environ["MARKS"], os.environ["TRAINFLEET_INDEX"]
             attempt = int(os.environ["TRAINFLEET_RESTART"])
-            open(f"{marks}/{me}-{attempt}-{os.environ['SLURMD_NODENAME']}", "w").close()
+            resume = os.environ.get("TRAINFLEET_RESUME_FROM", "")
+            with open(f"{{marks}}/{{me}}-{{attempt}}-{{os.environ['SLURMD_NODENAME']}}", "w") as f:
+                f.write(resume)
+            if attempt == 0 and me == "0":
+                for step in range(3):
+                    with checkpoint.save(step) as folder:
+                        (folder / "state").write_text(str(step))
             time.sleep(600 if attempt == 0 else 1)
             """
         )
@@ -280,7 +291,18 @@ def test_a_lost_node_restarts_the_job_by_default(slurm_user: SlurmUser, tmp_path
     job_id = _submit(slurm_user, job_file)
     details = wait_for(lambda: _running(slurm_user, job_id), timeout=120, what="the job to run")
     assert isinstance(details, dict)
-    victim = sorted(hosts_of(details))[-1]
+    checkpoints = slurm_user.data_dir / "jobs" / job_id / "tasks" / "checkpoints"
+    wait_for(
+        lambda: (checkpoints / "step-2" / "COMMITTED").exists(),
+        timeout=60,
+        what="worker 0 to commit step 2",
+    )
+    # The node of worker 0, which wrote the checkpoint: it outlives its node.
+    victim = next(
+        task["address"].rpartition(":")[0]
+        for task in details["tasks"]  # type: ignore[attr-defined]
+        if task["index"] == 0
+    )
     kill_node(slurm_user, victim)
     started = time.monotonic()
 
@@ -293,7 +315,11 @@ def test_a_lost_node_restarts_the_job_by_default(slurm_user: SlurmUser, tmp_path
     said = [e["message"] for e in lost]
     assert any(f"node {victim} failed" in m and "NODE_FAIL" in m for m in said), said
     assert victim not in hosts_of(details), "restarted on the node that died"
-    assert len(list(marks.glob("*-1-*"))) == 3  # every task ran its second attempt
+    second = sorted(marks.glob("*-1-*"))
+    assert len(second) == 3  # every task ran its second attempt
+    told = {path.name: path.read_text() for path in second}
+    assert set(told.values()) == {str(checkpoints / "step-2")}, told
+    assert all(path.read_text() == "" for path in marks.glob("*-0-*")), "nothing to resume"
     print(f"recovered {time.monotonic() - started:.0f}s after the node died")
 
 
