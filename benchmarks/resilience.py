@@ -9,9 +9,13 @@
 (c) goodput: examples/torch_ddp (3 tasks, an epoch committed each) for ``--goodput-seconds``,
     with a random task's process group killed every ``--kill-every`` seconds, beside the
     same run without faults: the epochs kept in the same wall time (each run in two halves,
-    in the order clean, faulty, faulty, clean).
+    in the order clean, faulty, faulty, clean);
+(d) elastic: an elastic group of 3 (min 2) loses a member mid-training: from the kill -9 to
+    the first step at world size 2, under trainfleet (member 0 lost: rank 0's node) beside
+    bare torchrun with torch's own settings and rank 0's agent holding the store (member 2
+    lost: losing rank 0 would end its group).
 
-usage: python benchmarks/resilience.py [--runs 20] [--only a,b,c] [--goodput-seconds 600]
+usage: python benchmarks/resilience.py [--runs 20] [--only a,b,c,d] [--goodput-seconds 600]
                                        [--kill-every 120] [--out FILE]
 Prints a table and writes the figures as JSON (default benchmarks/results/resilience.json).
 """
@@ -33,6 +37,8 @@ import tempfile
 import textwrap
 import time
 from pathlib import Path
+
+import psutil
 
 from trainfleet.control.assembly import engine_at
 from trainfleet.domain.records import State
@@ -251,10 +257,120 @@ def bench_goodput(work: Path, seconds: float, kill_every: float) -> dict[str, ob
     }
 
 
+ELASTIC = """\
+import os, time, torch, torch.distributed as dist
+dist.init_process_group("gloo")
+total = torch.ones(1)
+dist.all_reduce(total)
+with open(os.environ["OUT"], "a") as out:
+    out.write(f"{dist.get_world_size()} {time.time()}\\n")
+while True:
+    dist.all_reduce(total)
+    time.sleep(0.05)
+"""
+"""An elastic member: writes its world size and the time of each group's first step."""
+
+
+def _first_step_at(out: Path, world: int, after: float, timeout: float = 120) -> float:
+    """When a member first stepped at ``world`` after ``after``, from an ELASTIC file."""
+    ends = time.monotonic() + timeout
+    while time.monotonic() < ends:
+        for line in out.read_text().splitlines() if out.exists() else []:
+            size, at = line.split()
+            if int(size) == world and float(at) > after:
+                return float(at)
+        time.sleep(0.1)
+    raise RuntimeError(f"no step at world size {world} within {timeout}s: {out.read_text()}")
+
+
+def _kill_marked(mark: str) -> None:
+    """kill -9 every process (agent and worker) started with ``MEMBER=mark``."""
+    for process in psutil.process_iter():
+        with contextlib.suppress(psutil.Error):
+            if process.environ().get("MEMBER") == mark:
+                process.kill()
+
+
+def _elastic_trainfleet(work: Path, run: int) -> float:
+    out, data = work / f"d-{run}.out", work / f"d-{run}"
+    env = {**os.environ, "TRAINFLEET_DATA_DIR": str(data), "OUT": str(out)}
+    (work / "job.yaml").write_text(
+        textwrap.dedent(f"""
+            name: elastic
+            framework: pytorch
+            pytorch: {{elastic: {{min_replicas: 2, max_replicas: 3, max_restarts: 5}}}}
+            restart: {{policy: on-failure, backoff: {{initial: 600}}}}
+            env: {{OUT: "{out}"}}
+            roles:
+              worker: {{replicas: 3, command: [{BIN}/torchrun, elastic.py]}}
+        """)
+    )
+
+    def trainfleet(*args: str) -> str:
+        command = [sys.executable, "-m", "trainfleet", *args]
+        return subprocess.run(command, env=env, check=True, capture_output=True, text=True).stdout
+
+    job_id = trainfleet("submit", str(work / "job.yaml")).strip()
+    try:
+        _first_step_at(out, 3, 0)
+        time.sleep(1)
+        tasks = json.loads(trainfleet("describe", job_id, "-o", "json"))["tasks"]
+        (pid,) = [t["pid"] for t in tasks if (t["role"], t["index"]) == ("worker", 0)]
+        killed = time.time()
+        os.killpg(pid, signal.SIGKILL)
+        return _first_step_at(out, 2, killed) - killed
+    finally:
+        trainfleet("stop", job_id)
+
+
+def _elastic_torchrun(work: Path, run: int) -> float:
+    out = work / f"t-{run}.out"
+    port = 29000 + run
+    agents = [
+        subprocess.Popen(
+            [str(BIN / "torchrun"), "--nnodes", "2:3", "--max-restarts", "5",
+             "--rdzv-backend", "c10d", "--rdzv-endpoint", f"127.0.0.1:{port}",
+             "--rdzv-id", f"bench-{run}", "--rdzv-conf", f"is_host={str(member == 0).lower()}",
+             "elastic.py"],
+            env={**os.environ, "OUT": str(out), "MEMBER": f"{run}-{member}"},
+            cwd=work,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        for member in range(3)
+    ]  # fmt: skip
+    try:
+        _first_step_at(out, 3, 0)
+        time.sleep(1)
+        killed = time.time()
+        _kill_marked(f"{run}-2")
+        return _first_step_at(out, 2, killed) - killed
+    finally:
+        for member in range(3):
+            _kill_marked(f"{run}-{member}")
+        for agent in agents:
+            agent.wait()
+
+
+def bench_elastic(work: Path, runs: int) -> dict[str, object]:
+    """(d) a member killed to the first step at the smaller world size, beside torchrun."""
+    (work / "elastic.py").write_text(ELASTIC)
+    ours, theirs = [], []
+    for run in range(runs):  # interleaved: a drifting load weighs on both alike
+        ours.append(_elastic_trainfleet(work, run))
+        theirs.append(_elastic_torchrun(work, run))
+    return {
+        "trainfleet_rank0_lost_s": _summary(ours),
+        "torchrun_defaults_member_lost_s": _summary(theirs),
+        "ratio": statistics.median(ours) / statistics.median(theirs),
+        "target_s": 30.0,
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=20)
-    parser.add_argument("--only", default="a,b,c")
+    parser.add_argument("--only", default="a,b,c,d")
     parser.add_argument("--goodput-seconds", type=float, default=600)
     parser.add_argument("--kill-every", type=float, default=120)
     parser.add_argument("--out", type=Path, default=HERE / "results" / "resilience.json")
@@ -269,6 +385,8 @@ def main() -> None:
             results["preemption"] = bench_preemption(work, max(1, args.runs // 4))
         if "c" in wanted:
             results["goodput"] = bench_goodput(work, args.goodput_seconds, args.kill_every)
+        if "d" in wanted:
+            results["elastic"] = bench_elastic(work, max(1, args.runs // 4))
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(results, indent=2) + "\n")
     print(json.dumps(results, indent=2))

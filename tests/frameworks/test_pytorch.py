@@ -11,6 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from trainfleet.programs import RENDEZVOUS
+from trainfleet.spec.rendezvous import AGENT_SETTINGS, HISTORY_VARIABLE
+
 from .jobs import HOST, common, environments, free_ports, job
 
 TORCH_JOB = {"master": 1, "worker": 2, "tensorboard": 1}
@@ -84,14 +87,20 @@ def test_symbolic_nproc_per_node_goes_to_torchrun(nproc: str) -> None:
     assert env[("worker", 0)]["WORLD_SIZE"] == "2"
 
 
-def test_elastic_job() -> None:
+def test_elastic_job_meets_in_the_store_trainfleet_hosts() -> None:
+    """Every agent meets in role ``rendezvous``'s store, none hosting it (so losing rank 0's
+    node leaves it); each round's workers make their own store."""
     spec = job(
         "pytorch",
         {"worker": 3},
         pytorch={"elastic": {"min_replicas": 2, "max_replicas": 4, "max_restarts": 3}},
     )
+    assert list(spec.roles) == ["worker", "rendezvous"]
+    assert spec.service_roles() == {"rendezvous"} and not spec.is_tracked("rendezvous")
     envs = environments(spec)
-    cluster = f'{{"worker":["{HOST}:2000","{HOST}:2001","{HOST}:2002"]}}'
+    cluster = (
+        f'{{"worker":["{HOST}:2000","{HOST}:2001","{HOST}:2002"],"rendezvous":["{HOST}:2003"]}}'
+    )
     elastic = {
         "MASTER_ADDR": HOST,
         "MASTER_PORT": "2000",
@@ -102,21 +111,28 @@ def test_elastic_job() -> None:
         "PET_NPROC_PER_NODE": "1",
         "PET_NNODES": "2:4",
         "PET_RDZV_BACKEND": "c10d",
-        "PET_RDZV_ENDPOINT": f"{HOST}:2000",
+        "PET_RDZV_ENDPOINT": f"{HOST}:2003",
         "PET_RDZV_ID": "job-7",
         "PET_MAX_RESTARTS": "3",
+        "PET_RDZV_CONF": AGENT_SETTINGS,
+        "TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1",
     }
+    assert "is_host=false" in AGENT_SETTINGS
     assert envs == {
-        ("worker", 0): elastic
-        | {"RANK": "0", "PET_RDZV_CONF": "is_host=true"}
-        | common("worker", 0, 2000, cluster),
-        ("worker", 1): elastic
-        | {"RANK": "1", "PET_RDZV_CONF": "is_host=false"}
-        | common("worker", 1, 2001, cluster),
-        ("worker", 2): elastic
-        | {"RANK": "2", "PET_RDZV_CONF": "is_host=false"}
-        | common("worker", 2, 2002, cluster),
+        ("worker", 0): elastic | {"RANK": "0"} | common("worker", 0, 2000, cluster),
+        ("worker", 1): elastic | {"RANK": "1"} | common("worker", 1, 2001, cluster),
+        ("worker", 2): elastic | {"RANK": "2"} | common("worker", 2, 2002, cluster),
+        ("rendezvous", 0): common("rendezvous", 0, 2003, cluster),
     }
+
+
+def test_a_role_named_like_the_store_is_refused_in_an_elastic_job() -> None:
+    with pytest.raises(ValueError, match="rendezvous store's; rename that role"):
+        job(
+            "pytorch",
+            {"worker": 2, "rendezvous": 1},
+            pytorch={"elastic": {"min_replicas": 1, "max_replicas": 2}},
+        )
 
 
 def test_elastic_job_with_another_backend_gets_no_c10d_conf() -> None:
@@ -181,8 +197,9 @@ def run_all(argvs: list[list[str]], envs: list[dict[str, str]], cwd: Path) -> li
 
 
 def local_envs(roles: dict[str, int], **fields: object) -> list[dict[str, str]]:
+    """The tasks' variables, roles in order (the ones the job adds last)."""
     spec = job("pytorch", roles, **fields)
-    keys = [(role, index) for role, count in roles.items() for index in range(count)]
+    keys = [(role, index) for role, spec_ in spec.roles.items() for index in range(spec_.replicas)]
     ports = dict(zip(keys, free_ports(len(keys)), strict=True))
     return list(environments(spec, host="127.0.0.1", ports=ports).values())
 
@@ -230,12 +247,26 @@ def test_torchrun_needs_no_flags(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_torchrun_elastic_c10d_on_one_host(tmp_path: Path) -> None:
-    """Three elastic agents on one machine meet at the master's c10d store."""
+    """Three elastic agents on one machine meet at the store the job's ``rendezvous`` task
+    serves (trainfleet's program, run here by hand), which writes the round it saw."""
     (tmp_path / "train.py").write_text(TRAIN)
-    envs = local_envs(
+    *agents, store_env = local_envs(
         {"master": 1, "worker": 2},
         pytorch={"elastic": {"min_replicas": 3, "max_replicas": 3}},
     )
-    torchrun = [sys.executable, "-m", "torch.distributed.run", "train.py"]
-    run_all([torchrun] * 3, envs, tmp_path)
+    history = tmp_path / "rounds.jsonl"
+    store = subprocess.Popen(
+        [sys.executable, str(RENDEZVOUS)],
+        env=os.environ | store_env | {HISTORY_VARIABLE: str(history)},
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        torchrun = [sys.executable, "-m", "torch.distributed.run", "train.py"]
+        run_all([torchrun] * 3, agents, tmp_path)
+    finally:
+        store.terminate()
+        said, _ = store.communicate(timeout=30)
     assert torchrun_results(tmp_path) == [[0, 0, 3, 3], [1, 0, 3, 3], [2, 0, 3, 3]]
+    assert store.returncode == 0 and "round 0: world size 3" in said, said
+    assert [json.loads(line)["world"] for line in history.read_text().splitlines()] == [3]

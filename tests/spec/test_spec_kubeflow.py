@@ -280,7 +280,8 @@ def test_pytorchjob(tmp_path: Path) -> None:
 def test_elastic_pytorchjob(tmp_path: Path) -> None:
     job = load(tmp_path, ELASTIC_PYTORCHJOB)
     spec = job.spec
-    assert list(spec.roles) == ["worker"]
+    assert list(spec.roles) == ["worker", "rendezvous"]  # its store, in the job's image
+    assert spec.hosts_rendezvous() and spec.image_of("rendezvous") == spec.image_of("worker")
     assert spec.roles["worker"].env == {"LOGLEVEL": "DEBUG"}
     assert spec.roles["worker"].argv()[:2] == ["torchrun", "/workspace/examples/imagenet.py"]
     assert spec.pytorch is not None

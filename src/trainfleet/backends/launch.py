@@ -18,12 +18,14 @@ from trainfleet.datadir.layout import DataDir
 from trainfleet.environments.task_base import SERVERS, TaskBase
 from trainfleet.frameworks import task_argv, task_environment
 from trainfleet.frameworks.base import TaskContext
-from trainfleet.programs import NOTEBOOK, TF_SERVER
+from trainfleet.programs import NOTEBOOK, RENDEZVOUS, TF_SERVER
 from trainfleet.scheduling.placement import Placement, TaskKey
 from trainfleet.spec.checkpoints import RESTART_VARIABLE, RESUME_VARIABLE, STOP_VARIABLE
 from trainfleet.spec.models import JobSpec, Resources, SecretRef
 from trainfleet.spec.notebook import IDLE_VARIABLE, TOKEN_VARIABLE
 from trainfleet.spec.notebook import ROLE as NOTEBOOK_ROLE
+from trainfleet.spec.rendezvous import HISTORY_VARIABLE
+from trainfleet.spec.rendezvous import ROLE as RENDEZVOUS_ROLE
 from trainfleet.spec.tensorboard import LOGDIR_VARIABLE
 from trainfleet.vault.service_tokens import notebook_token
 
@@ -111,7 +113,7 @@ class JobLaunch:
             for mount in role.mounts
         ]
         argv = task_argv(context)
-        for program in (TF_SERVER, NOTEBOOK):  # trainfleet's programs, run from their files
+        for program in (TF_SERVER, NOTEBOOK, RENDEZVOUS):  # trainfleet's, run from their files
             if str(program) in argv:
                 mounts.append(Mount(program, program, read_only=True))
         python_dir = self.python_dirs.get(key[0])
@@ -142,6 +144,8 @@ class JobLaunch:
             env[STOP_VARIABLE] = str(self.data_dir.stop_file(self.job_id, *key, attempt))
             if self.spec.progress is not None:
                 env[HEARTBEAT_VARIABLE] = str(self.data_dir.heartbeat(self.job_id, *key))
+            if key[0] == RENDEZVOUS_ROLE and self.spec.hosts_rendezvous():
+                env[HISTORY_VARIABLE] = str(self.data_dir.rounds(self.job_id))
         record = self.data_dir.record(self.job_id, *key, attempt)
         # Every process of the attempt inherits it, even one that leaves the task's group.
         env[ATTEMPT_VARIABLE] = str(record)
@@ -222,6 +226,8 @@ class JobLaunch:
             writable.append(self.data_dir.heartbeat(self.job_id, "", 0).parent)
         if self.spec.checkpoint_path is None:
             writable.append(self.data_dir.checkpoint_dir(self.job_id))
+        if self.spec.hosts_rendezvous():
+            writable.append(self.data_dir.rounds(self.job_id).parent)
         for folder in writable:
             if not folder.is_dir():
                 fresh_dir(folder, 0o2770 if group is not None else 0o700, group)

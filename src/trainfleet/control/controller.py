@@ -25,6 +25,7 @@ from trainfleet.backends.accounts import Account, open_to_tasks
 from trainfleet.backends.api import Backend, NotStarted, Outside, TaskHandle
 from trainfleet.backends.launch import JobLaunch
 from trainfleet.control import policies
+from trainfleet.control.rounds import RoundFollower
 from trainfleet.datadir.files import modified, write_new
 from trainfleet.datadir.layout import DataDir
 from trainfleet.domain.conditions import INFRASTRUCTURE_FAILURES, Code, Condition
@@ -35,11 +36,16 @@ from trainfleet.environments.recipe import MissingRequirementsFile, Recipe
 from trainfleet.environments.task_base import SERVERS, TaskBase
 from trainfleet.scheduling.placement import Placement, TaskKey
 from trainfleet.spec.models import JobSpec, RestartPolicy
+from trainfleet.spec.rendezvous import ROLE as RENDEZVOUS_ROLE
 from trainfleet.store.database import Store
 from trainfleet.store.errors import StoreUnavailable
 
 log = logging.getLogger("trainfleet.control")
 SUBMITTED = Condition(Code.SUBMITTED)
+
+
+ROUNDS_EVERY = 1.0
+"""Seconds between two looks at an elastic job's rendezvous rounds."""
 
 
 @dataclass
@@ -146,6 +152,9 @@ class JobController:
         self._job_restart_at: float | None = None
         """While the whole job restarts (scope 'job'): when its tasks may start again."""
         self._watching_progress = False
+        self._rounds: RoundFollower | None = None
+        """An elastic job's rounds, told as events (``_follow_rounds``)."""
+        self._rounds_told = 0
 
     # -- public ---------------------------------------------------------------
 
@@ -185,6 +194,11 @@ class JobController:
             task.alive for key, task in self._tasks.items() if key[0] not in services
         ):
             self._step()
+        # Its agents are gone, their exit barrier passed: the store has no one left to serve
+        # (stopped before the job ends, so that nothing of a finished job is left running).
+        self._terminate(lambda key: key[0] == RENDEZVOUS_ROLE)
+        while any(task.alive for key, task in self._tasks.items() if key[0] == RENDEZVOUS_ROLE):
+            self._step()
         state, condition = self._outcome
         finished_at = None if state is State.QUEUED else time.time()  # preempted: it waits
         self.store.transition(self.job_id, state, condition, finished_at=finished_at)
@@ -215,6 +229,7 @@ class JobController:
             return
         self._count_restarts(requeued=True)
         self._start(self._tasks)
+        self._follow_rounds()
         self._watch_deadline(time.time())  # time waiting in a cluster's queue counts too
         if not self.backend.queues_tasks:
             self._mark_running()
@@ -294,6 +309,7 @@ class JobController:
         if wants and not self._setup(State(job.state) if job else State.RUNNING):
             return
         self._start(never_started)
+        self._follow_rounds()
         self._watch_deadline(started_at)
         self._evaluate()
 
@@ -302,6 +318,7 @@ class JobController:
         server, a job run again after a preemption, keep counting); ``requeued``: a new
         run of the job, whose tasks go on from their last attempt."""
         for event in self.store.list_events(self.job_id):
+            self._rounds_told += event.code == Code.REGROUPED
             if event.state != State.RESTARTING or not event.task:
                 continue
             role, _, index = event.task.rpartition("/")
@@ -488,6 +505,21 @@ class JobController:
                 task.stalled = True
                 self._terminate(functools.partial(operator.eq, task.key), "stalled")
         self._after(self._progress_check_every(), self._check_progress)
+
+    def _follow_rounds(self) -> None:
+        """Tell each round its elastic group completes as an event (``describe`` shows the
+        world size over time), looking every second while the job runs."""
+        if self._outcome is not None or not self.spec.hosts_rendezvous():
+            return
+        if self._rounds is None:
+            share = self.data_dir.task_share(self.job_id)
+            self._rounds = RoundFollower(share, DataDir.ROUNDS, self._rounds_told)
+        assert self.spec.pytorch is not None and self.spec.pytorch.elastic is not None
+        most = self.spec.pytorch.elastic.max_replicas
+        state = State.RUNNING if self._job_running else State.STARTING
+        for round_ in self._rounds.new_rounds():
+            self.store.note(self.job_id, state, Condition(Code.REGROUPED, round_.describe(most)))
+        self._after(ROUNDS_EVERY, self._follow_rounds)
 
     def _on_placed(self, placed: _Placed) -> None:
         """A task waits in the cluster's queue (no address yet), or runs at its address."""

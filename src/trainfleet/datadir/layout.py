@@ -81,6 +81,14 @@ class DataDir:
         """The file a task touches to say it makes progress (``$TRAINFLEET_HEARTBEAT``)."""
         return self.task_share(job_id) / "heartbeats" / f"{role}-{index}"
 
+    ROUNDS = "rendezvous/rounds.jsonl"
+    """Under ``task_share``: the rounds an elastic job's rendezvous store saw complete
+    (written by that task)."""
+
+    def rounds(self, job_id: str) -> Path:
+        """The file of an elastic job's rendezvous rounds (``$TRAINFLEET_RENDEZVOUS_LOG``)."""
+        return self.task_share(job_id) / self.ROUNDS
+
     def stop_file(self, job_id: str, role: str, index: int, attempt: int) -> Path:
         """Why trainfleet stops an attempt of a task, written before its SIGTERM
         (``$TRAINFLEET_STOP_FILE``): ``preempted``, ``time-limit``, ``cancelled``..."""

@@ -58,6 +58,9 @@ class Code(StrEnum):
     GPU_SHARING_LOST = "gpu-sharing-lost"
     """Ended while the MPS daemon that enforced its share of a GPU was gone (it died);
     the daemon is started again for the next start (restarted by policy)."""
+    REGROUPED = "regrouped"
+    """An elastic PyTorch group completed a round of its rendezvous: the message says its
+    world size and members (a job's event, one per round)."""
     CANCELLED = "cancelled"
     """Stopped by a user (``trainfleet stop``, a delete, the cluster's own cancel) or by a
     server shutting down."""

@@ -10,8 +10,9 @@ import re
 import sys
 
 from trainfleet.frameworks.base import TaskContext
-from trainfleet.programs import NOTEBOOK, TENSORBOARD, TF_SERVER
+from trainfleet.programs import NOTEBOOK, RENDEZVOUS, TENSORBOARD, TF_SERVER
 from trainfleet.spec.notebook import PROGRAM_WORDS as NOTEBOOK_WORDS
+from trainfleet.spec.rendezvous import PROGRAM_WORDS as RENDEZVOUS_WORDS
 from trainfleet.spec.tensorboard import PROGRAM_WORDS
 
 PLACEHOLDER = re.compile(r"%(input_path|checkpoint_path)%")
@@ -53,6 +54,8 @@ def standalone(argv: list[str]) -> list[str]:
         return ["python3", str(TF_SERVER), *argv[2:]]
     if tuple(argv[:2]) == NOTEBOOK_WORDS:  # JupyterLab: the task's own python, like tf-server
         return ["python3", str(NOTEBOOK)]
+    if tuple(argv[:2]) == RENDEZVOUS_WORDS:  # torch's store: the task's own python too
+        return ["python3", str(RENDEZVOUS)]
     if tuple(argv[:2]) == PROGRAM_WORDS:  # a job's TensorBoard: trainfleet's own python
         return [sys.executable, str(TENSORBOARD), *argv[2:]]
     return argv

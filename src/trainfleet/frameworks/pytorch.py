@@ -14,9 +14,10 @@ counts ``auto``/``gpu``/``cpu`` as 1; torchrun sets the real value in the proces
 Elastic jobs (``pytorch.elastic``) get ``PET_NNODES="min:max"``, ``PET_RDZV_BACKEND``,
 ``PET_RDZV_ENDPOINT`` (the master's address), ``PET_RDZV_ID`` (the job id) and
 ``PET_MAX_RESTARTS``, and no ``PET_NODE_RANK`` (the rendezvous assigns ranks). With the ``c10d``
-backend, ``PET_RDZV_CONF`` says which task hosts the rendezvous store (``is_host=true`` on the
-master only): on one machine every agent would otherwise match the endpoint's host name and race
-for the master's port.
+backend the endpoint is the store trainfleet hosts for the job (role ``rendezvous``, see
+``spec.rendezvous``): no agent hosts it (``is_host=false``), and the workers of each round make
+their own store (``TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1``), since keys that one round left in a
+store kept for the job's whole life would mislead the next round's workers.
 """
 
 from __future__ import annotations
@@ -24,6 +25,8 @@ from __future__ import annotations
 from trainfleet.frameworks.base import TaskContext
 from trainfleet.frameworks.common import group_rank, process_group
 from trainfleet.spec.models import PyTorchOptions
+from trainfleet.spec.rendezvous import AGENT_SETTINGS
+from trainfleet.spec.rendezvous import ROLE as RENDEZVOUS_ROLE
 
 
 def environment(ctx: TaskContext) -> dict[str, str]:
@@ -56,6 +59,8 @@ def environment(ctx: TaskContext) -> dict[str, str]:
     env["PET_RDZV_ENDPOINT"] = master.address
     env["PET_RDZV_ID"] = ctx.job_id
     env["PET_MAX_RESTARTS"] = str(elastic.max_restarts)
-    if elastic.rdzv_backend == "c10d":
-        env["PET_RDZV_CONF"] = f"is_host={'true' if rank == 0 else 'false'}"
+    if ctx.spec.hosts_rendezvous():
+        env["PET_RDZV_ENDPOINT"] = ctx.placement.slot(RENDEZVOUS_ROLE, 0).address
+        env["PET_RDZV_CONF"] = AGENT_SETTINGS
+        env["TORCH_DISABLE_SHARE_RDZV_TCP_STORE"] = "1"
     return env

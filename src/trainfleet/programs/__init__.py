@@ -12,3 +12,7 @@ the ``tensorboard`` package (``trainfleet[tensorboard]``)."""
 NOTEBOOK = Path(__file__).with_name("notebook_serve.py")
 """A notebook job's JupyterLab (``notebook:``), run by the task's own ``python3`` (stdlib
 only), which needs ``jupyterlab``."""
+
+RENDEZVOUS = Path(__file__).with_name("rendezvous_store.py")
+"""An elastic PyTorch job's c10d store (role ``rendezvous``), run by the task's own
+``python3``, which has torch."""

@@ -22,6 +22,7 @@ from trainfleet.spec.frameworks import Framework
 from trainfleet.spec.kubeflow import KINDS, PULL_POLICIES, RESTART_POLICIES
 from trainfleet.spec.models import JobSpec, RestartSpec, RoleSpec, SecretRef
 from trainfleet.spec.quantity import format_cpu, format_memory
+from trainfleet.spec.rendezvous import ROLE as RENDEZVOUS_ROLE
 
 Refuse = Callable[[str, str], None]
 
@@ -55,6 +56,8 @@ def manifest_of(spec: JobSpec, file: str | None = None) -> tuple[dict[str, Any],
     types = {name.lower(): name for name in info.replica_types}
     replicas: dict[str, Any] = {}
     for name, role in spec.roles.items():
+        if name == RENDEZVOUS_ROLE and spec.hosts_rendezvous():
+            continue  # the operator hosts the rendezvous itself
         if name not in types:
             expected = ", ".join(t.lower() for t in info.replica_types)
             refuse(f"roles.{name}", f"a {kind} has no replica type for it (roles: {expected})")
@@ -101,6 +104,8 @@ def left_out(spec: JobSpec) -> list[str]:
         if getattr(spec, name) is not None:
             found.append(f"{name}: give it to the container yourself (a volume, an env)")
     for name, role in spec.roles.items():
+        if name == RENDEZVOUS_ROLE and spec.hosts_rendezvous():
+            continue
         if role.port is not None:
             found.append(f"roles.{name}.port: the operator gives each replica type its port")
         if role.tracked is not None:

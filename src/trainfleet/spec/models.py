@@ -60,6 +60,8 @@ from trainfleet.spec.quantity import (
     parse_memory,
 )
 from trainfleet.spec.quicklinks import MAX_LINKS, QuickLink, check_name, role_ports
+from trainfleet.spec.rendezvous import ROLE as RENDEZVOUS_ROLE
+from trainfleet.spec.rendezvous import STORE_ROLE, wants_store
 from trainfleet.spec.tensorboard import DEFAULT_LOGDIR, SERVICE_ROLE, TensorBoardSpec, shorthand
 from trainfleet.spec.tensorboard import ROLE as TENSORBOARD_ROLE
 
@@ -677,6 +679,17 @@ class JobSpec(_Model):
 
     @model_validator(mode="before")
     @classmethod
+    def _rendezvous_role(cls, data: Any) -> Any:
+        """An elastic c10d job gets its rendezvous store's role (a stored job has it)."""
+        if not isinstance(data, dict) or not wants_store(data):
+            return data
+        roles = data.get("roles")
+        if isinstance(roles, dict) and RENDEZVOUS_ROLE not in roles:
+            return {**data, "roles": {**roles, RENDEZVOUS_ROLE: dict(STORE_ROLE)}}
+        return data
+
+    @model_validator(mode="before")
+    @classmethod
     def _mpi_workers_hold(cls, data: Any) -> Any:
         """An MPI job's worker without a command holds its place (``sleep infinity``, as
         Kubeflow's operator gives it): mpirun in the launcher starts the ranks."""
@@ -776,6 +789,14 @@ class JobSpec(_Model):
                 )
             if isinstance(self.success, list) and TENSORBOARD_ROLE in self.success:
                 raise ValueError("success: the TensorBoard service never decides the job")
+        if self.hosts_rendezvous():
+            if self.roles[RENDEZVOUS_ROLE] != RoleSpec.model_validate(STORE_ROLE):
+                raise ValueError(
+                    f"pytorch.elastic: the job has a role {RENDEZVOUS_ROLE!r} of its own, but "
+                    "that name is its rendezvous store's; rename that role"
+                )
+            if isinstance(self.success, list) and RENDEZVOUS_ROLE in self.success:
+                raise ValueError("success: the rendezvous store never decides the job")
         if self.notebook is not None:
             self._check_notebook()
         for name, link in self.quicklinks.items():
@@ -840,20 +861,53 @@ class JobSpec(_Model):
 
     def image_of(self, role: str) -> str | None:
         """The image the role's tasks run in (its own, else the job's); None: no container."""
-        if role in self.service_roles():  # trainfleet's own program, on this machine
+        if self._runs_our_python(role):  # trainfleet's own program, on this machine
             return None
-        return self.roles[role].image or self.image
+        return self.roles[role].image or self.image or self._store_image(role)
 
     def environment_of(self, role: str) -> PythonEnvironment | None:
         """The Python environment the role's tasks run under (its own, else the job's)."""
-        if role in self.service_roles():
+        if self._runs_our_python(role):
             return None
-        return self.roles[role].environment or self.environment
+        if self.roles[role].environment or self.environment:
+            return self.roles[role].environment or self.environment
+        return self._store_environment(role)
+
+    def _store_peer(self, role: str) -> RoleSpec | None:
+        """The role whose image and environment (the ones with torch) the rendezvous store
+        runs in, where the job names none: the group's first (master, else worker)."""
+        if role != RENDEZVOUS_ROLE or not self.hosts_rendezvous():
+            return None
+        return self.roles.get(self.master_role() or "worker")
+
+    def _store_image(self, role: str) -> str | None:
+        peer = self._store_peer(role)
+        return peer.image if peer is not None else None
+
+    def _store_environment(self, role: str) -> PythonEnvironment | None:
+        peer = self._store_peer(role)
+        return peer.environment if peer is not None else None
+
+    def _runs_our_python(self, role: str) -> bool:
+        return role == TENSORBOARD_ROLE and self.tensorboard is not None
+
+    def hosts_rendezvous(self) -> bool:
+        """Whether trainfleet hosts the job's rendezvous store (role ``rendezvous``)."""
+        elastic = self.pytorch.elastic if self.pytorch is not None else None
+        return (
+            self.framework is Framework.PYTORCH
+            and elastic is not None
+            and elastic.rdzv_backend == "c10d"
+            and RENDEZVOUS_ROLE in self.roles
+        )
 
     def service_roles(self) -> frozenset[str]:
-        """Roles that serve people, not training (its TensorBoard): their tasks' ends never
-        decide the job's, and they stop ``keep_after`` seconds after it ends."""
-        return frozenset({TENSORBOARD_ROLE}) if self.tensorboard is not None else frozenset()
+        """Roles that serve the job or people, not training (its TensorBoard, its rendezvous
+        store): their tasks' ends never decide the job's, and they stop after it ends."""
+        services = {TENSORBOARD_ROLE} if self.tensorboard is not None else set()
+        if self.hosts_rendezvous():
+            services.add(RENDEZVOUS_ROLE)
+        return frozenset(services)
 
     def tensorboard_logdir(self) -> str | None:
         """The folder its TensorBoard reads, as written (relative: to the job's directory);

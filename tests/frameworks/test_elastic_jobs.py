@@ -1,0 +1,128 @@
+"""Elastic PyTorch jobs under `trainfleet run`: real torchrun agents meeting in the store that
+trainfleet hosts, and a member killed mid-training."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("torch")
+
+TRAIN = textwrap.dedent(
+    """
+    import os, sys, time
+    import torch, torch.distributed as dist
+    dist.init_process_group("gloo")
+    rank, world = dist.get_rank(), dist.get_world_size()
+    print(f"rank {rank} of {world}", flush=True)
+    total = torch.ones(1)
+    for step in range(int(os.environ["STEPS"])):
+        dist.all_reduce(total)
+        time.sleep(0.1)
+        if step == 20:
+            print("training", flush=True)
+    print(f"done rank {rank} of {world}", flush=True)
+    """
+)
+
+
+def _job(tmp_path: Path, replicas: int, steps: int, backoff: float) -> Path:
+    (tmp_path / "train.py").write_text(TRAIN)
+    job = tmp_path / "job.yaml"
+    job.write_text(
+        textwrap.dedent(
+            f"""
+            name: elastic
+            framework: pytorch
+            pytorch: {{elastic: {{min_replicas: 2, max_replicas: {replicas}, max_restarts: 5}}}}
+            restart: {{policy: on-failure, backoff: {{initial: {backoff}}}}}
+            env: {{STEPS: "{steps}"}}
+            roles:
+              worker:
+                replicas: {replicas}
+                command: [{sys.executable}, -m, torch.distributed.run, train.py]
+            """
+        )
+    )
+    return job
+
+
+def _trainfleet(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "trainfleet", *args], env=env, capture_output=True, text=True
+    )
+
+
+def _details(env: dict[str, str], job_id: str) -> dict[str, Any]:
+    described = _trainfleet(env, "describe", "-o", "json", job_id)
+    assert described.returncode == 0, described.stderr
+    return json.loads(described.stdout)  # type: ignore[no-any-return]
+
+
+def _worlds(details: dict[str, Any]) -> list[int]:
+    """The world sizes of the group's rounds, as its events tell them, repeats merged."""
+    sizes = [
+        int(re.match(r"world size (\d+)", e["message"])[1])  # type: ignore[index]
+        for e in details["events"]
+        if e["code"] == "regrouped"
+    ]
+    return [size for i, size in enumerate(sizes) if i == 0 or sizes[i - 1] != size]
+
+
+def test_an_elastic_group_loses_rank_0_and_grows_back_without_a_job_restart(
+    tmp_path: Path,
+) -> None:
+    """kill -9 of worker 0 (rank 0, whose agent would have held torch's store) mid-training:
+    the two others re-form at once at world size 2 and go on, nothing else restarts, the
+    killed task comes back after its backoff and the group grows back to 3; `describe` shows
+    the world size over time (3, 2, 3) and the job succeeds."""
+    env = {**os.environ, "TRAINFLEET_DATA_DIR": str(tmp_path / "data")}
+    run = subprocess.Popen(
+        [sys.executable, "-m", "trainfleet", "run", str(_job(tmp_path, 3, 250, 12))],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    assert run.stdout is not None
+    lines = []
+    for line in run.stdout:  # until the group of 3 trains
+        lines.append(line)
+        if re.search(r"worker/0\s*\| training", line):
+            break
+    job_id = re.search(r"job (\S+-[0-9a-f]{8}): ", "".join(lines))[1]  # type: ignore[index]
+    (victim,) = [
+        t for t in _details(env, job_id)["tasks"] if t["index"] == 0 and t["role"] == "worker"
+    ]
+    os.killpg(victim["pid"], signal.SIGKILL)
+    rest, _ = run.communicate(timeout=300)
+    said = "".join(lines) + rest
+    assert run.returncode == 0, said
+
+    details = _details(env, job_id)
+    restarts = {f"{t['role']}/{t['index']}": t["restarts"] for t in details["tasks"]}
+    assert restarts == {"worker/0": 1, "worker/1": 0, "worker/2": 0, "rendezvous/0": 0}, restarts
+    assert _worlds(details) == [3, 2, 3], details["events"]
+    assert re.search(r"worker/[12]\s*\| done rank \d of 3", said), said
+    assert "exit barrier" not in said.lower(), said
+
+
+def test_twenty_ddp_runs_print_no_exit_barrier_error(tmp_path: Path) -> None:
+    """torchrun's agents used to fail their exit barrier when rank 0's agent (holding the
+    store) left first (pytorch#69520): with the store outside every agent, 20 runs end clean."""
+    env = {**os.environ, "TRAINFLEET_DATA_DIR": str(tmp_path / "data")}
+    job = _job(tmp_path, 2, 3, 1)
+    for run in range(20):
+        done = _trainfleet(env, "run", str(job))
+        assert done.returncode == 0, done.stdout + done.stderr
+        printed = (done.stdout + done.stderr).lower()
+        assert "exit barrier" not in printed and "traceback" not in printed, (run, printed)
