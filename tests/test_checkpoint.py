@@ -3,6 +3,7 @@ steps are pruned to ``keep``; several writers commit once; bad arguments are nam
 
 from __future__ import annotations
 
+import errno
 import os
 import signal
 import subprocess
@@ -10,7 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers import wait_for
+from helpers import fill_disk, tmpfs, wait_for
 
 from trainfleet import checkpoint
 
@@ -110,3 +111,32 @@ def test_a_bad_step_is_named(tmp_path: Path, step: object) -> None:
         checkpoint.prune(tmp_path, keep=0)
     with pytest.raises(FileNotFoundError, match="no step 9 to commit"):
         checkpoint.commit(9, tmp_path)
+
+
+def test_a_full_disk_mid_save_or_at_its_commit_leaves_the_last_step_offered(
+    tmp_path: Path,
+) -> None:
+    """On a real 1 MB tmpfs: a step whose data does not fit, and one whose data fit but
+    whose commit marker did not, are never offered and give their room back at once; the
+    step before stays the newest, and once space is freed the same steps save and commit."""
+    with tmpfs(tmp_path / "disk", "1m") as disk:
+        with checkpoint.save(1, disk) as folder:
+            (folder / "model").write_bytes(b"1" * 1000)
+        with pytest.raises(OSError) as full, checkpoint.save(2, disk) as folder:
+            (folder / "model").write_bytes(b"2" * (2 << 20))  # larger than the disk
+        assert full.value.errno == errno.ENOSPC
+        assert checkpoint.latest(disk) == checkpoint.Checkpoint(1, disk / "step-1")
+
+        filler = disk / "filler"
+        with pytest.raises(OSError) as full, checkpoint.save(3, disk) as folder:
+            (folder / "model").write_bytes(b"3" * 1000)
+            fill_disk(filler)  # the data is written; the marker finds no room
+        assert full.value.errno == errno.ENOSPC
+        assert not (disk / "step-2").exists() and not (disk / "step-3").exists()
+        assert checkpoint.latest(disk) == checkpoint.Checkpoint(1, disk / "step-1")
+
+        filler.unlink()
+        for step in (2, 3):
+            with checkpoint.save(step, disk) as folder:
+                (folder / "model").write_bytes(b"s" * 1000)
+        assert checkpoint.latest(disk) == checkpoint.Checkpoint(3, disk / "step-3")

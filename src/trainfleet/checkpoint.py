@@ -93,9 +93,10 @@ def save(
     keep: int | None = None,
 ) -> Iterator[Path]:
     """The folder to write step ``step`` into; committed when the block ends without an
-    error (``commit``), then older steps beyond ``keep`` removed. An error (or a kill)
-    leaves it uncommitted: never offered, cleared by the next save of that step. A step
-    saved again is uncommitted while it is written."""
+    error (``commit``), then older steps beyond ``keep`` removed. An error (a full disk
+    among them) removes what the block wrote; a kill leaves it uncommitted: never offered,
+    cleared by the next save of that step. A step saved again is uncommitted while it is
+    written."""
     if isinstance(step, bool) or not isinstance(step, int) or step < 0:
         raise ValueError(f"step must be a whole number from 0, not {step!r}")
     folder = folder_of(path) / f"step-{step}"
@@ -105,9 +106,14 @@ def save(
     elif commit and folder.is_dir():
         shutil.rmtree(folder)  # a half-written attempt of its only writer
     folder.mkdir(parents=True, exist_ok=True)
-    yield folder
-    if commit:
-        _commit(folder, keep)
+    try:
+        yield folder
+        if commit:
+            _commit(folder, keep)
+    except BaseException:
+        if commit:  # its only writer: its room is given back at once
+            shutil.rmtree(folder, ignore_errors=True)
+        raise
 
 
 def commit(
@@ -125,10 +131,14 @@ def commit(
 def _commit(folder: Path, keep: int | None) -> None:
     _sync_tree(folder)
     temporary = folder / f".{MARKER}.{os.getpid()}.tmp"
-    with open(temporary, "w") as marker:
-        marker.write(f"{time.time():.3f}\n")
-        marker.flush()
-        os.fsync(marker.fileno())
+    try:
+        with open(temporary, "w") as marker:
+            marker.write(f"{time.time():.3f}\n")
+            marker.flush()
+            os.fsync(marker.fileno())
+    except OSError:
+        temporary.unlink(missing_ok=True)
+        raise
     os.replace(temporary, folder / MARKER)  # the step exists from here, whole
     _sync_dir(folder)
     _sync_dir(folder.parent)

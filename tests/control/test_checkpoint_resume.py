@@ -254,6 +254,43 @@ def test_a_checkpoint_folder_its_account_cannot_write_fails_the_job_at_start(
         engine.shutdown()
 
 
+def test_the_check_of_a_checkpoint_folder_reveals_nothing_its_account_cannot_see(
+    passable: Path,
+) -> None:
+    """Inside a folder only root may search, a folder that exists and one that does not get
+    the same answer: the check looks as the tasks' account (`nobody`), not as root."""
+    hidden = passable / "hidden"
+    (hidden / "exists").mkdir(parents=True)
+    hidden.chmod(0o700)
+    engine = engine_at(
+        passable / "data", supervised=True, team_accounts=TeamAccounts({"default": "nobody"})
+    )
+
+    def reason(path: Path) -> str:
+        spec = JobSpec.model_validate(
+            {
+                "name": "probe",
+                "checkpoint": {"path": str(path)},
+                "roles": {"worker": {"command": "true"}},
+            }
+        )
+        job = engine.wait(engine.submit(spec, passable, start=True).id, timeout=60)
+        assert job.state == State.FAILED, job
+        return job.reason.replace(str(path), "PATH")
+
+    try:
+        there, absent = reason(hidden / "exists" / "run"), reason(hidden / "absent" / "run")
+        assert (
+            there
+            == absent
+            == (
+                f"could not start: checkpoint.path PATH: {hidden} is not writable by account nobody"
+            )
+        )
+    finally:
+        engine.shutdown()
+
+
 def test_another_teams_job_on_the_folder_is_refused_without_its_id(
     engine: Engine, tmp_path: Path
 ) -> None:

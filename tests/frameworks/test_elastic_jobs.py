@@ -126,3 +126,30 @@ def test_twenty_ddp_runs_print_no_exit_barrier_error(tmp_path: Path) -> None:
         assert done.returncode == 0, done.stdout + done.stderr
         printed = (done.stdout + done.stderr).lower()
         assert "exit barrier" not in printed and "traceback" not in printed, (run, printed)
+
+
+def test_a_store_that_cannot_run_fails_the_job_saying_why(tmp_path: Path) -> None:
+    """The store runs under the agents' python (here one without torch): it cannot serve,
+    and the job fails naming the store and what it lacks, not on an agent's timeout."""
+    python = "/usr/bin/python3"
+    probe = subprocess.run([python, "-c", "import torch"], capture_output=True)
+    if probe.returncode == 0:
+        pytest.skip(f"{python} has torch")
+    job = tmp_path / "job.yaml"
+    job.write_text(
+        textwrap.dedent(
+            f"""
+            name: no-torch
+            framework: pytorch
+            pytorch: {{elastic: {{min_replicas: 1, max_replicas: 2}}}}
+            restart: {{max_restarts: 0}}
+            roles:
+              worker: {{replicas: 2, command: [{python}, -c, "import time; time.sleep(60)"]}}
+            """
+        )
+    )
+    env = {**os.environ, "TRAINFLEET_DATA_DIR": str(tmp_path / "data")}
+    done = _trainfleet(env, "run", str(job))
+    assert done.returncode != 0, done.stdout
+    assert "job failed: rendezvous/0 exited with exit code 2" in done.stdout, done.stdout
+    assert f"rendezvous/0 | trainfleet rendezvous-store: {python} has no torch" in done.stdout

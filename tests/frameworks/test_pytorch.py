@@ -96,7 +96,7 @@ def test_elastic_job_meets_in_the_store_trainfleet_hosts() -> None:
         pytorch={"elastic": {"min_replicas": 2, "max_replicas": 4, "max_restarts": 3}},
     )
     assert list(spec.roles) == ["worker", "rendezvous"]
-    assert spec.service_roles() == {"rendezvous"} and not spec.is_tracked("rendezvous")
+    assert spec.hosts_rendezvous() and not spec.is_tracked("rendezvous")
     envs = environments(spec)
     cluster = (
         f'{{"worker":["{HOST}:2000","{HOST}:2001","{HOST}:2002"],"rendezvous":["{HOST}:2003"]}}'

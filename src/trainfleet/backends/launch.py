@@ -5,6 +5,7 @@ ways to run the same launch."""
 from __future__ import annotations
 
 import os
+import subprocess
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -18,7 +19,7 @@ from trainfleet.datadir.layout import DataDir
 from trainfleet.environments.task_base import SERVERS, TaskBase
 from trainfleet.frameworks import task_argv, task_environment
 from trainfleet.frameworks.base import TaskContext
-from trainfleet.programs import NOTEBOOK, RENDEZVOUS, TF_SERVER
+from trainfleet.programs import NOTEBOOK, RENDEZVOUS, TF_SERVER, WRITABLE_PROBE
 from trainfleet.scheduling.placement import Placement, TaskKey
 from trainfleet.spec.checkpoints import RESTART_VARIABLE, RESUME_VARIABLE, STOP_VARIABLE
 from trainfleet.spec.models import JobSpec, Resources, SecretRef
@@ -193,22 +194,23 @@ class JobLaunch:
 
     def checkpoint_problem(self) -> str | None:
         """Why the tasks could not write the checkpoint folder the job names (the folder,
-        or where it would be made), or None."""
+        or where it would be made), or None. Looked at as the tasks' account, so that the
+        answer says no more than that account could see itself."""
         named = self.spec.checkpoint_path
         if named is None or "://" in named:
             return None
         folder = Path(self.checkpoint_dir())
-        existing = folder
-        while not existing.exists() and existing != existing.parent:
-            existing = existing.parent
-        if not existing.is_dir():
-            return f"checkpoint.path {folder}: {existing} is not a folder"
-        if self.account is None:
-            writable = os.access(existing, os.W_OK | os.X_OK)
-        else:
-            writable = self.account.may_write(existing)
-        if writable:
+        probe = ["/bin/sh", WRITABLE_PROBE, str(folder)]
+        argv = self.account.command(probe) if self.account is not None else probe
+        try:
+            seen = subprocess.run(argv, capture_output=True, text=True, timeout=30, check=True)
+            verdict, _, existing = seen.stdout.rstrip("\n").partition(" ")
+        except (OSError, subprocess.SubprocessError) as error:
+            return f"checkpoint.path {folder}: could not look at it: {error}"
+        if verdict == "writable":
             return None
+        if verdict == "not-a-folder":
+            return f"checkpoint.path {folder}: {existing} is not a folder"
         who = f"account {self.account.name}" if self.account else "this process's account"
         return f"checkpoint.path {folder}: {existing} is not writable by {who}"
 

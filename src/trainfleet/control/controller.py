@@ -189,15 +189,14 @@ class JobController:
             self._recover(job.started_at)
         else:
             self._begin()
-        services = self.spec.service_roles()
         while self._outcome is None or any(
-            task.alive for key, task in self._tasks.items() if key[0] not in services
+            task.alive for key, task in self._tasks.items() if self._trains(key)
         ):
             self._step()
         # Its agents are gone, their exit barrier passed: the store has no one left to serve
         # (stopped before the job ends, so that nothing of a finished job is left running).
-        self._terminate(lambda key: key[0] == RENDEZVOUS_ROLE)
-        while any(task.alive for key, task in self._tasks.items() if key[0] == RENDEZVOUS_ROLE):
+        self._terminate(self._is_store)
+        while any(task.alive for key, task in self._tasks.items() if self._is_store(key)):
             self._step()
         state, condition = self._outcome
         finished_at = None if state is State.QUEUED else time.time()  # preempted: it waits
@@ -697,17 +696,24 @@ class JobController:
                 else:
                     not_started = Reason.NOT_STARTED.condition(condition.message)
                     self._set_task(task, State.CANCELLED, not_started)
-        services = self.spec.service_roles()
         if state is State.SUCCEEDED:
-            self._terminate(lambda key: not self.spec.is_tracked(key[0]) and key[0] not in services)
-            self._after(
-                self.spec.grace_period, lambda: self._terminate(lambda key: key[0] not in services)
-            )
+            self._terminate(lambda key: not self.spec.is_tracked(key[0]) and self._trains(key))
+            self._after(self.spec.grace_period, lambda: self._terminate(self._trains))
         else:
-            self._terminate(lambda key: key[0] not in services)
+            self._terminate(self._trains)
+        services = self.spec.service_roles()
         if self.spec.tensorboard is not None:  # a preempted job gives its place back at once
             keep = 0.0 if state is State.QUEUED else self.spec.tensorboard.keep_after
             self._after(keep, lambda: self._terminate(lambda key: key[0] in services))
+
+    def _is_store(self, key: TaskKey) -> bool:
+        """Whether the task is the job's rendezvous store, which lives until its training
+        tasks have all ended (their exit barrier, too, meets in it)."""
+        return key[0] == RENDEZVOUS_ROLE and self.spec.hosts_rendezvous()
+
+    def _trains(self, key: TaskKey) -> bool:
+        """Whether the task is of the job's own work: neither a service nor its store."""
+        return key[0] not in self.spec.service_roles() and not self._is_store(key)
 
     def _terminate(self, which: Callable[[TaskKey], bool], why: str | None = None) -> None:
         """SIGTERM the chosen running tasks, each told ``why`` first (by default, what the

@@ -13,6 +13,8 @@ from trainfleet.frameworks.base import TaskContext
 from trainfleet.programs import NOTEBOOK, RENDEZVOUS, TENSORBOARD, TF_SERVER
 from trainfleet.spec.notebook import PROGRAM_WORDS as NOTEBOOK_WORDS
 from trainfleet.spec.rendezvous import PROGRAM_WORDS as RENDEZVOUS_WORDS
+from trainfleet.spec.rendezvous import ROLE as RENDEZVOUS_ROLE
+from trainfleet.spec.rendezvous import agents_python
 from trainfleet.spec.tensorboard import PROGRAM_WORDS
 
 PLACEHOLDER = re.compile(r"%(input_path|checkpoint_path)%")
@@ -37,7 +39,11 @@ def task_argv(ctx: TaskContext) -> list[str]:
     def fill(match: re.Match[str]) -> str:
         return paths[match.group(1)] or ""
 
-    return standalone([PLACEHOLDER.sub(fill, word) for word in argv])
+    words = standalone([PLACEHOLDER.sub(fill, word) for word in argv])
+    if ctx.role == RENDEZVOUS_ROLE and ctx.spec.hosts_rendezvous() and words[:1] == ["python3"]:
+        peer = ctx.spec.master_role() or "worker"
+        return [agents_python(ctx.spec.roles[peer].argv()), *words[1:]]
+    return words
 
 
 def standalone(argv: list[str]) -> list[str]:
@@ -54,7 +60,7 @@ def standalone(argv: list[str]) -> list[str]:
         return ["python3", str(TF_SERVER), *argv[2:]]
     if tuple(argv[:2]) == NOTEBOOK_WORDS:  # JupyterLab: the task's own python, like tf-server
         return ["python3", str(NOTEBOOK)]
-    if tuple(argv[:2]) == RENDEZVOUS_WORDS:  # torch's store: the task's own python too
+    if tuple(argv[:2]) == RENDEZVOUS_WORDS:  # torch's store: the agents' python (task_argv)
         return ["python3", str(RENDEZVOUS)]
     if tuple(argv[:2]) == PROGRAM_WORDS:  # a job's TensorBoard: trainfleet's own python
         return [sys.executable, str(TENSORBOARD), *argv[2:]]

@@ -16,3 +16,7 @@ only), which needs ``jupyterlab``."""
 RENDEZVOUS = Path(__file__).with_name("rendezvous_store.py")
 """An elastic PyTorch job's c10d store (role ``rendezvous``), run by the task's own
 ``python3``, which has torch."""
+
+WRITABLE_PROBE = str(Path(__file__).with_name("writable.sh"))
+"""``writable.sh FOLDER``: run as a job's account, says whether it could make ``FOLDER`` (or
+write in it), from what that account can see."""

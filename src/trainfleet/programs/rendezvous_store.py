@@ -136,7 +136,11 @@ def main(argv: list[str] | None = None) -> int:
     try:
         from torch.distributed import TCPStore  # type: ignore[attr-defined]
     except ImportError:
-        print(f"{PROG}: the job's python has no torch", file=sys.stderr)
+        print(
+            f"{PROG}: {sys.executable} has no torch: the store runs under the python of "
+            "the agents' command (or python3), which must have it",
+            file=sys.stderr,
+        )
         return EXIT_BAD_INPUT
     store = TCPStore(
         "127.0.0.1", port, is_master=True, wait_for_workers=False, timeout=timedelta(seconds=60)

@@ -902,12 +902,9 @@ class JobSpec(_Model):
         )
 
     def service_roles(self) -> frozenset[str]:
-        """Roles that serve the job or people, not training (its TensorBoard, its rendezvous
-        store): their tasks' ends never decide the job's, and they stop after it ends."""
-        services = {TENSORBOARD_ROLE} if self.tensorboard is not None else set()
-        if self.hosts_rendezvous():
-            services.add(RENDEZVOUS_ROLE)
-        return frozenset(services)
+        """Roles that serve people, not training (its TensorBoard): their tasks' ends never
+        decide the job's, and they stop ``keep_after`` seconds after it ends."""
+        return frozenset({TENSORBOARD_ROLE}) if self.tensorboard is not None else frozenset()
 
     def tensorboard_logdir(self) -> str | None:
         """The folder its TensorBoard reads, as written (relative: to the job's directory);

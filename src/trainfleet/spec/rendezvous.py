@@ -9,6 +9,7 @@ decides the job's end, and stops once its training tasks have ended.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 ROLE = "rendezvous"
@@ -45,3 +46,25 @@ def wants_store(data: dict[str, Any]) -> bool:
 def _field(value: Any, name: str) -> Any:
     """A field of a mapping as read, or of a model already made."""
     return value.get(name) if isinstance(value, dict) else getattr(value, name, None)
+
+
+_PYTHON = re.compile(r"python[0-9.]*")
+
+
+def agents_python(argv: list[str]) -> str:
+    """The python the group's agents run, for the store to run under the same (with torch):
+    the command's own (``/opt/conda/bin/python -m torch.distributed.run``), the one beside
+    its torchrun (``/venv/bin/torchrun``: ``/venv/bin/python3``), else ``python3``.
+
+    >>> agents_python(["/venv/bin/torchrun", "train.py"]), agents_python(["torchrun", "t.py"])
+    ('/venv/bin/python3', 'python3')
+    >>> agents_python(["/opt/py/bin/python3.11", "-m", "torch.distributed.run", "t.py"])
+    '/opt/py/bin/python3.11'
+    """
+    first = argv[0] if argv else ""
+    folder, _, name = first.rpartition("/")
+    if _PYTHON.fullmatch(name):
+        return first
+    if name == "torchrun" and folder:
+        return f"{folder}/python3"
+    return "python3"
