@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import pwd
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,7 @@ from typing import Any
 import pytest
 from helpers import run_cli
 
+from trainfleet import checkpoint
 from trainfleet.backends.accounts import TeamAccounts
 from trainfleet.control.assembly import engine_at
 from trainfleet.control.engine import Engine
@@ -308,3 +310,34 @@ def test_another_teams_job_on_the_folder_is_refused_without_its_id(
     assert theirs.id not in said and "checkpoint.path" in said
     with pytest.raises(SpecError, match=f"checkpoint folder of job {theirs.id}"):
         engine.submit(spec, tmp_path, team="vision")
+
+
+SAVES = """
+import os, sys
+from trainfleet import checkpoint
+with checkpoint.save(int(os.environ["STEP"])) as folder:
+    (folder / "w").write_text(checkpoint.__file__)
+"""
+
+
+def test_a_task_whose_python_has_no_trainfleet_still_imports_its_checkpoint_helper(
+    tmp_path: Path, data_dir: Path
+) -> None:
+    """The system python (no trainfleet installed) saves with `trainfleet.checkpoint` from
+    the job's shared folder; the server's own python keeps its installed one."""
+    python = "/usr/bin/python3"
+    if subprocess.run([python, "-c", "import trainfleet"], capture_output=True).returncode == 0:
+        pytest.skip(f"{python} has trainfleet installed")
+    (tmp_path / "saves.py").write_text(SAVES)
+    (tmp_path / "job.yaml").write_text(
+        "name: helper\nroles:\n"
+        f"  bare: {{command: [{python}, saves.py], env: {{STEP: '1'}}}}\n"
+        f"  ours: {{command: [{sys.executable}, saves.py], env: {{STEP: '2'}}}}\n"
+    )
+    done = run_cli("run", tmp_path / "job.yaml", timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    job_id = _newest_job_id()
+    tasks = data_dir / "jobs" / job_id / "tasks"
+    bare, ours = ((tasks / "checkpoints" / f"step-{n}" / "w").read_text() for n in (1, 2))
+    assert bare == str(tasks / "python" / "trainfleet" / "checkpoint.py")
+    assert ours == checkpoint.__file__

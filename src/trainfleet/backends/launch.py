@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 
+from trainfleet import checkpoint
 from trainfleet.backends.accounts import Account
 from trainfleet.backends.supervision.shim import ATTEMPT_VARIABLE
 from trainfleet.checkpoint import HEARTBEAT_VARIABLE, KEEP_VARIABLE, PATH_VARIABLE, latest
@@ -29,6 +30,14 @@ from trainfleet.spec.rendezvous import HISTORY_VARIABLE
 from trainfleet.spec.rendezvous import ROLE as RENDEZVOUS_ROLE
 from trainfleet.spec.tensorboard import LOGDIR_VARIABLE
 from trainfleet.vault.service_tokens import notebook_token
+
+SHIM_INIT = b'''"""trainfleet as a job's task sees it: ``trainfleet.checkpoint``, and any
+trainfleet its python has of its own, which comes first (written by trainfleet for the job)."""
+from pkgutil import extend_path
+
+__path__ = extend_path(__path__, __name__)
+__path__.reverse()  # this folder last: a trainfleet the task has installed wins
+'''
 
 
 @dataclass(frozen=True)
@@ -145,6 +154,8 @@ class JobLaunch:
             env[STOP_VARIABLE] = str(self.data_dir.stop_file(self.job_id, *key, attempt))
             if self.spec.progress is not None:
                 env[HEARTBEAT_VARIABLE] = str(self.data_dir.heartbeat(self.job_id, *key))
+            python_path = [env.get("PYTHONPATH"), str(self.data_dir.task_python(self.job_id))]
+            env["PYTHONPATH"] = os.pathsep.join(part for part in python_path if part)
             if key[0] == RENDEZVOUS_ROLE and self.spec.hosts_rendezvous():
                 env[HISTORY_VARIABLE] = str(self.data_dir.rounds(self.job_id))
         record = self.data_dir.record(self.job_id, *key, attempt)
@@ -233,6 +244,21 @@ class JobLaunch:
         for folder in writable:
             if not folder.is_dir():
                 fresh_dir(folder, 0o2770 if group is not None else 0o700, group)
+        self._share_checkpoint_module(group)
+
+    def _share_checkpoint_module(self, group: int | None) -> None:
+        """``trainfleet.checkpoint`` (standard library only) where every task's python finds
+        it: a package ``trainfleet`` that also takes in any trainfleet the task's python has
+        (``pkgutil.extend_path``), so that one wins where it is installed."""
+        package = self.data_dir.task_python(self.job_id) / "trainfleet"
+        if package.is_dir():
+            return
+        readable = 0o750 if group is not None else 0o700
+        fresh_dir(package.parent, readable, group)
+        fresh_dir(package, readable, group)
+        files = {"__init__.py": SHIM_INIT, "checkpoint.py": Path(checkpoint.__file__).read_bytes()}
+        for name, data in files.items():
+            write_new(package, name, data, 0o640 if group is not None else 0o600, group)
 
     def _secret_variables(self, role: str) -> dict[str, str]:
         """The role's variables that name secrets: their values, or their files' paths; in

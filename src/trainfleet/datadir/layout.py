@@ -81,6 +81,11 @@ class DataDir:
         """The file a task touches to say it makes progress (``$TRAINFLEET_HEARTBEAT``)."""
         return self.task_share(job_id) / "heartbeats" / f"{role}-{index}"
 
+    def task_python(self, job_id: str) -> Path:
+        """A folder on the tasks' ``PYTHONPATH`` (last) holding ``trainfleet.checkpoint``,
+        for a task whose python has no trainfleet of its own (an image, an environment)."""
+        return self.task_share(job_id) / "python"
+
     ROUNDS = "rendezvous/rounds.jsonl"
     """Under ``task_share``: the rounds an elastic job's rendezvous store saw complete
     (written by that task)."""
