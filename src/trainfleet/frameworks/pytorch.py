@@ -59,7 +59,7 @@ def environment(ctx: TaskContext) -> dict[str, str]:
     env["PET_RDZV_ENDPOINT"] = master.address
     env["PET_RDZV_ID"] = ctx.job_id
     env["PET_MAX_RESTARTS"] = str(elastic.max_restarts)
-    if ctx.spec.hosts_rendezvous():
+    if ctx.spec.hosts_rendezvous():  # the store of role rendezvous, not the master's agent
         env["PET_RDZV_ENDPOINT"] = ctx.placement.slot(RENDEZVOUS_ROLE, 0).address
         env["PET_RDZV_CONF"] = AGENT_SETTINGS
         env["TORCH_DISABLE_SHARE_RDZV_TCP_STORE"] = "1"

@@ -861,35 +861,25 @@ class JobSpec(_Model):
 
     def image_of(self, role: str) -> str | None:
         """The image the role's tasks run in (its own, else the job's); None: no container."""
-        if self._runs_our_python(role):  # trainfleet's own program, on this machine
+        if role in self.service_roles():  # trainfleet's own program, on this machine
             return None
-        return self.roles[role].image or self.image or self._store_image(role)
+        peer = self._store_peer(role)
+        return self.roles[role].image or self.image or (peer.image if peer else None)
 
     def environment_of(self, role: str) -> PythonEnvironment | None:
         """The Python environment the role's tasks run under (its own, else the job's)."""
-        if self._runs_our_python(role):
+        if role in self.service_roles():
             return None
-        if self.roles[role].environment or self.environment:
-            return self.roles[role].environment or self.environment
-        return self._store_environment(role)
+        peer = self._store_peer(role)
+        own = self.roles[role].environment or self.environment
+        return own or (peer.environment if peer else None)
 
     def _store_peer(self, role: str) -> RoleSpec | None:
-        """The role whose image and environment (the ones with torch) the rendezvous store
-        runs in, where the job names none: the group's first (master, else worker)."""
+        """For the rendezvous store, the role whose image and environment (the ones with
+        torch) it runs in where the job names none: the group's first (master, else worker)."""
         if role != RENDEZVOUS_ROLE or not self.hosts_rendezvous():
             return None
         return self.roles.get(self.master_role() or "worker")
-
-    def _store_image(self, role: str) -> str | None:
-        peer = self._store_peer(role)
-        return peer.image if peer is not None else None
-
-    def _store_environment(self, role: str) -> PythonEnvironment | None:
-        peer = self._store_peer(role)
-        return peer.environment if peer is not None else None
-
-    def _runs_our_python(self, role: str) -> bool:
-        return role == TENSORBOARD_ROLE and self.tensorboard is not None
 
     def hosts_rendezvous(self) -> bool:
         """Whether trainfleet hosts the job's rendezvous store (role ``rendezvous``)."""
