@@ -12,6 +12,11 @@ figure is the latest of those times minus the time its submission began.
              spread over the nodes) whose one ``srun`` starts the 4 commands.
 (cli)        the same job with ``trainfleet run``, a new process each time (Python start-up
              and the engine's set-up included), for reference, on its own.
+(restart)    the same 4 tasks, task 0 failing at once on its first attempt: from its exit to
+             the last task of the next attempt running, trainfleet restarting the job whole
+             (``restart.policy: on-failure``, no backoff: the allocation is ended and a new
+             one submitted, Slurm's scheduling pass included) beside a hand-written retry in
+             one allocation (``srun ... || srun ...``: no new allocation, no scheduling pass).
 
 Slurm starts a job at its next scheduling pass (about one a second here), which is most of
 either figure and varies by up to a second. So each run submits the trainfleet job and the
@@ -56,12 +61,27 @@ SBATCH = """#!/bin/bash
 srun bash -c 'date +%s.%N > {marks}/$SLURM_PROCID'
 """
 
+FAIL_FIRST = (
+    'if [ "${{TRAINFLEET_RESTART:-${{RETRY:-0}}}}" = 0 ]; then '
+    'if [ "$INDEX" = 0 ]; then date +%s.%N > {marks}/exit; exit 1; fi; exec sleep 600; fi; '
+    "date +%s.%N > {marks}/$INDEX"
+)
+"""Task 0 of the first attempt writes its exit time and fails (the others wait to be
+stopped); every task of the second attempt writes its start."""
+RETRY_SBATCH = """#!/bin/bash
+#SBATCH --job-name=raw-retry
+#SBATCH --output={out}/retry-%j.out
+#SBATCH --ntasks={tasks} --cpus-per-task=1 --mem-per-cpu=256M --spread-job
+step() {{ srun --kill-on-bad-exit=1 bash -c 'INDEX=$SLURM_PROCID; {command}'; }}
+RETRY=0 step || RETRY=1 step
+"""
+
 
 def _latest_start(marks: Path, timeout: float = 120) -> float:
     """The latest start time the tasks wrote, once all of them have."""
     deadline = time.monotonic() + timeout
     while True:
-        files = list(marks.iterdir())
+        files = [path for path in marks.iterdir() if path.name != "exit"]
         texts = [path.read_text().strip() for path in files]
         if len(files) == TASKS and all(texts):
             return max(map(float, texts))
@@ -135,6 +155,34 @@ class Bench:
         ).stdout.strip()
         return Started(began, marks, lambda: _wait(lambda: _squeue_ended(job)))
 
+    def restart_trainfleet(self) -> float:
+        marks = self._marks()
+        command = ["bash", "-c", "INDEX=$TRAINFLEET_INDEX; " + FAIL_FIRST.format(marks=marks)]
+        spec = JobSpec.model_validate(
+            {
+                "name": "retry",
+                "restart": {"policy": "on-failure", "backoff": {"initial": 0}},
+                "roles": {"worker": {"replicas": TASKS, "command": command}},
+            }
+        )
+        job = self.engine.submit(spec, self.root, start=True)
+        figure = _latest_start(marks) - float((marks / "exit").read_text())
+        if self.engine.wait(job.id, timeout=120).state != State.SUCCEEDED:
+            raise RuntimeError(f"job {job.id} did not succeed")
+        return figure
+
+    def restart_sbatch(self) -> float:
+        marks = self._marks()
+        script = self.root / f"retry-{self.runs}.sh"
+        command = FAIL_FIRST.format(marks=marks)
+        script.write_text(RETRY_SBATCH.format(out=self.root, tasks=TASKS, command=command))
+        job = subprocess.run(
+            ["sbatch", "--parsable", str(script)], capture_output=True, text=True, check=True
+        ).stdout.strip()
+        figure = _latest_start(marks) - float((marks / "exit").read_text())
+        _wait(lambda: _squeue_ended(job))
+        return figure
+
     def cli(self) -> float:
         marks = self._marks()
         job_file = self.root / f"job-{self.runs}.json"
@@ -186,6 +234,7 @@ def main() -> None:
     if not os.environ.get("SLURM_CONF"):
         parser.error("SLURM_CONF is not set (export SLURM_CONF=$(bash scripts/slurm.sh start))")
     samples: dict[str, list[float]] = {"trainfleet": [], "cli": [], "sbatch": []}
+    restarts: dict[str, list[float]] = {"trainfleet": [], "sbatch": []}
     with tempfile.TemporaryDirectory(prefix="trainfleet-bench-slurm-") as tmp:
         bench = Bench(Path(tmp))
         bench.start_sbatch().wait()  # warm-up: the first job on a fresh cluster is slower
@@ -203,7 +252,11 @@ def main() -> None:
             _wait(_idle)
             time.sleep(phase.random())
             samples["cli"].append(bench.cli())
+            for name in ("trainfleet", "sbatch") if run % 2 else ("sbatch", "trainfleet"):
+                _wait(_idle)
+                restarts[name].append(getattr(bench, f"restart_{name}")())
             print(f"run {run + 1}: " + "  ".join(f"{k} {v[-1]:.3f}s" for k, v in samples.items()))
+            print("  restart: " + "  ".join(f"{k} {v[-1]:.3f}s" for k, v in restarts.items()))
         bench.engine.shutdown()
     figures = {name: _summary(values) for name, values in samples.items()}
     peer = figures["sbatch"]
@@ -215,7 +268,14 @@ def main() -> None:
         "cli_median_ratio": figures["cli"]["median_s"] / peer["median_s"],
         "added_by_trainfleet_median_s": statistics.median(ours - theirs for ours, theirs in pairs),
     }
-    results = {"tasks": TASKS, **figures, **ratios, "target_ratio": 1.2}
+    restart = {name: _summary(values) for name, values in restarts.items()}
+    results = {
+        "tasks": TASKS,
+        **figures,
+        **ratios,
+        "target_ratio": 1.2,
+        "restart": {**restart, "target_s": 15.0},
+    }
     print(f"\nsubmit-to-all-{TASKS}-tasks-running over {args.runs} runs:")
     for name, figure in figures.items():
         print(
@@ -229,6 +289,11 @@ def main() -> None:
     print(
         f"  ratio of medians: trainfleet {ratios['trainfleet_median_ratio']:.2f}, "
         f"cli {ratios['cli_median_ratio']:.2f}"
+    )
+    print(
+        "  exit to next attempt running: trainfleet (job resubmitted) median "
+        f"{restart['trainfleet']['median_s']:.3f} s, retry in one allocation "
+        f"{restart['sbatch']['median_s']:.3f} s (target <= 15 s)"
     )
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(results, indent=2))

@@ -33,3 +33,5 @@ def test_one_run_writes_sane_figures(slurm_user: SlurmUser, tmp_path: Path) -> N
         assert 0 < figures[name]["median_s"] < 60
     assert figures["paired_ratio_median"] > 0 and figures["target_ratio"] == 1.2
     assert figures["added_by_trainfleet_median_s"] < 60
+    for name in ("trainfleet", "sbatch"):  # a failed first attempt, then the next one running
+        assert 0 < figures["restart"][name]["median_s"] < 60, figures["restart"]
