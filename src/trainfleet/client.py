@@ -43,6 +43,7 @@ from trainfleet.wire import (
     AuditPage,
     ErrorBody,
     FeedNotice,
+    GpuState,
     JobDetails,
     JobUsage,
     LogChunk,
@@ -364,6 +365,17 @@ class Client:
         """Create a queue or replace its configuration (a team-admin of its team)."""
         body = config.model_dump(mode="json", exclude_none=True)
         return _parse(QueueState, self._request("PUT", self._queue(name), json=body))
+
+    # -- GPUs -------------------------------------------------------------------
+
+    def gpus(self) -> list[GpuState]:
+        """Each GPU of the server's machine: model, memory, use, health, its tasks."""
+        return _parse(list[GpuState], self._request("GET", f"{API_PREFIX}/gpus"))
+
+    def clear_gpu(self, index: int) -> GpuState:
+        """Mark GPU ``index`` healthy again: its present problems are ignored (an
+        administrator)."""
+        return _parse(GpuState, self._request("POST", f"{API_PREFIX}/gpus/{int(index)}/clear"))
 
     # -- users, teams and tokens ----------------------------------------------
 

@@ -349,3 +349,33 @@ class WouldStart(_Model):
         default="", description="Why not: a waiting code (docs/conditions.md), or unschedulable."
     )
     message: str
+
+
+class GpuHolder(_Model):
+    """A task that holds (part of) a GPU."""
+
+    task: str = Field(
+        description="``job/role/index`` (the job's name); empty: another team's task, "
+        "which the caller does not see."
+    )
+    job_id: str = Field(default="", description="Its job's id; empty: another team's.")
+    share: float = Field(description="How much of the GPU it holds: 1 whole, or the fraction.")
+
+
+class GpuState(_Model):
+    """One GPU of the machine the engine places tasks on, as its driver reports it now."""
+
+    index: int = Field(description="Its host index.")
+    model: str = Field(default="", description="Its model; empty where unknown.")
+    memory_total: int | None = Field(default=None, description="Bytes; null: unknown.")
+    memory_used: int | None = Field(default=None, description="Bytes used by every process.")
+    utilisation: float | None = Field(default=None, description="Percent busy; null: unknown.")
+    temperature: int | None = Field(default=None, description="Degrees Celsius.")
+    healthy: bool = Field(description="False: nothing new is placed on it.")
+    problems: list[str] = Field(
+        default_factory=list, description="Why it is unhealthy (not cleared by an operator)."
+    )
+    cleared: list[str] = Field(
+        default_factory=list, description="Problems an operator cleared (ignored)."
+    )
+    holders: list[GpuHolder] = Field(default_factory=list, description="The tasks on it.")

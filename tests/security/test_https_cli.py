@@ -122,7 +122,7 @@ def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
 def https_server(tmp_path_factory: pytest.TempPathFactory, pki: Pki) -> Iterator[ServerProcess]:
     process = ServerProcess(
         tmp_path_factory.mktemp("https") / "data",
-        {"TRAINFLEET_ADMIN_TOKEN": TOKEN},
+        {"TRAINFLEET_ADMIN_TOKEN": TOKEN, "TRAINFLEET_GPUS": "0"},  # one GPU to clear
         ["--tls-cert", str(pki.cert), "--tls-key", str(pki.key)],
     )
     yield process
@@ -167,6 +167,7 @@ def walk_readme(walk: Walk, tmp_path: Path) -> None:
     walk.ok(bo, "checkpoints", job)
     walk.ok(bo, "events", job)
     walk.ok(bo, "top", job)
+    assert "healthy" in walk.ok(bo, "gpus", "list")
     walk.ok(bo, "delete", job)
     ran = walk.ok(bo, "run", str(tiny), cwd=tiny.parent)
     assert "hello from tiny ***" in ran
@@ -181,6 +182,7 @@ def walk_readme(walk: Walk, tmp_path: Path) -> None:
     walk.ok(ana, "secret", "delete", "wandb")
     assert "secret.create" in walk.ok(ana, "audit")
     walk.ok(TOKEN, "user", "disable", "bo")
+    assert "healthy" in walk.ok(TOKEN, "gpus", "clear", "0")
 
 
 def test_every_server_command_reaches_an_https_server_with_a_private_ca(

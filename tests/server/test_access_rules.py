@@ -259,6 +259,8 @@ CASES = [
     ),
     _plain("disable user", Action.MANAGE_USERS, 200, "POST", "/users/{user}/disable"),
     _plain("metrics", Action.READ_METRICS, 200, "GET", "/metrics"),
+    # This server has no GPU: the administrator passes the check and finds no GPU 0.
+    _plain("clear gpu", Action.CLEAR_GPU, 404, "POST", "/gpus/0/clear"),
     Case("create secret", Action.CREATE_SECRET, 201, _create_secret),
     Case("delete secret", Action.DELETE_SECRET, 204, _delete_secret),
     _plain("secrets", None, 200, "GET", "/secrets"),
@@ -269,6 +271,7 @@ CASES = [
     ),
     _plain("jobs", None, 200, "GET", "/jobs"),
     _plain("queues", None, 200, "GET", "/queues"),
+    _plain("gpus", None, 200, "GET", "/gpus"),
     _plain("teams", None, 200, "GET", "/teams"),
 ]
 

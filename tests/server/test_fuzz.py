@@ -55,6 +55,8 @@ OPERATIONS = [
     ("GET", "/api/v1/queues/{name}"),
     ("GET", "/api/v1/queues/{name}/would-start"),
     ("PUT", "/api/v1/queues/{name}"),
+    ("GET", "/api/v1/gpus"),
+    ("POST", "/api/v1/gpus/{index}/clear"),
     ("HEAD", "/api/v1/workdirs/{tree}"),
     ("PUT", "/api/v1/workdirs/{tree}"),
     ("GET", "/api/v1/whoami"),

@@ -29,9 +29,10 @@ from trainfleet.domain.records import JobRecord, State
 from trainfleet.spec.loading import LoadedJob, load_job_file
 
 if TYPE_CHECKING:
+    from trainfleet.control.services.gpus import Gpus
     from trainfleet.control.services.queues import Queues
     from trainfleet.control.settings import Settings
-    from trainfleet.wire import QueueBody, QueueState
+    from trainfleet.wire import GpuState, QueueBody, QueueState
 
 
 def load(job: JobInput) -> tuple[LoadedJob, Path]:
@@ -124,6 +125,18 @@ class EngineService(StoreReader):
         from trainfleet.control.services.queues import Queues
 
         return Queues.of(self.engine)
+
+    def gpus(self) -> list[GpuState]:
+        return self._gpus().visible(EMBEDDED)
+
+    def clear_gpu(self, index: int) -> GpuState:
+        return self._gpus().clear(EMBEDDED, index)
+
+    def _gpus(self) -> Gpus:
+        """The GPUs service over this engine (this machine's GPUs)."""
+        from trainfleet.control.services.gpus import Gpus
+
+        return Gpus(self.engine, JobReads.of(self.engine))
 
     def cancel(self, job_id: str, reason: str = "cancelled by user") -> JobRecord:
         """Stop the job here, or ask the local process that runs it to stop it (SIGTERM)."""

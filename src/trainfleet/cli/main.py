@@ -83,6 +83,10 @@ COMMANDS = {
         "trainfleet.cli.queue_commands:queue",
         "Create, list and describe the queues jobs wait in (quota, cohort, borrowing).",
     ),
+    "gpus": Lazy(
+        "trainfleet.cli.gpu_commands:gpus",
+        "List this machine's GPUs (or the server's): use, health and the tasks on each.",
+    ),
     "export": Lazy(
         "trainfleet.cli.tool_commands:export",
         "Print JOB_FILE as the manifest that runs it on Kubernetes (kubectl apply -f -).",

@@ -34,7 +34,7 @@ from trainfleet.domain.records import EventRecord, JobDetails, JobRecord, State,
 from trainfleet.spec.documents import read_job_text
 from trainfleet.spec.loading import load_job_file
 from trainfleet.spec.models import JobSpec
-from trainfleet.wire import JobUsage, QueueBody, QueueState
+from trainfleet.wire import GpuState, JobUsage, QueueBody, QueueState
 
 T = TypeVar("T")
 
@@ -212,6 +212,12 @@ class RemoteService:
 
     def put_queue(self, name: str, body: QueueBody) -> QueueState:
         return self.call(lambda: self.client.put_queue(name, body))
+
+    def gpus(self) -> list[GpuState]:
+        return self.call(self.client.gpus)
+
+    def clear_gpu(self, index: int) -> GpuState:
+        return self.call(lambda: self.client.clear_gpu(index))
 
     def close(self) -> None:
         self.client.close()

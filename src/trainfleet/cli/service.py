@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from trainfleet.domain.records import EventRecord, JobDetails, JobRecord, TaskRecord
     from trainfleet.spec.models import JobSpec
     from trainfleet.spec.submarine import SubmarineArgs
-    from trainfleet.wire import JobUsage, QueueBody, QueueState
+    from trainfleet.wire import GpuState, JobUsage, QueueBody, QueueState
 
 
 @dataclass(frozen=True)
@@ -125,4 +125,12 @@ class JobService(JobReader, Protocol):
 
     def put_queue(self, name: str, body: QueueBody) -> QueueState:
         """Create a queue or replace its configuration."""
+        ...
+
+    def gpus(self) -> list[GpuState]:
+        """Each GPU of the machine jobs are placed on, with its health and its tasks."""
+        ...
+
+    def clear_gpu(self, index: int) -> GpuState:
+        """Mark GPU ``index`` healthy again (an operator's word): its problems are ignored."""
         ...

@@ -43,6 +43,7 @@ class Action(StrEnum):
     READ_METRICS = "reading metrics"
     READ_AUDIT = "reading the audit trail"
     OPEN_NOTEBOOK = "opening notebooks"
+    CLEAR_GPU = "clearing GPUs"
 
 
 @dataclass(frozen=True)
@@ -72,6 +73,7 @@ RULES: Mapping[Action, Rule] = {
     Action.READ_METRICS: Rule(None),
     Action.READ_AUDIT: Rule(TeamRole.TEAM_ADMIN),
     Action.OPEN_NOTEBOOK: Rule(None, own=TeamRole.MEMBER),
+    Action.CLEAR_GPU: Rule(None),
 }
 """The one table every check reads (and ``tests/server/test_access_rules.py`` walks)."""
 

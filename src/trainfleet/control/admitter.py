@@ -45,11 +45,14 @@ class Admitter:
         launch: Callable[[Admission], None],
         preempt: Callable[[Preemption], object],
         note_waiting: Callable[[str, Condition], object],
+        before_pass: Callable[[Scheduler], object] | None = None,
     ) -> None:
         """``launch`` starts an admitted job (called without ``lock``; when it raises, the
         job waits again in its old place); ``note_waiting(job_id, condition)`` is called when
-        why a waiting job waits changes."""
+        why a waiting job waits changes; ``before_pass(scheduler)`` before each pass decides
+        (under ``lock``: it keeps unhealthy GPUs out of it)."""
         self.scheduler = scheduler
+        self._before_pass = before_pass
         self._launch = launch
         self._preempt = preempt
         self._note_waiting = note_waiting
@@ -92,6 +95,8 @@ class Admitter:
     def _pass(self) -> Decisions:
         """One pass, now, on the calling thread: decide under the lock, then act."""
         with self.lock:
+            if self._before_pass is not None:
+                self._before_pass(self.scheduler)
             decisions = self.scheduler.schedule()
             for admission in decisions.admitted:
                 self._reasons.pop(admission.job, None)

@@ -17,11 +17,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from trainfleet.backends.api import Address, Backend, Preview
+from trainfleet.backends.gpu_readings import GpuReader
 from trainfleet.backends.launch import JobLaunch
 from trainfleet.backends.local.firewall import Firewall, FirewallError
 from trainfleet.control import queueing
 from trainfleet.control.admitter import Admitter
 from trainfleet.control.controller import JobController
+from trainfleet.control.gpu_health import GpuHealth
 from trainfleet.control.runner import Runner
 from trainfleet.datadir.checkpoints import committed_steps
 from trainfleet.datadir.layout import DataDir
@@ -99,6 +101,10 @@ class Engine:
         """Where each team's tasks run as its own Unix account (``--isolate-teams``)."""
         self.firewall = firewall
         """Keeps other accounts off each job's ports on this machine (with team accounts)."""
+        self.gpu_health = GpuHealth(
+            data_dir.root, backend if isinstance(backend, GpuReader) else None
+        )
+        """The health of the GPUs the backend hands out itself (this machine's)."""
         self.runner = Runner(self.controller, on_end=self._ended, on_broken=self._broken)
         self._queues = _stored_queues(self.store)
         self._admitter: Admitter | None = None
@@ -123,8 +129,24 @@ class Engine:
                     note_waiting=lambda job_id, why: self.store.note(
                         job_id, State.QUEUED, why, waiting=True, event=False
                     ),
+                    before_pass=self._cordon_unhealthy,
                 )
             return self._admitter
+
+    def _cordon_unhealthy(self, scheduler: Scheduler) -> None:
+        """Keep new tasks off the GPUs that are unhealthy now (before each pass)."""
+        unhealthy = self.gpu_health.unhealthy()
+        for node in scheduler.cluster.nodes:
+            if node.devices:
+                cordoned = [n for n, host in enumerate(node.devices) if host in unhealthy]
+                scheduler.cluster.cordon(node.name, cordoned)
+
+    def clear_gpu(self, index: int, by: str = "") -> None:
+        """An operator's word that GPU ``index`` is well: its present problems are ignored
+        and waiting jobs are looked at again. NotFound where there is no such GPU."""
+        self.gpu_health.clear(index, by)
+        if self._admitter is not None:
+            self._admitter.wake()
 
     @property
     def scheduler(self) -> Scheduler:

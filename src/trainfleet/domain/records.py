@@ -280,6 +280,8 @@ class Audited(StrEnum):
     MEMBER_SET = "team.member.set"
     MEMBER_REMOVE = "team.member.remove"
     QUEUE_PUT = "queue.put"
+    GPU_CLEAR = "gpu.clear"
+    """An operator's word that a GPU is well: its present problems are ignored."""
     AUTH_FAILED = "auth.failed"
     AUDIT_PRUNE = "audit.prune"
     """The server's own: it removed the records older than its retention."""

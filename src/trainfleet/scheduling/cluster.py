@@ -8,7 +8,7 @@ the tasks of one job are packed onto the same node while they fit there.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 
@@ -65,13 +65,15 @@ class TaskAllocation:
 class _NodeState:
     """What is free on one node: the whole amounts, and each GPU device's thousandths."""
 
-    __slots__ = ("devices", "free", "node", "whole_free")
+    __slots__ = ("cordoned", "devices", "free", "node", "whole_free")
 
     def __init__(self, node: Node) -> None:
         self.node = node
         self.free = node.capacity
         self.devices = [GPU_UNIT] * node.gpus
         self.whole_free = node.gpus
+        self.cordoned: frozenset[int] = frozenset()
+        """Devices nothing new is placed on (unhealthy GPUs); still counted in ``free``."""
 
     def take(self, task: TaskDemand) -> TaskAllocation | None:
         """Allocate ``task`` here if it fits; None otherwise (nothing changed)."""
@@ -86,14 +88,21 @@ class _NodeState:
         if whole:
             if self.whole_free < whole:
                 return None
-            devices = self.devices
-            gpus = tuple([i for i, free in enumerate(devices) if free == GPU_UNIT][:whole])
+            devices, cordoned = self.devices, self.cordoned
+            free_ones = [i for i, free in enumerate(devices) if free == GPU_UNIT]
+            gpus = tuple([i for i in free_ones if i not in cordoned][:whole])
+            if len(gpus) < whole:
+                return None
             for device in gpus:
                 devices[device] = 0
             self.whole_free -= len(gpus)
         elif task.gpu_fraction:
             # Best fit: the fullest device that still has room, so whole devices stay whole.
-            room = [(free, i) for i, free in enumerate(self.devices) if free >= task.gpu_fraction]
+            room = [
+                (free, i)
+                for i, free in enumerate(self.devices)
+                if free >= task.gpu_fraction and i not in self.cordoned
+            ]
             if not room:
                 return None
             free, device = min(room)
@@ -153,6 +162,15 @@ class Cluster:
         """What is free on one node, and each GPU device's free thousandths."""
         state = self._nodes[name]
         return state.free, tuple(state.devices)
+
+    def cordon(self, name: str, devices: Iterable[int]) -> None:
+        """Place nothing new on ``devices`` (positions) of node ``name``, and again on its
+        others; what holds them keeps them until it gives them back."""
+        self._nodes[name].cordoned = frozenset(devices)
+
+    def cordoned(self, name: str) -> frozenset[int]:
+        """The devices of node ``name`` nothing new is placed on."""
+        return self._nodes[name].cordoned
 
     def fits_somewhere(self, task: TaskDemand) -> bool:
         """Whether ``task`` fits on some node when the cluster is empty."""

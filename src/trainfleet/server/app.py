@@ -16,6 +16,7 @@ from trainfleet.server import (
     routes_accounts,
     routes_audit,
     routes_events,
+    routes_gpus,
     routes_jobs,
     routes_logs,
     routes_queues,
@@ -77,7 +78,7 @@ def create_app(engine: Engine, settings: Settings, services: Services | None = N
         public=(f"{API_PREFIX}/openapi.json", f"{API_PREFIX}/docs", f"{API_PREFIX}/session"),
         larger={f"{API_PREFIX}/workdirs/": settings.max_workdir, **service_proxy.LARGER},
     )
-    metrics = Metrics(services.jobs, services.usage, services.queues)
+    metrics = Metrics(services.jobs, services.usage, services.queues, services.gpus)
     app.add_middleware(LatencyMiddleware, metrics=metrics)  # outermost: it sees every answer
     app.state.services = services
     app.state.settings = settings
@@ -104,6 +105,7 @@ def create_app(engine: Engine, settings: Settings, services: Services | None = N
         routes_events,
         routes_session,
         routes_usage,
+        routes_gpus,
     ):
         app.include_router(routes.router, prefix=API_PREFIX)
     ui.install(app)

@@ -22,7 +22,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from trainfleet.control.queueing import quota_amounts
 from trainfleet.domain.records import State
 from trainfleet.scheduling.resources import GPU_UNIT
-from trainfleet.wire import JobUsage, QueueState
+from trainfleet.wire import GpuState, JobUsage, QueueState
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
@@ -72,6 +72,12 @@ class AllQueues(Protocol):
     """What the queues service tells of every queue."""
 
     def every(self) -> list[QueueState]: ...
+
+
+class AllGpus(Protocol):
+    """What the GPUs service tells of every GPU."""
+
+    def every(self) -> list[GpuState]: ...
 
 
 TASK_GAUGES = (
@@ -145,6 +151,39 @@ class QueueCollector(Collector):
         yield from (nominal, used, borrowed, waiting)
 
 
+GPU_GAUGES = (
+    ("trainfleet_gpu_memory_used_bytes", "GPU memory used by every process on a GPU."),
+    ("trainfleet_gpu_memory_total_bytes", "A GPU's memory."),
+    ("trainfleet_gpu_utilization_percent", "How busy a GPU is, in percent."),
+    ("trainfleet_gpu_temperature_celsius", "A GPU's temperature."),
+)
+
+
+class GpuCollector(Collector):
+    """Gauges of each GPU of the machine tasks are placed on (label ``gpu``, its index):
+    memory used and total, utilisation and temperature where its driver tells them, and
+    ``trainfleet_gpu_healthy`` (1, or 0 while nothing new is placed on it)."""
+
+    def __init__(self, gpus: AllGpus) -> None:
+        self.gpus = gpus
+
+    def collect(self) -> Iterator[Metric]:
+        gauges = [GaugeMetricFamily(name, text, labels=["gpu"]) for name, text in GPU_GAUGES]
+        healthy = GaugeMetricFamily(
+            "trainfleet_gpu_healthy",
+            "1: a GPU is healthy; 0: nothing new goes on it.",
+            labels=["gpu"],
+        )
+        for gpu in self.gpus.every():
+            label = [str(gpu.index)]
+            values = (gpu.memory_used, gpu.memory_total, gpu.utilisation, gpu.temperature)
+            for gauge, value in zip(gauges, values, strict=True):
+                if value is not None:
+                    gauge.add_metric(label, value)
+            healthy.add_metric(label, 1 if gpu.healthy else 0)
+        yield from (*gauges, healthy)
+
+
 def _units(resource: str, amount: int) -> float:
     """cpu in cores (from millicores), gpu in GPUs (from thousandths), the rest as it is."""
     if resource == "cpu":
@@ -158,10 +197,16 @@ class Metrics:
     """One registry per application, so that several can live in one process (tests)."""
 
     def __init__(
-        self, counts: Counts, usage: RunningUse | None = None, queues: AllQueues | None = None
+        self,
+        counts: Counts,
+        usage: RunningUse | None = None,
+        queues: AllQueues | None = None,
+        gpus: AllGpus | None = None,
     ) -> None:
         self.registry = CollectorRegistry()
         self.registry.register(StoreCollector(counts))
+        if gpus is not None:
+            self.registry.register(GpuCollector(gpus))
         if usage is not None:
             self.registry.register(UsageCollector(usage))
         if queues is not None:

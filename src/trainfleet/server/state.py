@@ -13,6 +13,7 @@ from fastapi import Depends, Request
 from trainfleet.control.services.accounts import Accounts
 from trainfleet.control.services.audit import AuditLog
 from trainfleet.control.services.bundle import Services
+from trainfleet.control.services.gpus import Gpus
 from trainfleet.control.services.jobs import Jobs
 from trainfleet.control.services.queues import Queues
 from trainfleet.control.services.secrets import TeamSecrets
@@ -54,6 +55,10 @@ async def _usage(request: Request) -> Usage:
     return _services(request).usage
 
 
+async def _gpus(request: Request) -> Gpus:
+    return _services(request).gpus
+
+
 async def _settings(request: Request) -> Settings:
     return request.app.state.settings  # type: ignore[no-any-return]
 
@@ -76,6 +81,7 @@ QueuesDep = Annotated[Queues, Depends(_queues)]
 SecretsDep = Annotated[TeamSecrets, Depends(_secrets)]
 AuditLogDep = Annotated[AuditLog, Depends(_audit_log)]
 UsageDep = Annotated[Usage, Depends(_usage)]
+GpusDep = Annotated[Gpus, Depends(_gpus)]
 SettingsDep = Annotated[Settings, Depends(_settings)]
 MetricsDep = Annotated[Metrics, Depends(_metrics)]
 WorkdirsDep = Annotated[WorkdirStore, Depends(_workdirs)]

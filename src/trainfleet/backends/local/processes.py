@@ -22,6 +22,7 @@ from trainfleet.backends.api import (
     TaskReports,
     TaskStatus,
 )
+from trainfleet.backends.gpu_readings import GpuReading
 from trainfleet.backends.launch import JobLaunch, Mount, TaskLaunch
 from trainfleet.backends.local.gpus import gpu_inventory
 from trainfleet.backends.local.groups import end_attempt, live_members, signal_group
@@ -37,6 +38,7 @@ from trainfleet.backends.local.mps import (
     find_mps_control,
     sharing_setting,
 )
+from trainfleet.backends.local.nvml_read import load_nvml, read_gpus
 from trainfleet.backends.supervision import SHIM
 from trainfleet.backends.supervision.containers import Containers
 from trainfleet.backends.supervision.ports import PooledAddresses
@@ -124,7 +126,8 @@ class LocalBackend(PooledAddresses):
     every ``usage_interval`` seconds (0: never) into a history beside its log.
     ``gpu_sharing``: how fractions of a GPU hold (``mps``, ``counted``; None: ``mps``
     where ``mps_control``, NVIDIA's ``nvidia-cuda-mps-control``, is found), each GPU's
-    memory read through ``gpu_info`` (NVML's by default).
+    memory read through ``gpu_info`` (NVML's by default). ``nvml``: the ``pynvml`` module
+    that ``read_gpus`` asks (by default the installed one, where a driver shows).
     ``supervised`` (the server's mode): the shim outlives this process, so a restarted
     server can ``adopt`` the task. Otherwise the shim is tethered to this process: the task
     ends with it.
@@ -146,7 +149,9 @@ class LocalBackend(PooledAddresses):
         mps_control: str | None = None,
         gpu_info: GpuInfo | None = None,
         gpu_sharing_source: str = "--gpu-sharing",
+        nvml: object | None = None,
     ) -> None:
+        self._nvml = nvml
         self.supervised = supervised
         self.gpu_sharing = sharing_setting(gpu_sharing, gpu_sharing_source)
         self._mps_control = mps_control
@@ -167,6 +172,12 @@ class LocalBackend(PooledAddresses):
 
     def nodes(self) -> list[Node]:
         return [local_node(self._gpus, self.resources)]
+
+    def read_gpus(self) -> list[GpuReading]:
+        """Each GPU tasks may use here, as NVML reports it now (see ``nvml_read``)."""
+        if not self._gpus:
+            return []
+        return read_gpus(self._nvml if self._nvml is not None else load_nvml(), self._gpus)
 
     @cached_property
     def mps_control(self) -> str | None:

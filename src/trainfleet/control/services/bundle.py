@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 from trainfleet.control.services.accounts import Accounts
 from trainfleet.control.services.audit import AuditLog
+from trainfleet.control.services.gpus import Gpus
 from trainfleet.control.services.jobs import Jobs
 from trainfleet.control.services.ownership import QueueTeams
 from trainfleet.control.services.queues import Queues
@@ -20,8 +21,8 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class Services:
-    """Jobs, accounts, queues, secrets, the audit trail and tasks' resource use of one
-    engine."""
+    """Jobs, accounts, queues, secrets, the audit trail, tasks' resource use and the
+    machine's GPUs of one engine."""
 
     engine: Engine
     jobs: Jobs
@@ -30,6 +31,7 @@ class Services:
     secrets: TeamSecrets
     audit: AuditLog
     usage: Usage
+    gpus: Gpus
 
     @classmethod
     def of(cls, engine: Engine, local_runners: bool = False) -> Services:
@@ -50,6 +52,7 @@ class Services:
             secrets=TeamSecrets(engine.secrets, store.accounts),
             audit=audit,
             usage=Usage(jobs),
+            gpus=Gpus(engine, jobs),
         )
 
     def problem(self, wait: float) -> str | None:

@@ -1,0 +1,107 @@
+"""Unhealthy GPUs: marked from what NVML reports, kept free of new tasks, cleared by an
+operator or by NVML reporting them well again."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from fake_nvml import FakeNvml, fake_nvml
+from helpers import wait_for
+
+from trainfleet.backends.gpu_readings import GpuReading
+from trainfleet.backends.local import processes
+from trainfleet.backends.local.nvml_read import read_gpus
+from trainfleet.control.assembly import engine_at
+from trainfleet.control.engine import Engine
+from trainfleet.control.gpu_health import GpuHealth
+from trainfleet.domain.errors import NotFound
+from trainfleet.spec.loading import load_job_text
+
+ECC = "ecc: 2 uncorrected memory error(s) since the driver loaded"
+
+
+class Reader:
+    """The backend's reading, through a fake NVML (no GPU runs here)."""
+
+    def __init__(self, nvml: FakeNvml) -> None:
+        self.nvml = nvml
+
+    def read_gpus(self) -> list[GpuReading]:
+        return read_gpus(self.nvml, list(range(len(self.nvml.gpus))))
+
+
+def test_health_follows_nvml_and_the_operator(tmp_path: Path) -> None:
+    """A fake NVML (no GPU runs here): an ECC error marks GPU 0; clearing ignores that
+    count; a higher count marks it again; when NVML reports it well, it is well and the
+    cleared problem is forgotten (so that it counts when it comes back)."""
+    nvml = fake_nvml(2)
+    health = GpuHealth(tmp_path, Reader(nvml), clock=lambda: 0.0)
+    assert [look.healthy for look in health.look()] == [True, True]
+    nvml.gpus[0].ecc_uncorrected = 2
+    looks = health.look()
+    assert looks[0].problems == (ECC,) and looks[1].healthy
+    assert health.unhealthy() == {0}
+    cleared = health.clear(0, by="ops")
+    assert cleared.healthy and cleared.cleared is not None and cleared.cleared.by == "ops"
+    assert health.unhealthy() == frozenset()
+    assert GpuHealth(tmp_path, Reader(nvml)).unhealthy() == frozenset(), "kept on disk"
+    nvml.gpus[0].ecc_uncorrected = 3
+    assert health.look()[0].problems == (
+        "ecc: 3 uncorrected memory error(s) since the driver loaded",
+    )
+    nvml.gpus[0].ecc_uncorrected = 0
+    assert health.look()[0].healthy and health.look()[0].cleared is None
+    nvml.gpus[0].lost = True
+    assert not health.look()[0].healthy
+
+
+def test_clearing_a_gpu_that_is_not_here_is_not_found(tmp_path: Path) -> None:
+    health = GpuHealth(tmp_path, Reader(fake_nvml(1)))
+    with pytest.raises(NotFound, match="no GPU 3 here"):
+        health.clear(3)
+    assert GpuHealth(tmp_path, None).unhealthy() == frozenset()
+
+
+@pytest.fixture
+def sick_gpu_engine(data_dir: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Engine]:
+    """An engine of two GPUs, GPU 0 reporting uncorrected ECC errors (a fake NVML: no
+    GPU runs here)."""
+    nvml = fake_nvml(2)
+    nvml.gpus[0].ecc_uncorrected = 2
+    monkeypatch.setenv("TRAINFLEET_GPUS", "0,1")
+    monkeypatch.setattr(processes, "load_nvml", lambda: nvml)
+    engine = engine_at(data_dir)
+    yield engine
+    for job in engine.list():
+        engine.cancel(job.id)
+    engine.store.close()
+
+
+def _submit(engine: Engine, name: str) -> str:
+    text = f"name: {name}\nroles:\n  worker: {{command: 'sleep 60', resources: {{gpu: 1}}}}\n"
+    spec = load_job_text(text, "job.yaml").spec
+    return engine.submit(spec, engine.data_dir.root, start=True).id
+
+
+def _gpus_of(engine: Engine, job_id: str) -> str | None:
+    task = engine.tasks(job_id)[0]
+    return task.gpus if task.state == "running" else None
+
+
+def test_nothing_new_is_placed_on_an_unhealthy_gpu_until_it_is_cleared(
+    sick_gpu_engine: Engine,
+) -> None:
+    """A fake NVML (no GPU runs here) says GPU 0 has ECC errors: a job of one GPU runs on
+    GPU 1, the next waits though GPU 0 is free; cleared, GPU 0 takes it."""
+    engine = sick_gpu_engine
+    first = _submit(engine, "first")
+    wait_for(lambda: _gpus_of(engine, first), 30, "the first job running")
+    assert _gpus_of(engine, first) == "1"
+    second = _submit(engine, "second")
+    wait_for(lambda: engine.get(second).waiting, 30, "the second job waiting")
+    assert engine.get(second).state == "queued"
+    engine.clear_gpu(0, by="ops")
+    wait_for(lambda: _gpus_of(engine, second), 30, "the second job running")
+    assert _gpus_of(engine, second) == "0"
