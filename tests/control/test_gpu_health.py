@@ -18,6 +18,7 @@ from trainfleet.control.engine import Engine
 from trainfleet.control.gpu_health import GpuHealth
 from trainfleet.domain.errors import NotFound
 from trainfleet.spec.loading import load_job_text
+from trainfleet.spec.models import JobSpec
 
 ECC = "ecc: 2 uncorrected memory error(s) since the driver loaded"
 
@@ -105,3 +106,37 @@ def test_nothing_new_is_placed_on_an_unhealthy_gpu_until_it_is_cleared(
     engine.clear_gpu(0, by="ops")
     wait_for(lambda: _gpus_of(engine, second), 30, "the second job running")
     assert _gpus_of(engine, second) == "0"
+
+
+def test_a_job_on_a_gpu_that_turns_unhealthy_is_queued_again_and_runs_on_a_healthy_one(
+    data_dir: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A fake NVML (no GPU runs here): a job runs on GPU 0, which then reports ECC errors.
+    Its task is told why (`gpu-unhealthy` in its stop file) and stopped; the job goes back
+    to its queue with that code and runs again on GPU 1, which is well."""
+    nvml = fake_nvml(2)
+    monkeypatch.setenv("TRAINFLEET_GPUS", "0,1")
+    monkeypatch.setattr(processes, "load_nvml", lambda: nvml)
+    engine = engine_at(data_dir)
+    told = tmp_path / "told"
+    command = (
+        f"trap 'cat \"$TRAINFLEET_STOP_FILE\" >> {told}; exit 143' TERM; "
+        "echo on $CUDA_VISIBLE_DEVICES; while :; do sleep 0.1; done"
+    )
+    spec = JobSpec.model_validate(
+        {"name": "sick", "roles": {"worker": {"command": command, "resources": {"gpu": 1}}}}
+    )
+    job = engine.submit(spec, tmp_path, start=True).id
+    try:
+        wait_for(lambda: _gpus_of(engine, job) == "0", 30, "the job running on GPU 0")
+        nvml.gpus[0].ecc_uncorrected = 2
+        wait_for(lambda: _gpus_of(engine, job) == "1", 30, "the job running again on GPU 1")
+        codes = [event.code for event in engine.store.list_events(job)]
+        assert "gpu-unhealthy" in codes, codes
+        queued = [e for e in engine.store.list_events(job) if e.code == "gpu-unhealthy"]
+        assert any("GPU 0 (worker/0) unhealthy" in e.message for e in queued), queued
+        assert told.read_text().split() == ["gpu-unhealthy"]
+    finally:
+        engine.cancel(job)
+        engine.wait(job, timeout=30)
+        engine.store.close()

@@ -81,6 +81,14 @@ class Admitter:
             self.lock.notify_all()
         self.wake()
 
+    def requeued(self, job_id: str) -> None:
+        """An admitted job put itself back in the queue (a GPU it held turned unhealthy):
+        its resources are free, and it waits again in its old place."""
+        with self.lock:
+            self.scheduler.requeue(job_id)
+            self.lock.notify_all()
+        self.wake()
+
     def wait(self, done: Callable[[], bool], timeout: float | None) -> bool:
         """Wait until ``done()`` (checked after each pass or end); False on timeout."""
         with self.lock:

@@ -47,6 +47,9 @@ SUBMITTED = Condition(Code.SUBMITTED)
 ROUNDS_EVERY = 1.0
 """Seconds between two looks at an elastic job's rendezvous rounds."""
 
+GPU_CHECK_EVERY = 2.0
+"""Seconds between two looks at the health of the GPUs a job's running tasks hold."""
+
 
 @dataclass
 class _Task:
@@ -115,13 +118,15 @@ class JobController:
         account: Account | None = None,
         team: str = "default",
         builders: Builders | None = None,
+        sick_gpus: Callable[[], frozenset[int]] | None = None,
     ) -> None:
         """``base``: where its tasks' environments start (see ``environments.task_base``);
         ``environments``: where the Python environments its roles ask for are built;
         ``secrets``: the values of the secrets the job names; ``account``: the Unix
         account its tasks run as (its team's), None for this process's own; ``team``:
         the team the job belongs to; ``builders``: the accounts its environments are built
-        as (None: this process's own)."""
+        as (None: this process's own); ``sick_gpus``: the GPUs unhealthy now (None: no
+        GPU health is known here)."""
         self.job_id = job_id
         self.spec = spec
         self.placement = placement
@@ -155,6 +160,7 @@ class JobController:
         self._rounds: RoundFollower | None = None
         """An elastic job's rounds, told as events (``_follow_rounds``)."""
         self._rounds_told = 0
+        self._sick_gpus = sick_gpus
 
     # -- public ---------------------------------------------------------------
 
@@ -229,6 +235,7 @@ class JobController:
         self._count_restarts(requeued=True)
         self._start(self._tasks)
         self._follow_rounds()
+        self._check_gpus()
         self._watch_deadline(time.time())  # time waiting in a cluster's queue counts too
         if not self.backend.queues_tasks:
             self._mark_running()
@@ -309,6 +316,7 @@ class JobController:
             return
         self._start(never_started)
         self._follow_rounds()
+        self._check_gpus()
         self._watch_deadline(started_at)
         self._evaluate()
 
@@ -520,6 +528,20 @@ class JobController:
             self.store.note(self.job_id, state, Condition(Code.REGROUPED, round_.describe(most)))
         self._after(ROUNDS_EVERY, self._follow_rounds)
 
+    def _check_gpus(self) -> None:
+        """Put the job back in its queue when a GPU its running tasks hold turns unhealthy:
+        admitted again, it runs on healthy GPUs (the scheduler gives that one to no one)."""
+        held = {gpu: key for key in self._tasks for gpu in self.placement.slot(*key).gpus}
+        if self._outcome is not None or self._sick_gpus is None or not held:
+            return
+        sick = sorted(set(held) & self._sick_gpus())
+        if sick:
+            names = ", ".join(f"GPU {gpu} ({policies.task_name(held[gpu])})" for gpu in sick)
+            why = f"{names} unhealthy: queued again to run on healthy GPUs"
+            self._finish(State.QUEUED, Condition(Code.GPU_UNHEALTHY, why))
+            return
+        self._after(GPU_CHECK_EVERY, self._check_gpus)
+
     def _on_placed(self, placed: _Placed) -> None:
         """A task waits in the cluster's queue (no address yet), or runs at its address."""
         task = self._tasks[placed.key]
@@ -639,7 +661,7 @@ class JobController:
         outcome, why = self._outcome
         if outcome is State.QUEUED:
             preempted = f"{policies.describe_exit(code)}; {why.message}"
-            return State.QUEUED, Condition(Code.PREEMPTED, preempted)
+            return State.QUEUED, Condition(why.code, preempted)
         if code == 0:
             return State.SUCCEEDED, Condition(Code.EXITED, "exit code 0")
         if outcome is State.SUCCEEDED and not self.spec.is_tracked(key[0]):

@@ -302,6 +302,7 @@ class Engine:
             self.team_accounts.of(job.team) if self.team_accounts is not None else None,
             job.team,
             self._builders(job.team),
+            self.gpu_health.unhealthy if self.gpu_health.reader is not None else None,
         )
 
     def _builders(self, team: str) -> Builders | None:
@@ -439,7 +440,11 @@ class Engine:
         """A job's controller returned: free its resources; a preempted one waits again
         (its attempts' records stay: its next run goes on from its last attempt)."""
         self._free_ports(job_id)
-        self.admitter.finished(job_id)
+        job = self.store.get_job(job_id)
+        if job is not None and job.state == State.QUEUED and job.code == Code.GPU_UNHEALTHY:
+            self.admitter.requeued(job_id)  # not the scheduler's victim: it queues it again
+        else:
+            self.admitter.finished(job_id)
 
     def resume(self) -> list[str]:
         """Pick up the jobs an earlier process of this data directory left unfinished.

@@ -58,8 +58,8 @@ def stop_reason(outcome: tuple[State, Code] | None) -> str:
     """Why the job's tasks are stopped, as ``$TRAINFLEET_STOP_FILE`` says it, given the
     job's decided end and its code (None: the job goes on, restarting them).
 
-    >>> stop_reason((State.QUEUED, Code.PREEMPTED))
-    'preempted'
+    >>> stop_reason((State.QUEUED, Code.PREEMPTED)), stop_reason((State.QUEUED, Code.GPU_UNHEALTHY))
+    ('preempted', 'gpu-unhealthy')
     >>> stop_reason((State.FAILED, Code.DEADLINE_EXCEEDED)), stop_reason(None)
     ('time-limit', 'restarting')
     """
@@ -67,7 +67,7 @@ def stop_reason(outcome: tuple[State, Code] | None) -> str:
         return "restarting"
     state, code = outcome
     if state is State.QUEUED:
-        return "preempted"
+        return "gpu-unhealthy" if code is Code.GPU_UNHEALTHY else "preempted"
     if code is Code.DEADLINE_EXCEEDED:
         return "time-limit"
     return {State.CANCELLED: "cancelled", State.SUCCEEDED: "finished"}.get(state, "failed")

@@ -58,6 +58,9 @@ class Code(StrEnum):
     GPU_SHARING_LOST = "gpu-sharing-lost"
     """Ended while the MPS daemon that enforced its share of a GPU was gone (it died);
     the daemon is started again for the next start (restarted by policy)."""
+    GPU_UNHEALTHY = "gpu-unhealthy"
+    """A job put back in its queue because a GPU its tasks held turned unhealthy (lost, ECC
+    errors): it starts again on healthy GPUs; that one gets no task until it is well."""
     REGROUPED = "regrouped"
     """An elastic PyTorch group completed a round of its rendezvous: the message says its
     world size and members (a job's event, one per round)."""
