@@ -327,3 +327,34 @@ def test_the_fake_answers_as_the_recorded_protocol(tmp_path: Path) -> None:
     assert ask("quit\n").returncode == 0
     wait_for(lambda: not _alive(pid), 10, "the fake daemon to quit")
     assert "Exit with status 0" in (logs / "control.log").read_text()
+
+
+def test_a_share_asked_by_memory_is_that_fraction_of_a_gpu_and_its_mps_limit(
+    tmp_path: Path, workdir: Path
+) -> None:
+    """`gpu_memory: 20Gi` on GPUs of 80 GiB (a fake of NVML's totals, the fake MPS daemon):
+    stored as gpu 0.25 beside what was asked, four such tasks share one GPU, each an MPS
+    client pinned to its 20 GiB; 81Gi is refused at submission naming the field."""
+    engine = _engine(tmp_path, _backend())
+
+    def asking(memory: str) -> JobSpec:
+        worker = {"replicas": 4, "command": "python task.py", "resources": {"gpu_memory": memory}}
+        return JobSpec.model_validate({"name": "quarters", "roles": {"worker": worker}})
+
+    spec = asking("20Gi")
+    try:
+        job = engine.submit(spec, workdir, start=True)
+        stored = JobSpec.model_validate_json(engine.get(job.id).spec).roles["worker"].resources
+        assert (stored.gpu, stored.gpu_memory) == (0.25, 20 * GIB)
+        envs = _envs(workdir, 4)
+        assert {env["TRAINFLEET_GPUS"] for env in envs} == {"0"}
+        assert all(env["TRAINFLEET_GPU_FRACTION"] == "0.25" for env in envs)
+        assert all(env["CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"] == "0=20480M" for env in envs)
+        (workdir / "DONE").touch()
+        assert engine.wait(job.id, timeout=60).state == State.SUCCEEDED
+        too_big = asking("81Gi")
+        with pytest.raises(Unschedulable, match=r"roles\.worker\.resources\.gpu_memory: 81Gi is"):
+            engine.submit(too_big, workdir)
+    finally:
+        engine.shutdown()
+        engine.store.close()

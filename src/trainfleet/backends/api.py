@@ -116,6 +116,11 @@ class Backend(Protocol):
         Raises BackendError where the cluster engine cannot be reached."""
         ...
 
+    def gpu_memory(self) -> int | None:
+        """Bytes of memory of the smallest GPU it hands out, which sizes a share asked by
+        memory (``resources.gpu_memory``); None where it does not know."""
+        ...
+
     def check(self, spec: JobSpec) -> None:
         """Raise Unschedulable (naming the field) for a job this backend can never run."""
         ...

@@ -16,8 +16,9 @@ def gpus(context: click.Context, output: str) -> None:
     """List the GPUs jobs are placed on (this machine's, or the server's): model, memory,
     utilisation, temperature, health and the tasks holding each (job/role/index, share).
 
-    An unhealthy GPU (lost, or with uncorrected memory errors) gets no new task until its
-    driver reports it well again or an operator runs ``trainfleet gpus clear INDEX``."""
+    An unhealthy GPU (lost, or with uncorrected memory errors) gets no new task, and a job
+    on it is queued again to run on healthy GPUs, until its driver reports it well again or
+    an operator runs ``trainfleet gpus clear INDEX``."""
     if context.invoked_subcommand is None:
         from trainfleet.cli import gpus_view
 

@@ -85,7 +85,8 @@ COMMANDS = {
     ),
     "gpus": Lazy(
         "trainfleet.cli.gpu_commands:gpus",
-        "List this machine's GPUs (or the server's): use, health and the tasks on each.",
+        "List the GPUs jobs are placed on (this machine's, or the server's): model, memory, "
+        "utilisation, temperature, health and the tasks holding each (job/role/index, share).",
     ),
     "export": Lazy(
         "trainfleet.cli.tool_commands:export",

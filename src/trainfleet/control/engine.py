@@ -43,6 +43,7 @@ from trainfleet.environments.cache import Builders, EnvironmentCache
 from trainfleet.environments.task_base import SERVERS, TaskBase
 from trainfleet.scheduling.admission import Admission, GangJob, Scheduler
 from trainfleet.scheduling.cluster import TaskAllocation
+from trainfleet.scheduling.gpu_memory import sized_by_memory
 from trainfleet.scheduling.placement import (
     Placement,
     TaskSlot,
@@ -192,6 +193,7 @@ class Engine:
         require_free(self.data_dir.root)
         self._check_secrets(spec, team)
         self._check_checkpoint_folder(spec, workdir, team)
+        spec = sized_by_memory(spec, self.backend.gpu_memory)
         self.backend.check(spec)
         self.scheduler.check(queueing.gang_job(spec.name, spec, time.time()))
         for _ in range(ID_TRIES):
@@ -319,6 +321,7 @@ class Engine:
         """What ``run`` would start, without storing or starting anything.
 
         Raises Unschedulable for a job the backend can never run."""
+        spec = sized_by_memory(spec, self.backend.gpu_memory)
         self.backend.check(spec)
         placement = self.plan(spec)
         attempts = {slot.key: 0 for slot in placement}

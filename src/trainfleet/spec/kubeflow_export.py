@@ -130,6 +130,8 @@ def replica_of(
     gpu = role.resources.gpu
     if gpu != int(gpu):
         refuse(f"{where}.resources.gpu", f"{gpu:g}: Kubernetes gives whole GPUs only")
+    if role.resources.gpu_memory is not None:
+        refuse(f"{where}.resources.gpu_memory", "Kubernetes gives whole GPUs only")
     container: dict[str, Any] = {"name": container_name, "image": image or ""}
     if role.command is not None:
         words = role.argv()

@@ -260,6 +260,11 @@ class Resources(_Model):
         default=0,
         description="Whole GPUs (exclusive), or a fraction below 1 (0.5) of one shared GPU.",
     )
+    gpu_memory: Bytes | None = Field(
+        default=None,
+        description="A share of one GPU sized by its memory (20Gi): at submission, the "
+        "fraction of a GPU of this machine that holds it (enforced as fractions are).",
+    )
     custom: CustomResources = Field(
         default_factory=dict,
         description="Named resources of the machine or cluster, e.g. {licence: 1}.",

@@ -173,6 +173,11 @@ class LocalBackend(PooledAddresses):
     def nodes(self) -> list[Node]:
         return [local_node(self._gpus, self.resources)]
 
+    def gpu_memory(self) -> int | None:
+        totals = [self.gpu_info.memory_total(gpu) for gpu in self._gpus]
+        known = [total for total in totals if total]
+        return min(known) if known and len(known) == len(totals) else None
+
     def read_gpus(self) -> list[GpuReading]:
         """Each GPU tasks may use here, as NVML reports it now (see ``nvml_read``)."""
         if not self._gpus:

@@ -152,6 +152,9 @@ class SlurmBackend(PooledAddresses):
         self._asked = 0.0
         """When ``squeue`` was last asked (monotonic seconds)."""
 
+    def gpu_memory(self) -> int | None:
+        return None  # Slurm hands out GPUs (and shards), not trainfleet
+
     def nodes(self) -> list[Node]:
         """The nodes of the configured partition (the default one where none is)."""
         found = commands.nodes(self.config.partition)
