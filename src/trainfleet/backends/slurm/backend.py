@@ -186,11 +186,25 @@ class SlurmBackend(PooledAddresses):
                 "a notebook on its own machine, and its Jupyter token would be in the Slurm "
                 "job's launch file)"
             )
+        shards = self._shards_per_gpu(spec, asked_anyway=False)
         try:
             for role in spec.roles:
-                task_shape(spec, role, self.config)
+                task_shape(spec, role, self.config, shards)
         except NotForSlurm as error:
             raise Unschedulable(str(error)) from None
+
+    def _shards_per_gpu(self, spec: JobSpec, asked_anyway: bool = True) -> int | None:
+        """The shards of each GPU of the partition, where a role asks for a fraction of one
+        (None where none does, or where Slurm does not answer and not ``asked_anyway``: the
+        submission will say why)."""
+        if not any(0 < role.resources.gpu < 1 for role in spec.roles.values()):
+            return None
+        try:
+            return commands.shards_per_gpu(self.config.partition)
+        except SlurmError:
+            if asked_anyway:
+                raise
+            return None
 
     def start(self, job: JobLaunch, reports: TaskReports) -> dict[TaskKey, TaskHandle | NotStarted]:
         keys = list(job.attempts)
@@ -223,7 +237,8 @@ class SlurmBackend(PooledAddresses):
                 gpus = dict.fromkeys(("CUDA_VISIBLE_DEVICES", "TRAINFLEET_GPUS"), "<from Slurm>")
                 launch = replace(launch, env={**launch.env, **gpus})
             launches.append(launch)
-        groups = components(job.spec, list(job.attempts), self.config)
+        shards = self._shards_per_gpu(job.spec, asked_anyway=False)  # else shown as such
+        groups = components(job.spec, list(job.attempts), self.config, shards)
         launch_file = job.data_dir.run_dir(job.job_id) / "start-<time>.launch"
         return Preview(launches, self._script(job, groups, launch_file))
 
@@ -264,12 +279,13 @@ class SlurmBackend(PooledAddresses):
                 "cwd": str(launch.cwd),
                 "log": str(launch.log_path),
                 "record": str(launch.record),
-                "gpus": int(job.spec.roles[key[0]].resources.gpu),
+                "gpus": job.spec.roles[key[0]].resources.gpu,  # a fraction too (shards)
                 "token": tokens[key],
                 "usage": str(usage_path(launch.log_path)),
                 "usage_every": self.usage_interval,
             }
-        groups = components(job.spec, list(job.attempts), self.config)
+        shards = self._shards_per_gpu(job.spec)
+        groups = components(job.spec, list(job.attempts), self.config, shards)
         launch_file = run / f"{name}.launch"
         launch_file.write_bytes(
             marshal.dumps(

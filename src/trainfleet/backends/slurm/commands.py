@@ -131,11 +131,28 @@ def partitions() -> list[str]:
     return _run(["sinfo", "-h", "-o", "%P"]).split()
 
 
-def _gpus(gres: str) -> int:
-    """The GPU count in a ``Gres`` field such as ``gpu:2`` or ``gpu:a100:4(S:0-1)``."""
+def shards_per_gpu(partition: str | None) -> int:
+    """How many GPU shards (``gres/shard``) each GPU of ``partition`` (the default one where
+    None) is cut into: the fewest of any of its nodes with shards; 0 where none has any."""
+    only = ["-p", partition] if partition else []
+    out = _run(["sinfo", "-h", "-N", "-o", "%N|%G|%P", *only])
+    per_gpu = []
+    for line in out.splitlines():
+        _, gres, of = line.split("|", 2)
+        if not partition and not of.endswith("*"):
+            continue
+        gpus, shards = _gpus(gres), _gpus(gres, "shard")
+        if gpus and shards:
+            per_gpu.append(shards // gpus)
+    return min(per_gpu, default=0)
+
+
+def _gpus(gres: str, name: str = "gpu") -> int:
+    """The GPU count in a ``Gres`` field such as ``gpu:2`` or ``gpu:a100:4(S:0-1)``; with
+    ``name="shard"``, the count of GPU shards (``gpu:2,shard:8``)."""
     count = 0
     for item in gres.split(","):
         parts = item.split("(")[0].split(":")
-        if parts[0] == "gpu" and parts[-1].isdigit():
+        if parts[0] == name and parts[-1].isdigit():
             count += int(parts[-1])
     return count
