@@ -22,9 +22,10 @@
 #
 # Partitions: trainfleet (the default, every node) and small (tf-node1 only).
 # The cluster is built for fast turnaround, not fidelity: 4 CPUs, 4000 MB and 2 fake GPUs per
-# node, each GPU also 4 shards (gres/shard, for fractions of a GPU), whatever the hardware (SlurmdParameters=config_overrides), no cgroups (task/none,
-# proctrack/linuxproc), no slurmdbd (plain sacct says "accounting storage is disabled"; finished
-# jobs are appended to $DIR/jobcomp.txt, which `sacct -c` reads), everything runs as root.
+# node, each GPU also cut into 4 shards (gres/shard, for fractions of a GPU), whatever the
+# hardware (SlurmdParameters=config_overrides), no cgroups (task/none, proctrack/linuxproc),
+# no slurmdbd (plain sacct says "accounting storage is disabled"; finished jobs are appended
+# to $DIR/jobcomp.txt, which `sacct -c` reads), everything runs as root.
 # `hostname` in a job is this machine's name on every node: use $SLURMD_NODENAME.
 set -euo pipefail
 
@@ -237,7 +238,8 @@ MinJobAge=600
 SlurmdParameters=config_overrides
 
 # Whole GPUs (gres/gpu) and shards of them (gres/shard: $SHARDS_PER_GPU per GPU, for jobs that
-# ask for a fraction of one). A GPU is either allocated whole or shared by shards, never both.
+# ask for a fraction of one). Slurm 22.05 does not keep the two apart: a GPU whose shards a
+# job holds can still be given whole to another (seen on 22.05.8).
 GresTypes=gpu,shard
 CONF
     for node in "${NODES[@]}"; do
