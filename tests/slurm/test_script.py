@@ -222,7 +222,7 @@ def test_shards_per_gpu_from_sinfo(
 ) -> None:
     """Pure: sinfo's answer stands in for the cluster's."""
     asked = []
-    monkeypatch.setattr(commands, "_run", lambda argv, env=None: asked.append(argv) or sinfo)
+    monkeypatch.setattr(commands, "_run", lambda argv, timeout: asked.append(argv) or sinfo)
     assert commands.shards_per_gpu(partition) == per_gpu
     assert asked[0][:5] == ["sinfo", "-h", "-N", "-o", "%N|%G|%P"]
     assert asked[0][5:] == (["-p", partition] if partition else [])

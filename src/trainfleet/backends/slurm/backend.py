@@ -58,6 +58,11 @@ MIB = 1024**2
 SQUEUE_SECONDS = 2.0
 """How often ``squeue`` is asked while the tasks' records say nothing needing it (each call
 is a process and a request to slurmctld: asked every poll, they slowed the cluster down)."""
+SHARDS_ASK_SECONDS = 5.0
+"""How long a check or a dry run waits for Slurm to say how many shards a GPU has (sinfo
+retries for a minute where its slurm.conf is missing); the submission itself waits longer."""
+SHARDS_KEPT_SECONDS = 30.0
+"""How long that answer (or its absence) holds for the next check or dry run."""
 GONE_GRACE_SECONDS = 3.0
 SETTLE_SECONDS = 10.0
 """How long a task that failed waits for its Slurm job to leave COMPLETING, so that the
@@ -151,6 +156,8 @@ class SlurmBackend(PooledAddresses):
         self._watcher: threading.Thread | None = None
         self._asked = 0.0
         """When ``squeue`` was last asked (monotonic seconds)."""
+        self._shards: tuple[float, str | None, int | None] | None = None
+        """When, for which partition, and what Slurm said of its shards per GPU."""
 
     def nodes(self) -> list[Node]:
         """The nodes of the configured partition (the default one where none is)."""
@@ -195,16 +202,24 @@ class SlurmBackend(PooledAddresses):
 
     def _shards_per_gpu(self, spec: JobSpec, asked_anyway: bool = True) -> int | None:
         """The shards of each GPU of the partition, where a role asks for a fraction of one
-        (None where none does, or where Slurm does not answer and not ``asked_anyway``: the
-        submission will say why)."""
+        (None where none does). Unless ``asked_anyway`` (a submission), Slurm is given
+        ``SHARDS_ASK_SECONDS`` and its answer is kept a while; None where it does not
+        answer: the submission will say why."""
         if not any(0 < role.resources.gpu < 1 for role in spec.roles.values()):
             return None
+        partition = self.config.partition
+        if asked_anyway:
+            return commands.shards_per_gpu(partition)
+        now = time.monotonic()
+        kept = self._shards
+        if kept and kept[1] == partition and now - kept[0] < SHARDS_KEPT_SECONDS:
+            return kept[2]
         try:
-            return commands.shards_per_gpu(self.config.partition)
+            found: int | None = commands.shards_per_gpu(partition, SHARDS_ASK_SECONDS)
         except SlurmError:
-            if asked_anyway:
-                raise
-            return None
+            found = None
+        self._shards = (now, partition, found)
+        return found
 
     def start(self, job: JobLaunch, reports: TaskReports) -> dict[TaskKey, TaskHandle | NotStarted]:
         keys = list(job.attempts)
