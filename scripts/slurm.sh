@@ -22,9 +22,10 @@
 #
 # Partitions: trainfleet (the default, every node) and small (tf-node1 only).
 # The cluster is built for fast turnaround, not fidelity: 4 CPUs, 4000 MB and 2 fake GPUs per
-# node whatever the hardware (SlurmdParameters=config_overrides), no cgroups (task/none,
-# proctrack/linuxproc), no slurmdbd (plain sacct says "accounting storage is disabled"; finished
-# jobs are appended to $DIR/jobcomp.txt, which `sacct -c` reads), everything runs as root.
+# node, each GPU also cut into 4 shards (gres/shard, for fractions of a GPU), whatever the
+# hardware (SlurmdParameters=config_overrides), no cgroups (task/none, proctrack/linuxproc),
+# no slurmdbd (plain sacct says "accounting storage is disabled"; finished jobs are appended
+# to $DIR/jobcomp.txt, which `sacct -c` reads), everything runs as root.
 # `hostname` in a job is this machine's name on every node: use $SLURMD_NODENAME.
 set -euo pipefail
 
@@ -42,6 +43,7 @@ NODES=(tf-node1 tf-node2 tf-node3)
 NET=127.0.10          # node N gets $NET.N (not 127.0.1.x, which Debian gives the host's own name)
 CONF="$DIR/etc/slurm.conf"
 READY_TIMEOUT=60      # seconds to wait for daemons / nodes
+SHARDS_PER_GPU=4      # gres/shard per fake GPU: a job of `gpu: 0.5` gets 2 of one GPU's 4
 
 say() { echo "slurm.sh: $*" >&2; }
 die() { say "$*"; exit 1; }
@@ -235,11 +237,14 @@ MinJobAge=600
 # Nodes may claim more CPUs/memory/GPUs than the machine has.
 SlurmdParameters=config_overrides
 
-GresTypes=gpu
+# Whole GPUs (gres/gpu) and shards of them (gres/shard: $SHARDS_PER_GPU per GPU, for jobs that
+# ask for a fraction of one). Slurm 22.05 does not keep the two apart: a GPU whose shards a
+# job holds can still be given whole to another (seen on 22.05.8).
+GresTypes=gpu,shard
 CONF
     for node in "${NODES[@]}"; do
         n="$(node_index "$node")"
-        echo "NodeName=$node NodeHostname=$host NodeAddr=$NET.$n Port=$((CTLD_PORT + n)) CPUs=4 RealMemory=4000 Gres=gpu:2 State=UNKNOWN" >>"$out/slurm.conf"
+        echo "NodeName=$node NodeHostname=$host NodeAddr=$NET.$n Port=$((CTLD_PORT + n)) CPUs=4 RealMemory=4000 Gres=gpu:2,shard:$((2 * SHARDS_PER_GPU)) State=UNKNOWN" >>"$out/slurm.conf"
     done
     # Jobs of these two are never preempted (PreemptMode=OFF).
     echo "PartitionName=trainfleet Nodes=ALL Default=YES MaxTime=INFINITE State=UP PreemptMode=OFF" >>"$out/slurm.conf"
@@ -268,6 +273,8 @@ CONF
             fi
         done
         echo "NodeName=$node Name=gpu File=$DIR/dev/$node/nvidia[0-1]" >>"$out/gres.conf"
+        # Count: the shards of all the files, spread evenly ($SHARDS_PER_GPU each).
+        echo "NodeName=$node Name=shard Count=$((2 * SHARDS_PER_GPU)) File=$DIR/dev/$node/nvidia[0-1]" >>"$out/gres.conf"
     done
 }
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import subprocess
 import textwrap
 from pathlib import Path
@@ -23,7 +24,9 @@ roles:
 """
 
 
-def dry_run(tmp_path: Path, job: str) -> subprocess.CompletedProcess[str]:
+def dry_run(tmp_path: Path, job: str, sinfo: str | None = None) -> subprocess.CompletedProcess[str]:
+    """``sinfo``: what a stand-in ``sinfo`` on the PATH answers (else Slurm's own finds no
+    cluster)."""
     config = tmp_path / "config" / "trainfleet" / "config.yaml"
     config.parent.mkdir(parents=True, exist_ok=True)
     config.write_text("backend: slurm\nslurm: {partition: gpu, spread: true}\n")
@@ -35,6 +38,12 @@ def dry_run(tmp_path: Path, job: str) -> subprocess.CompletedProcess[str]:
         "XDG_CONFIG_HOME": str(config.parent.parent),
         "TRAINFLEET_DATA_DIR": str(tmp_path / "data"),
     }
+    if sinfo is not None:
+        fake = tmp_path / "bin" / "sinfo"
+        fake.parent.mkdir()
+        fake.write_text(f"#!/bin/sh\nprintf '%s' {shlex.quote(sinfo)}\n")
+        fake.chmod(0o755)
+        env["PATH"] = f"{fake.parent}{os.pathsep}{env['PATH']}"
     return subprocess.run(
         trainfleet("run", "--dry-run", job_file), env=env, capture_output=True, text=True
     )
@@ -65,12 +74,38 @@ def test_dry_run_shows_the_batch_script_and_tasks_on_nodes_to_come(tmp_path: Pat
     assert not (tmp_path / "data" / "jobs").exists()
 
 
-def test_dry_run_refuses_what_slurm_can_never_run(tmp_path: Path) -> None:
-    done = dry_run(
-        tmp_path, "name: half\nroles:\n  worker: {command: 'true', resources: {gpu: 0.5}}\n"
+HALF = "name: half\nroles:\n  worker: {command: 'true', resources: {gpu: 0.5}}\n"
+
+
+def test_dry_run_shows_a_fraction_as_the_shards_slurm_has(tmp_path: Path) -> None:
+    """The one question a dry run asks Slurm, for a fraction: how many shards a GPU has
+    (a stand-in sinfo says 4)."""
+    done = dry_run(tmp_path, HALF, sinfo="tf-node1|gpu:2,shard:8|gpu\n")
+    assert done.returncode == 0, done.stderr
+    tasks, _, script = done.stdout.partition("submitted as\n")
+    assert "#SBATCH --ntasks=1 --cpus-per-task=1 --mem-per-cpu=" in script
+    assert re.search(r"(?m)^#SBATCH --ntasks=1 .* --gres=shard:2 --spread-job$", script), script
+    assert re.search(r"(?m)^srun --ntasks=1 .* --gres=shard:2 .* &$", script), script
+    assert (
+        "TRAINFLEET_GPU_FRACTION=0.5\n" in tasks and "CUDA_VISIBLE_DEVICES=<from Slurm>\n" in tasks
     )
+
+
+def test_dry_run_shows_the_shards_to_come_where_slurm_does_not_answer(tmp_path: Path) -> None:
+    done = dry_run(tmp_path, HALF)
+    assert done.returncode == 0, done.stderr
+    shown = "--gres=shard:<0.5 x the shards per GPU, from Slurm>"
+    assert f"#SBATCH --ntasks=1 --cpus-per-task=1 --mem-per-cpu=1024M {shown} " in done.stdout
+
+
+def test_dry_run_refuses_a_fraction_where_the_cluster_has_no_shards(tmp_path: Path) -> None:
+    done = dry_run(tmp_path, HALF, sinfo="tf-node1|gpu:2|gpu\n")
     assert done.returncode == 2, done.stdout
-    assert re.match(r"error: roles\.worker\.resources\.gpu: 0\.5 is a fraction", done.stderr)
+    assert re.match(
+        r"error: roles\.worker\.resources\.gpu: 0\.5 is a fraction of a GPU, which Slurm gives"
+        r" as GPU shards, and partition gpu has no shards configured",
+        done.stderr,
+    ), done.stderr
     assert "Traceback" not in done.stderr
 
 

@@ -13,9 +13,10 @@ import psutil
 import pytest
 from helpers import wait_for
 
+from trainfleet.backends.slurm import commands
 from trainfleet.backends.slurm import script as script_module
 from trainfleet.backends.slurm.commands import _gpus
-from trainfleet.backends.slurm.script import NotForSlurm, batch_script, components
+from trainfleet.backends.slurm.script import NotForSlurm, batch_script, components, shards_of
 from trainfleet.spec.backends import SlurmConfig
 from trainfleet.spec.models import JobSpec
 
@@ -38,10 +39,15 @@ STEP = ["python", "-I", "-S", "/opt/bootstrap.py", "/data/run/start-1.json"]
 WARNED = Path("/data/run/start 1.warned")
 
 
-def script(keys: list[tuple[str, int]], config: SlurmConfig, spec: JobSpec = SPEC) -> str:
+def script(
+    keys: list[tuple[str, int]],
+    config: SlurmConfig,
+    spec: JobSpec = SPEC,
+    shards_per_gpu: int | None = None,
+) -> str:
     return batch_script(
         "trainfleet-mnist-1",
-        components(spec, keys, config),
+        components(spec, keys, config, shards_per_gpu),
         config,
         Path("/o/%j.out"),
         STEP,
@@ -148,12 +154,78 @@ def test_the_batch_shell_tells_the_steps_and_waits_for_them(tmp_path: Path) -> N
     assert shell.wait(timeout=30) == 0 and warned.exists()
 
 
-def test_fractions_of_a_gpu_are_refused_by_name() -> None:
-    spec = JobSpec.model_validate(
-        {"name": "half", "roles": {"worker": {"command": "x", "resources": {"gpu": 0.5}}}}
+HALVES = JobSpec.model_validate(
+    {
+        "name": "half",
+        "roles": {
+            "worker": {"replicas": 2, "command": "x", "resources": {"gpu": 0.5}},
+            "chief": {"command": "x", "resources": {"gpu": 1}},
+        },
+    }
+)
+
+
+def _lines(text: str, start: str) -> list[str]:
+    return [line for line in text.splitlines() if line.startswith(start)]
+
+
+def test_fractions_of_a_gpu_become_shards_one_component_per_task() -> None:
+    """Slurm counts --gres per node: two halves in one component could share 2 shards on
+    one node, so each task with a fraction is a component (and a step) of its own."""
+    text = script([("worker", 0), ("worker", 1), ("chief", 0)], SlurmConfig(), HALVES, 4)
+    shards = "--ntasks=1 --cpus-per-task=1 --mem-per-cpu=1024M --gres=shard:2"
+    whole = "--ntasks=1 --cpus-per-task=1 --mem-per-cpu=1024M --gpus-per-task=1"
+    assert _lines(text, "#SBATCH --ntasks") == [f"#SBATCH {shards}"] * 2 + [f"#SBATCH {whole}"]
+    steps = _lines(text, "srun")
+    assert len(steps) == 3 and all(f" {shards} " in step for step in steps[:2]), steps
+    assert "--het-group=1 " in steps[1] and "--gres" not in steps[2], steps
+
+
+@pytest.mark.parametrize(
+    ("fraction", "per_gpu", "shards"),
+    [(0.5, 4, 2), (0.25, 4, 1), (0.3, 4, 2), (0.3, 10, 3), (0.999, 4, 4), (0.001, 8, 1)],
+)
+def test_a_fraction_is_its_share_of_a_gpus_shards_rounded_up(
+    fraction: float, per_gpu: int, shards: int
+) -> None:
+    assert shards_of(fraction, per_gpu) == shards
+
+
+def test_fractions_are_refused_by_name_where_the_cluster_has_no_shards() -> None:
+    with pytest.raises(NotForSlurm) as refused:
+        script([("worker", 0)], SlurmConfig(partition="gpu"), HALVES, 0)
+    assert str(refused.value).startswith(
+        "roles.worker.resources.gpu: 0.5 is a fraction of a GPU, which Slurm gives as GPU "
+        "shards, and partition gpu has no shards configured (gres/shard"
     )
-    with pytest.raises(NotForSlurm, match=r"roles\.worker\.resources\.gpu: 0\.5 is a fraction"):
-        script([("worker", 0)], SlurmConfig(), spec)
+
+
+def test_shards_not_asked_of_slurm_are_shown_as_such() -> None:
+    """A dry run where Slurm does not answer: the request, its count to come."""
+    text = script([("worker", 0)], SlurmConfig(), HALVES, None)
+    shown = "--gres=shard:<0.5 x the shards per GPU, from Slurm>"
+    assert f" {shown}\n" in text and f" '{shown}' " in text, text
+
+
+@pytest.mark.parametrize(
+    ("sinfo", "partition", "per_gpu"),
+    [
+        ("n1|gpu:2,shard:8|trainfleet*\nn1|gpu:2,shard:8|small\n", None, 4),
+        # The fewest of the nodes with shards; a node without GPUs has none to give.
+        ("n1|gpu:2,shard:8|p\nn2|gpu:a100:4,shard:8(S:0)|p\nn3|(null)|p\n", "p", 2),
+        ("n1|gpu:2|trainfleet*\n", None, 0),
+        ("n1|gpu:2,shard:8|other\n", None, 0),  # not of the default partition
+    ],
+)
+def test_shards_per_gpu_from_sinfo(
+    monkeypatch: pytest.MonkeyPatch, sinfo: str, partition: str | None, per_gpu: int
+) -> None:
+    """Pure: sinfo's answer stands in for the cluster's."""
+    asked = []
+    monkeypatch.setattr(commands, "_run", lambda argv, timeout: asked.append(argv) or sinfo)
+    assert commands.shards_per_gpu(partition) == per_gpu
+    assert asked[0][:5] == ["sinfo", "-h", "-N", "-o", "%N|%G|%P"]
+    assert asked[0][5:] == (["-p", partition] if partition else [])
 
 
 @pytest.mark.parametrize(
@@ -162,6 +234,7 @@ def test_fractions_of_a_gpu_are_refused_by_name() -> None:
 )
 def test_gpus_of_a_node(gres: str, gpus: int) -> None:
     assert _gpus(gres) == gpus
+    assert _gpus(f"{gres},shard:{gpus * 4}", "shard") == gpus * 4
 
 
 @pytest.mark.parametrize(

@@ -326,7 +326,7 @@ def test_a_lost_node_restarts_the_job_by_default(slurm_user: SlurmUser, tmp_path
 @pytest.mark.parametrize(
     ("resources", "message"),
     [
-        ("{gpu: 0.5}", r"roles\.worker\.resources\.gpu: 0\.5 is a fraction of a GPU"),
+        ("{gpu: 3}", r"gpu"),  # 2 per node (a fraction runs: see test_slurm_shards.py)
         ("{cpu: 64}", r"cpu"),
     ],
 )

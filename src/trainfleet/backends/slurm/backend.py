@@ -58,6 +58,11 @@ MIB = 1024**2
 SQUEUE_SECONDS = 2.0
 """How often ``squeue`` is asked while the tasks' records say nothing needing it (each call
 is a process and a request to slurmctld: asked every poll, they slowed the cluster down)."""
+SHARDS_ASK_SECONDS = 5.0
+"""How long a check or a dry run waits for Slurm to say how many shards a GPU has (sinfo
+retries for a minute where its slurm.conf is missing); the submission itself waits longer."""
+SHARDS_KEPT_SECONDS = 30.0
+"""How long that answer (or its absence) holds for the next check or dry run."""
 GONE_GRACE_SECONDS = 3.0
 SETTLE_SECONDS = 10.0
 """How long a task that failed waits for its Slurm job to leave COMPLETING, so that the
@@ -151,6 +156,8 @@ class SlurmBackend(PooledAddresses):
         self._watcher: threading.Thread | None = None
         self._asked = 0.0
         """When ``squeue`` was last asked (monotonic seconds)."""
+        self._shards: tuple[float, str | None, int | None] | None = None
+        """When, for which partition, and what Slurm said of its shards per GPU."""
 
     def gpu_memory(self) -> int | None:
         return None  # Slurm hands out GPUs (and shards), not trainfleet
@@ -189,11 +196,33 @@ class SlurmBackend(PooledAddresses):
                 "a notebook on its own machine, and its Jupyter token would be in the Slurm "
                 "job's launch file)"
             )
+        shards = self._shards_per_gpu(spec, asked_anyway=False)
         try:
             for role in spec.roles:
-                task_shape(spec, role, self.config)
+                task_shape(spec, role, self.config, shards)
         except NotForSlurm as error:
             raise Unschedulable(str(error)) from None
+
+    def _shards_per_gpu(self, spec: JobSpec, asked_anyway: bool = True) -> int | None:
+        """The shards of each GPU of the partition, where a role asks for a fraction of one
+        (None where none does). Unless ``asked_anyway`` (a submission), Slurm is given
+        ``SHARDS_ASK_SECONDS`` and its answer is kept a while; None where it does not
+        answer: the submission will say why."""
+        if not any(0 < role.resources.gpu < 1 for role in spec.roles.values()):
+            return None
+        partition = self.config.partition
+        if asked_anyway:
+            return commands.shards_per_gpu(partition)
+        now = time.monotonic()
+        kept = self._shards
+        if kept and kept[1] == partition and now - kept[0] < SHARDS_KEPT_SECONDS:
+            return kept[2]
+        try:
+            found: int | None = commands.shards_per_gpu(partition, SHARDS_ASK_SECONDS)
+        except SlurmError:
+            found = None
+        self._shards = (now, partition, found)
+        return found
 
     def start(self, job: JobLaunch, reports: TaskReports) -> dict[TaskKey, TaskHandle | NotStarted]:
         keys = list(job.attempts)
@@ -226,7 +255,8 @@ class SlurmBackend(PooledAddresses):
                 gpus = dict.fromkeys(("CUDA_VISIBLE_DEVICES", "TRAINFLEET_GPUS"), "<from Slurm>")
                 launch = replace(launch, env={**launch.env, **gpus})
             launches.append(launch)
-        groups = components(job.spec, list(job.attempts), self.config)
+        shards = self._shards_per_gpu(job.spec, asked_anyway=False)  # else shown as such
+        groups = components(job.spec, list(job.attempts), self.config, shards)
         launch_file = job.data_dir.run_dir(job.job_id) / "start-<time>.launch"
         return Preview(launches, self._script(job, groups, launch_file))
 
@@ -267,12 +297,13 @@ class SlurmBackend(PooledAddresses):
                 "cwd": str(launch.cwd),
                 "log": str(launch.log_path),
                 "record": str(launch.record),
-                "gpus": int(job.spec.roles[key[0]].resources.gpu),
+                "gpus": job.spec.roles[key[0]].resources.gpu,  # a fraction too (shards)
                 "token": tokens[key],
                 "usage": str(usage_path(launch.log_path)),
                 "usage_every": self.usage_interval,
             }
-        groups = components(job.spec, list(job.attempts), self.config)
+        shards = self._shards_per_gpu(job.spec)
+        groups = components(job.spec, list(job.attempts), self.config, shards)
         launch_file = run / f"{name}.launch"
         launch_file.write_bytes(
             marshal.dumps(

@@ -303,7 +303,9 @@ def main(argv: list[str]) -> int:
     env = {key: value for key, value in os.environ.items() if key.startswith("SLURM")}
     env.update({key: _placed(value, tokens) for key, value in me["env"].items()})
     slurm_gpus = os.environ.get("CUDA_VISIBLE_DEVICES")
-    if me["gpus"] and slurm_gpus:  # the devices Slurm gave the step
+    # The devices Slurm gave the step; for a fraction (GPU shards), the GPU they are of,
+    # Slurm's SLURM_SHARDS_ON_NODE saying how many.
+    if me["gpus"] and slurm_gpus:
         env["CUDA_VISIBLE_DEVICES"] = env["TRAINFLEET_GPUS"] = slurm_gpus
     command = [_placed(arg, tokens) for arg in me["argv"]]
     if GPUS_FROM_SLURM in command:

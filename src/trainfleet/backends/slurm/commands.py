@@ -46,11 +46,11 @@ class SlurmJob:
         return self.state in ENDED_STATES
 
 
-def _run(argv: Sequence[str], env: Mapping[str, str] | None = None) -> str:
+def _run(
+    argv: Sequence[str], env: Mapping[str, str] | None = None, timeout: float = TIMEOUT_SECONDS
+) -> str:
     try:
-        done = subprocess.run(
-            argv, capture_output=True, text=True, timeout=TIMEOUT_SECONDS, env=env
-        )
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, env=env)
     except (OSError, subprocess.TimeoutExpired) as error:
         raise SlurmError(f"Slurm: {argv[0]}: {error}") from None
     if done.returncode != 0:
@@ -131,11 +131,28 @@ def partitions() -> list[str]:
     return _run(["sinfo", "-h", "-o", "%P"]).split()
 
 
-def _gpus(gres: str) -> int:
-    """The GPU count in a ``Gres`` field such as ``gpu:2`` or ``gpu:a100:4(S:0-1)``."""
+def shards_per_gpu(partition: str | None, timeout: float = TIMEOUT_SECONDS) -> int:
+    """How many GPU shards (``gres/shard``) each GPU of ``partition`` (the default one where
+    None) is cut into: the fewest of any of its nodes with shards; 0 where none has any."""
+    only = ["-p", partition] if partition else []
+    out = _run(["sinfo", "-h", "-N", "-o", "%N|%G|%P", *only], timeout=timeout)
+    per_gpu = []
+    for line in out.splitlines():
+        _, gres, of = line.split("|", 2)
+        if not partition and not of.endswith("*"):
+            continue
+        gpus, shards = _gpus(gres), _gpus(gres, "shard")
+        if gpus and shards:
+            per_gpu.append(shards // gpus)
+    return min(per_gpu, default=0)
+
+
+def _gpus(gres: str, name: str = "gpu") -> int:
+    """The GPU count in a ``Gres`` field such as ``gpu:2`` or ``gpu:a100:4(S:0-1)``; with
+    ``name="shard"``, the count of GPU shards (``gpu:2,shard:8``)."""
     count = 0
     for item in gres.split(","):
         parts = item.split("(")[0].split(":")
-        if parts[0] == "gpu" and parts[-1].isdigit():
+        if parts[0] == name and parts[-1].isdigit():
             count += int(parts[-1])
     return count

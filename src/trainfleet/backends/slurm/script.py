@@ -6,15 +6,24 @@ hand-written script would: the n-th task of the step (``SLURM_PROCID``) is the n
 its component. (A step per task made slurmd start several at once on a node, which
 Debian's slurmd 22.05 does not always survive.)
 
+A fraction of a GPU is a number of the GPU's shards (Slurm's ``gres/shard``): the fraction
+of the shards each GPU of the cluster is cut into, rounded up. Slurm counts ``--gres`` per
+node, not per task, so each task with a fraction is a component of its own: tasks sharing a
+step on one node would share its shards.
+
 >>> from trainfleet.spec.models import JobSpec
 >>> spec = JobSpec.model_validate({"name": "mnist", "roles": {
 ...     "ps": {"command": "trainfleet tf-server", "resources": {"cpu": 1}},
 ...     "worker": {"replicas": 2, "command": "python train.py",
-...                "resources": {"cpu": 2, "memory": "2Gi", "gpu": 1}}}})
->>> components(spec, [("ps", 0), ("worker", 0), ("worker", 1)], SlurmConfig())
-... # doctest: +NORMALIZE_WHITESPACE
-[(Shape(cpus=1, memory_mb=1024, gpus=0), [('ps', 0)]),
- (Shape(cpus=2, memory_mb=2048, gpus=1), [('worker', 0), ('worker', 1)])]
+...                "resources": {"cpu": 2, "memory": "2Gi", "gpu": 1}},
+...     "eval": {"replicas": 2, "command": "python eval.py", "resources": {"gpu": 0.3}}}})
+>>> keys = [("ps", 0), ("worker", 0), ("worker", 1), ("eval", 0), ("eval", 1)]
+>>> for shape, tasks in components(spec, keys, SlurmConfig(), shards_per_gpu=4):
+...     print(" ".join(shape.options()), tasks)
+--cpus-per-task=1 --mem-per-cpu=1024M [('ps', 0)]
+--cpus-per-task=2 --mem-per-cpu=1024M --gpus-per-task=1 [('worker', 0), ('worker', 1)]
+--cpus-per-task=1 --mem-per-cpu=1024M --gres=shard:2 [('eval', 0)]
+--cpus-per-task=1 --mem-per-cpu=1024M --gres=shard:2 [('eval', 1)]
 """
 
 from __future__ import annotations
@@ -40,12 +49,19 @@ class Shape:
     cpus: int
     memory_mb: int
     gpus: int
+    fraction: float = 0.0
+    """A fraction of one GPU (below 1), as GPU shards; 0 for none."""
+    shards: int | None = None
+    """The shards of one GPU that make ``fraction`` (None: not known, Slurm was not asked)."""
 
     def options(self) -> list[str]:
         """Per-task options, the same for the allocation and for the task's step."""
         options = [f"--cpus-per-task={self.cpus}", f"--mem-per-cpu={self._per_cpu_mb()}M"]
         if self.gpus:
             options.append(f"--gpus-per-task={self.gpus}")
+        if self.fraction:  # per node: a component with a fraction has a single task
+            count = self.shards or f"<{self.fraction:g} x the shards per GPU, from Slurm>"
+            options.append(f"--gres=shard:{count}")
         return options
 
     def _per_cpu_mb(self) -> int:
@@ -53,33 +69,58 @@ class Shape:
 
 
 class NotForSlurm(BadInput, ValueError):
-    """The job asks for something Slurm cannot give (a fraction of a GPU)."""
+    """The job asks for something Slurm cannot give (a fraction of a GPU, without shards)."""
 
 
-def task_shape(spec: JobSpec, role: str, config: SlurmConfig) -> Shape:
-    """Whole CPUs (at least one), memory in MiB, whole GPUs."""
+def shards_of(fraction: float, shards_per_gpu: int) -> int:
+    """The shards of a GPU cut into ``shards_per_gpu`` that hold ``fraction`` of it, rounded
+    up (a product such as 0.3 x 10 = 3.0000000000000004 is 3 shards, not 4).
+
+    >>> shards_of(0.5, 4), shards_of(0.3, 4), shards_of(0.3, 10), shards_of(0.001, 4)
+    (2, 2, 3, 1)
+    """
+    return max(1, math.ceil(round(fraction * shards_per_gpu, 9)))
+
+
+def task_shape(
+    spec: JobSpec, role: str, config: SlurmConfig, shards_per_gpu: int | None = None
+) -> Shape:
+    """Whole CPUs (at least one), memory in MiB, whole GPUs or a fraction of one as GPU
+    shards; ``shards_per_gpu``: how many shards each GPU of the cluster has (0: none, the
+    fraction is refused; None: not known, the shape says so)."""
     wanted = spec.roles[role].resources
-    if wanted.gpu and wanted.gpu != int(wanted.gpu):
+    fraction = wanted.gpu if 0 < wanted.gpu < 1 else 0.0
+    if fraction and shards_per_gpu == 0:
+        where = f"partition {config.partition}" if config.partition else "the default partition"
         raise NotForSlurm(
-            f"roles.{role}.resources.gpu: {wanted.gpu:g} is a fraction of a GPU; "
-            "the Slurm backend gives whole GPUs only"
+            f"roles.{role}.resources.gpu: {wanted.gpu:g} is a fraction of a GPU, which Slurm "
+            f"gives as GPU shards, and {where} has no shards configured (gres/shard: "
+            "GresTypes=gpu,shard in slurm.conf, Name=shard in gres.conf); ask for whole GPUs"
         )
     memory = wanted.memory or config.memory_per_task
     return Shape(
         cpus=max(1, math.ceil((wanted.cpu or 1000) / 1000)),
         memory_mb=max(1, math.ceil(memory / MIB)),
         gpus=int(wanted.gpu),
+        fraction=fraction,
+        shards=shards_of(fraction, shards_per_gpu) if fraction and shards_per_gpu else None,
     )
 
 
 def components(
-    spec: JobSpec, keys: Iterable[TaskKey], config: SlurmConfig
+    spec: JobSpec,
+    keys: Iterable[TaskKey],
+    config: SlurmConfig,
+    shards_per_gpu: int | None = None,
 ) -> list[tuple[Shape, list[TaskKey]]]:
-    """The tasks grouped by shape, in the order the shapes first appear."""
-    groups: dict[Shape, list[TaskKey]] = {}
+    """The tasks grouped by shape, in the order the shapes first appear; a task with a
+    fraction of a GPU alone (Slurm counts shards per node: see the module's text)."""
+    groups: dict[tuple[Shape, TaskKey | None], tuple[Shape, list[TaskKey]]] = {}
     for key in keys:
-        groups.setdefault(task_shape(spec, key[0], config), []).append(key)
-    return list(groups.items())
+        shape = task_shape(spec, key[0], config, shards_per_gpu)
+        group = groups.setdefault((shape, key if shape.fraction else None), (shape, []))
+        group[1].append(key)
+    return list(groups.values())
 
 
 def batch_script(
