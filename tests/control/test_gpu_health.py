@@ -75,8 +75,7 @@ def sick_gpu_engine(data_dir: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator
     monkeypatch.setattr(processes, "load_nvml", lambda: nvml)
     engine = engine_at(data_dir)
     yield engine
-    for job in engine.list():
-        engine.cancel(job.id)
+    engine.shutdown()  # its jobs' controllers end before the store closes
     engine.store.close()
 
 
@@ -137,6 +136,5 @@ def test_a_job_on_a_gpu_that_turns_unhealthy_is_queued_again_and_runs_on_a_healt
         assert any("GPU 0 (worker/0) unhealthy" in e.message for e in queued), queued
         assert told.read_text().split() == ["gpu-unhealthy"]
     finally:
-        engine.cancel(job)
-        engine.wait(job, timeout=30)
+        engine.shutdown()
         engine.store.close()
