@@ -43,6 +43,23 @@ class SlurmUser:
         found: dict[str, object] = json.loads(done.stdout)
         return found
 
+    def state(self, job_id: str) -> str:
+        job = self.describe(job_id)["job"]
+        assert isinstance(job, dict)
+        return str(job["state"])
+
+    def submit(self, job_file: Path, timeout: float = 120) -> str:
+        """``trainfleet submit JOB_FILE``: the new job's id."""
+        done = subprocess.run(
+            trainfleet("submit", job_file, "--output", "json"),
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+        assert done.returncode == 0, done.stdout + done.stderr
+        return str(json.loads(done.stdout)["id"])
+
 
 @pytest.fixture
 def slurm_user(tmp_path: Path) -> Iterator[SlurmUser]:

@@ -64,25 +64,11 @@ def _submit(user: SlurmUser, folder: Path, job: str) -> str:
     folder.mkdir()
     job_file = folder / "job.yaml"
     job_file.write_text(textwrap.dedent(job))
-    done = subprocess.run(
-        trainfleet("submit", job_file, "--output", "json"),
-        env=user.env,
-        capture_output=True,
-        text=True,
-        timeout=TIMEOUT,
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
-    return str(json.loads(done.stdout)["id"])
-
-
-def _state(user: SlurmUser, job_id: str) -> str:
-    job = user.describe(job_id)["job"]
-    assert isinstance(job, dict)
-    return str(job["state"])
+    return user.submit(job_file)
 
 
 def _ended(user: SlurmUser, job_id: str) -> bool:
-    return _state(user, job_id) in ("succeeded", "failed", "cancelled")
+    return user.state(job_id) in ("succeeded", "failed", "cancelled")
 
 
 def test_two_half_gpu_jobs_share_one_gpu_at_once(slurm_user: SlurmUser, tmp_path: Path) -> None:
@@ -105,7 +91,7 @@ def test_two_half_gpu_jobs_share_one_gpu_at_once(slurm_user: SlurmUser, tmp_path
         )
     for job_id in jobs.values():
         wait_for(lambda job_id=job_id: _ended(slurm_user, job_id), TIMEOUT, f"{job_id} to end")
-    assert {me: _state(slurm_user, job_id) for me, job_id in jobs.items()} == {
+    assert {me: slurm_user.state(job_id) for me, job_id in jobs.items()} == {
         "a": "succeeded",
         "b": "succeeded",
     }, [slurm_user.describe(job_id) for job_id in jobs.values()]
@@ -179,11 +165,11 @@ def test_a_job_waits_in_slurm_while_the_shards_are_taken(
 
         message = wait_for(waiting, TIMEOUT, "the job to wait for shards")
         assert re.fullmatch(r"pending in Slurm \(job \d+\): Resources", str(message))
-        assert _state(slurm_user, job_id) == "starting"
+        assert slurm_user.state(job_id) == "starting"
     finally:
         subprocess.run(["scancel", *blockers], env=slurm_user.env, check=False)
     wait_for(lambda: _ended(slurm_user, job_id), TIMEOUT, "the job to run once shards are free")
-    assert _state(slurm_user, job_id) == "succeeded"
+    assert slurm_user.state(job_id) == "succeeded"
     log = subprocess.run(
         trainfleet("logs", job_id), env=slurm_user.env, capture_output=True, text=True
     )

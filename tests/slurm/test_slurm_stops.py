@@ -8,7 +8,6 @@ the step saved (``TRAINFLEET_RESUME_FROM``): nothing is lost.
 
 from __future__ import annotations
 
-import json
 import re
 import subprocess
 import sys
@@ -71,21 +70,7 @@ def _submit(user: SlurmUser, folder: Path, name: str, exit_code: int, grace: int
             """
         )
     )
-    done = subprocess.run(
-        trainfleet("submit", folder / "job.yaml", "--output", "json"),
-        env=user.env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
-    return str(json.loads(done.stdout)["id"])
-
-
-def _state(user: SlurmUser, job_id: str) -> str:
-    job = user.describe(job_id)["job"]
-    assert isinstance(job, dict)
-    return str(job["state"])
+    return user.submit(folder / "job.yaml")
 
 
 def _logs(user: SlurmUser, job_id: str) -> str:
