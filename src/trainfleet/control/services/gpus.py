@@ -19,10 +19,6 @@ from trainfleet.wire import GpuHolder, GpuState
 if TYPE_CHECKING:
     from trainfleet.control.engine import Engine
 
-ACTIVE = (State.RUNNING, State.RESTARTING, State.STARTING)
-"""The states of a job that may hold GPUs."""
-PAGE = 500
-
 
 class Gpus:
     """The GPUs of ``engine``'s backend, with the tasks ``reads`` holds on them."""
@@ -33,7 +29,8 @@ class Gpus:
 
     def visible(self, caller: Caller) -> list[GpuState]:
         """Every GPU, its holders of teams the caller does not see left unnamed."""
-        return [self._state(look, caller) for look in self.engine.gpu_health.look()]
+        holders = list(self._holders())  # read once for all the GPUs
+        return [self._state(look, caller, holders) for look in self.engine.gpu_health.look()]
 
     def every(self) -> list[GpuState]:
         """Every GPU with every holder named, unchecked (for ``/metrics``)."""
@@ -49,7 +46,9 @@ class Gpus:
                 return state
         raise AssertionError(f"GPU {index} was cleared but is not read again")  # pragma: no cover
 
-    def _state(self, look: GpuLook, caller: Caller) -> GpuState:
+    def _state(
+        self, look: GpuLook, caller: Caller, holders: list[tuple[JobRecord, TaskRecord, float]]
+    ) -> GpuState:
         reading = look.reading
         return GpuState(
             index=reading.index,
@@ -63,25 +62,17 @@ class Gpus:
             cleared=list(look.cleared.problems) if look.cleared else [],
             holders=[
                 _holder(job, task, share, caller)
-                for job, task, share in self._holders()
+                for job, task, share in holders
                 if reading.index in _gpus(task)
             ],
         )
 
     def _holders(self) -> Iterator[tuple[JobRecord, TaskRecord, float]]:
         """Each task of an active job that holds GPUs, with its share of each."""
-        for state in ACTIVE:
-            cursor: str | None = None
-            while True:
-                page = self.reads.page(state=state.value, limit=PAGE, cursor=cursor)
-                tasks = self.reads.tasks_of([job.id for job in page.jobs])
-                for job in page.jobs:
-                    for task in tasks.get(job.id, []):
-                        if task.gpus and not State(task.state).is_final:
-                            yield job, task, _share(job, task)
-                cursor = page.next_cursor
-                if cursor is None:
-                    break
+        for job, tasks in self.reads.active():
+            for task in tasks:
+                if task.gpus and not State(task.state).is_final:
+                    yield job, task, _share(job, task)
 
 
 def _gpus(task: TaskRecord) -> set[int]:

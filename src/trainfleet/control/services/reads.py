@@ -3,7 +3,7 @@ the CLI's read commands must not pay for an engine (``Jobs`` adds what needs one
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -18,6 +18,9 @@ from trainfleet.domain.records import (
     State,
     TaskRecord,
 )
+
+ACTIVE = (State.RUNNING, State.RESTARTING, State.STARTING)
+"""The states of a job that may have running tasks."""
 
 if TYPE_CHECKING:
     from trainfleet.control.engine import Engine
@@ -80,6 +83,20 @@ class JobReads:
     def tasks_of(self, job_ids: Sequence[str]) -> dict[str, list[TaskRecord]]:
         """The tasks of each of ``job_ids`` that exists, read at once (a page of jobs)."""
         return self.store.tasks_of(job_ids)
+
+    def active(self, page_size: int = 500) -> Iterator[tuple[JobRecord, list[TaskRecord]]]:
+        """Every job that may have running tasks (starting, running, restarting), with its
+        tasks: a page of jobs at a time, their tasks in one read per page."""
+        for state in ACTIVE:
+            cursor: str | None = None
+            while True:
+                page = self.page(state=state.value, limit=page_size, cursor=cursor)
+                tasks = self.tasks_of([job.id for job in page.jobs])
+                for job in page.jobs:
+                    yield job, tasks.get(job.id, [])
+                cursor = page.next_cursor
+                if cursor is None:
+                    break
 
     def events(self, job_id: str, after: int = 0) -> list[EventRecord]:
         """The job's events with an id above ``after``, oldest first."""

@@ -15,10 +15,6 @@ from trainfleet.datadir import usage
 from trainfleet.domain.records import JobRecord, State, TaskRecord
 from trainfleet.wire import JobUsage, TaskUsage, UsagePoint
 
-ACTIVE = (State.RUNNING, State.RESTARTING, State.STARTING)
-"""The states of a job that may have running tasks."""
-PAGE = 500
-
 
 def point(sample: usage.Sample) -> UsagePoint:
     return UsagePoint(
@@ -73,17 +69,8 @@ class Usage:
     def running(self) -> Iterator[JobUsage]:
         """Every job that may have running tasks, with the newest sample of each (for
         ``/metrics``: unchecked, every team's)."""
-        for state in ACTIVE:
-            cursor: str | None = None
-            while True:
-                page = self.reads.page(state=state.value, limit=PAGE, cursor=cursor)
-                # one read of the page's tasks, not one per job (/metrics: 1,000 tasks)
-                tasks = self.reads.tasks_of([job.id for job in page.jobs])
-                for job in page.jobs:
-                    yield self.of(job, job_tasks=tasks.get(job.id, []))
-                cursor = page.next_cursor
-                if cursor is None:
-                    break
+        for job, tasks in self.reads.active():  # a page's tasks at once (/metrics: 1,000)
+            yield self.of(job, job_tasks=tasks)
 
     def _path(self, task: TaskRecord) -> Path:
         return usage.usage_path(self.reads.log_path(task.job_id, task.role, task.index))
