@@ -7,13 +7,20 @@ import base64
 import json
 import os
 import pickle
-from datetime import UTC, datetime
+import socket
+import subprocess
+import sys
+import time
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+from helpers import wait_for
 
 from trainfleet.control.rounds import Round, RoundFollower, parse_round
+from trainfleet.programs import RENDEZVOUS
 from trainfleet.programs.rendezvous_store import decode_state
+from trainfleet.spec.rendezvous import HISTORY_VARIABLE
 
 
 def _line(round_: int, members: list[str]) -> str:
@@ -90,3 +97,42 @@ def test_the_store_reads_torchs_own_state() -> None:
         state.participants[node] = pid - 11
         state.last_heartbeats[node] = datetime.now(UTC)  # as torch keeps them
     assert decode_state(base64.b64encode(pickle.dumps(state))) == (2, True, ["node-a", "node-a"])
+
+
+def test_the_store_says_a_forged_state_once_and_still_tells_the_next_round(
+    tmp_path: Path,
+) -> None:
+    """The store program, on a real TCPStore: a task writes garbage in place of the state
+    (said once in its log, not twice a second), then a complete round (told as usual)."""
+    distributed = pytest.importorskip("torch.distributed")
+    dynamic = pytest.importorskip("torch.distributed.elastic.rendezvous.dynamic_rendezvous")
+    with socket.socket() as probe:  # a port free now
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    history = tmp_path / "rounds.jsonl"
+    env = {
+        **os.environ,
+        "TRAINFLEET_PORT": str(port),
+        "TRAINFLEET_JOB": "j1",
+        HISTORY_VARIABLE: str(history),
+    }
+    store = subprocess.Popen(
+        [sys.executable, str(RENDEZVOUS)], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    try:
+        client = distributed.TCPStore(
+            "127.0.0.1", port, is_master=False, timeout=timedelta(seconds=30)
+        )
+        client.set("torch.rendezvous.j1", b"forged, not base64 at all")
+        time.sleep(2.5)  # about five looks
+        state = dynamic._RendezvousState()
+        state.round, state.complete = 1, True
+        state.participants[dynamic._NodeDesc("node-a", 1, 0)] = 0
+        client.set("torch.rendezvous.j1", base64.b64encode(pickle.dumps(state)))
+        wait_for(history.exists, 30, "the round written")
+    finally:
+        store.terminate()
+        out, err = store.communicate(timeout=30)
+    assert err.decode().count("unreadable rendezvous state") == 1, err
+    assert "round 1: world size 1 (node-a)" in out.decode(), out
+    assert parse_round(history.read_text().splitlines()[0]) == Round(1, 1, ("node-a",))

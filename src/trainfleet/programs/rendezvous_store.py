@@ -109,6 +109,7 @@ def _record(path: str | None, round_: int, members: list[str]) -> None:
 def follow(store: object, key: str, log_path: str | None) -> None:
     """Write each round that completes, until a stop signal ends the program."""
     seen: tuple[int, bool] | None = None
+    said = ""
     while True:
         time.sleep(POLL_SECONDS)
         try:
@@ -116,8 +117,11 @@ def follow(store: object, key: str, log_path: str | None) -> None:
                 continue
             round_, complete, members = decode_state(store.get(key))  # type: ignore[attr-defined]
         except ValueError as error:
-            print(f"{PROG}: {error}", file=sys.stderr, flush=True)
+            if str(error) != said:  # once, not twice a second for as long as it lasts
+                said = str(error)
+                print(f"{PROG}: {error}", file=sys.stderr, flush=True)
             continue
+        said = ""
         if complete and seen != (round_, complete):
             _record(log_path, round_, members)
         seen = (round_, complete)
