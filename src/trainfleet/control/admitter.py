@@ -82,8 +82,8 @@ class Admitter:
         self.wake()
 
     def requeued(self, job_id: str) -> None:
-        """An admitted job put itself back in the queue (a GPU it held turned unhealthy):
-        its resources are free, and it waits again in its old place."""
+        """An admitted job went back to the queue (preempted, or off an unhealthy GPU): its
+        resources are free, and it waits again in its old place."""
         with self.lock:
             self.scheduler.requeue(job_id)
             self.lock.notify_all()

@@ -439,13 +439,13 @@ class Engine:
         if self.firewall is not None:
             self.firewall.remove(job_id)
 
-    def _ended(self, job_id: str) -> None:
-        """A job's controller returned: free its resources; a preempted one waits again
-        (its attempts' records stay: its next run goes on from its last attempt)."""
+    def _ended(self, job_id: str, state: State | None) -> None:
+        """A job's controller returned: free its resources; one it left queued (preempted,
+        or off a GPU that turned unhealthy) waits again (its attempts' records stay: its
+        next run goes on from its last attempt)."""
         self._free_ports(job_id)
-        job = self.store.get_job(job_id)
-        if job is not None and job.state == State.QUEUED and job.code == Code.GPU_UNHEALTHY:
-            self.admitter.requeued(job_id)  # not the scheduler's victim: it queues it again
+        if state is State.QUEUED:
+            self.admitter.requeued(job_id)
         else:
             self.admitter.finished(job_id)
 

@@ -8,6 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from trainfleet.control.controller import JobController
+from trainfleet.domain.records import State
 from trainfleet.store.connection import patiently
 from trainfleet.store.errors import StoreUnavailable
 
@@ -27,10 +28,11 @@ class Runner:
     def __init__(
         self,
         controller: Callable[[str], JobController],
-        on_end: Callable[[str], None] = lambda job_id: None,
+        on_end: Callable[[str, State | None], None] = lambda job_id, state: None,
         on_broken: Callable[[str, Exception], None] = lambda job_id, error: None,
     ) -> None:
-        """``on_end(job_id)`` is called on the job's thread once its controller returns;
+        """``on_end(job_id, state)`` is called on the job's thread once its controller
+        returns, with the state it left the job in (None where it failed);
         ``on_broken(job_id, error)`` where no controller could be made for the job (then
         ``on_end`` follows)."""
         self._controller = controller
@@ -48,7 +50,7 @@ class Runner:
         except Exception as error:  # a secret gone, an account that cannot be made
             log.error("job %s: no controller could be made for it", job_id, exc_info=error)
             self._on_broken(job_id, error)
-            self._on_end(job_id)
+            self._on_end(job_id, None)
             return
         done = threading.Event()
         thread = threading.Thread(
@@ -73,14 +75,15 @@ class Runner:
             done.set()
 
     def _follow(self, job_id: str, controller: JobController, resume: bool) -> None:
+        state = None
         try:
-            controller.run(resume)
+            state = controller.run(resume)
         except Exception:
             log.exception("job %s: its controller failed", job_id)
         finally:
             with self._lock:
                 self._running.pop(job_id, None)
-            self._on_end(job_id)
+            self._on_end(job_id, state)
 
     def cancel(self, job_id: str, reason: str = "cancelled by user") -> bool:
         """Stop a running job; False when it is not running here."""
