@@ -103,8 +103,9 @@ class Backend(Protocol):
     """Where the processes of tasks really run."""
 
     restarts_whole_jobs: bool
-    """True where a task cannot start again alone (its allocation was the whole job's):
-    the controller then restarts every task of the job together."""
+    """True where a task started again alone may land on another host, where the peers
+    that were given its address would not find it: the controller then restarts every task
+    of the job together, unless the job's members meet in trainfleet's rendezvous store."""
     queues_tasks: bool
     """True where a started task may wait in a cluster engine's queue: it is ``starting``
     until ``placed`` reports its address."""

@@ -613,7 +613,7 @@ class JobController:
                 task.failures += 1
             delay = restart.backoff.delay(used)
             exited = f"{exit_text} {task.where}"
-            if self.spec.restart_scope() == "job" or self.backend.restarts_whole_jobs:
+            if not self._restarts_alone(key):
                 restarting = Condition(cause, f"{exited}; restarting the job")
                 self._set_task(task, State.RESTARTING, restarting, **done)
                 self._restart_job(key, delay)
@@ -727,6 +727,17 @@ class JobController:
         if self.spec.tensorboard is not None:  # a preempted job gives its place back at once
             keep = 0.0 if state is State.QUEUED else self.spec.tensorboard.keep_after
             self._after(keep, lambda: self._terminate(lambda key: key[0] in services))
+
+    def _restarts_alone(self, key: TaskKey) -> bool:
+        """Whether the failed task ``key`` starts again without the rest of the job: where
+        its scope says task and no peer would look for it where it was (a backend that
+        restarts whole jobs may put it on another host; the members of a group that meets in
+        trainfleet's store find each other there, wherever they land)."""
+        if self.spec.restart_scope() == "job":
+            return False
+        return not self.backend.restarts_whole_jobs or (
+            self.spec.hosts_rendezvous() and not self._is_store(key)
+        )
 
     def _is_store(self, key: TaskKey) -> bool:
         """Whether the task is the job's rendezvous store, which lives until its training

@@ -309,6 +309,7 @@ class SlurmBackend(PooledAddresses):
             marshal.dumps(
                 {
                     "tasks": tasks,
+                    "peers": self._peers(job, tokens),
                     "shim": str(SHIM),
                     "nvml": nvml_file(),
                     "groups": [[f"{role}/{index}" for role, index in keys] for _, keys in groups],
@@ -322,6 +323,17 @@ class SlurmBackend(PooledAddresses):
         script = run / f"{name}.sh"
         script.write_text(self._script(job, groups, launch_file))
         return commands.sbatch(script)
+
+    def _peers(self, job: JobLaunch, tokens: Mapping[TaskKey, str]) -> dict[str, dict[str, str]]:
+        """Each running task this start joins but does not start (it starts a task restarted
+        alone): its host's token and its attempt's record, where its bootstrap wrote it."""
+        peers = {}
+        for key, token in tokens.items():
+            attempt = self.last_attempt(job.data_dir, job.job_id, key)
+            if key not in job.attempts and attempt is not None:
+                record = job.data_dir.record(job.job_id, *key, attempt)
+                peers[f"{key[0]}/{key[1]}"] = {"token": token, "record": str(record)}
+        return peers
 
     def log_path(self, data_dir: DataDir, job_id: str, key: TaskKey) -> Path:
         return data_dir.log_path(job_id, *key)  # on the shared data directory

@@ -61,14 +61,15 @@ def _read_host(record: str) -> str | None:
 
 
 def _hosts(tasks: dict[str, dict[str, Any]], deadline: float) -> dict[str, str] | None:
-    """Every task's host, once each has written it; None when the deadline passes first."""
+    """Every task's host by its token, once each has written it in its record; None when
+    the deadline passes first."""
     hosts: dict[str, str] = {}
     while True:
         for name, task in tasks.items():
             if name not in hosts and (host := _read_host(task["record"])) is not None:
                 hosts[name] = host
         if len(hosts) == len(tasks):
-            return hosts
+            return {task["token"]: hosts[name] for name, task in tasks.items()}
         if time.monotonic() > deadline:
             missing = ", ".join(sorted(set(tasks) - set(hosts)))
             print(f"trainfleet: tasks {missing} did not start in time", file=sys.stderr)
@@ -294,11 +295,12 @@ def main(argv: list[str]) -> int:
     job = os.environ.get(f"SLURM_JOB_ID_HET_GROUP_{group}") or os.environ.get("SLURM_JOB_ID")
     step = f"{job}.{os.environ.get('SLURM_STEP_ID', '')}"
     shim.write_record(f"{me['record']}.host", f"{host} {step}\n")
-    hosts = _hosts(tasks, time.monotonic() + launch["rendezvous_timeout"])
-    if hosts is None:
+    # The tasks of this start, and the running ones it joins (a task restarted alone).
+    deadline = time.monotonic() + launch["rendezvous_timeout"]
+    tokens = _hosts({**launch.get("peers", {}), **tasks}, deadline)
+    if tokens is None:
         shim.write_record(f"{me['record']}.exit", "75")  # EX_TEMPFAIL: trying again may work
         return 75
-    tokens = {task["token"]: hosts[name] for name, task in tasks.items()}
     # The task's own environment, and what Slurm says of the step (SLURM*), nothing more.
     env = {key: value for key, value in os.environ.items() if key.startswith("SLURM")}
     env.update({key: _placed(value, tokens) for key, value in me["env"].items()})
