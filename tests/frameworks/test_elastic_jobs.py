@@ -153,3 +153,40 @@ def test_a_store_that_cannot_run_fails_the_job_saying_why(tmp_path: Path) -> Non
     assert done.returncode != 0, done.stdout
     assert "job failed: rendezvous/0 exited with exit code 2" in done.stdout, done.stdout
     assert f"rendezvous/0 | trainfleet rendezvous-store: {python} has no torch" in done.stdout
+
+
+def test_a_killed_store_restarts_the_job_whole_as_an_infrastructure_failure(
+    tmp_path: Path,
+) -> None:
+    """kill -9 of the rendezvous store mid-training (its rounds gone with it): under
+    `restart.policy: never` the job still restarts whole, coded rendezvous-lost, the members
+    stopped for it (not failed), a new store, the group of 3 again, and it succeeds."""
+    job = _job(tmp_path, 3, 120, 1)
+    job.write_text(job.read_text().replace("policy: on-failure", "policy: never"))
+    env = {**os.environ, "TRAINFLEET_DATA_DIR": str(tmp_path / "data")}
+    run = subprocess.Popen(
+        [sys.executable, "-m", "trainfleet", "run", str(job)],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    assert run.stdout is not None
+    lines = []
+    for line in run.stdout:
+        lines.append(line)
+        if re.search(r"worker/\d\s*\| training", line):
+            break
+    job_id = re.search(r"job (\S+-[0-9a-f]{8}): ", "".join(lines))[1]  # type: ignore[index]
+    (store,) = [t for t in _details(env, job_id)["tasks"] if t["role"] == "rendezvous"]
+    os.kill(store["pid"], signal.SIGKILL)
+    rest, _ = run.communicate(timeout=300)
+    said = "".join(lines) + rest
+    assert run.returncode == 0, said
+
+    details = _details(env, job_id)
+    assert {t["restarts"] for t in details["tasks"]} == {1}, details["tasks"]
+    codes = [e["code"] for e in details["events"]]
+    assert "rendezvous-lost" in codes and "program-failed" not in codes, details["events"]
+    assert _worlds(details) == [3], details["events"]  # each store saw a group of 3
+    assert len(re.findall(r"worker/\d\s*\| done rank \d of 3", said)) == 3, said

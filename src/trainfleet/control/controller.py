@@ -312,6 +312,7 @@ class JobController:
         wants = any(self.spec.environment_of(role) for role in self.spec.roles)
         self._hand_over()
         job = self.store.get_job(self.job_id)
+        self._job_running = job is not None and State(job.state) is State.RUNNING
         if wants and not self._setup(State(job.state) if job else State.RUNNING):
             return
         self._start(never_started)
@@ -596,6 +597,8 @@ class JobController:
         cause = policies.restart_cause(
             code, outside.cause if outside else None, restart.requeue_exit_code
         )
+        if self._is_store(key) and outside is None and code > 128:  # killed: not a program's
+            cause = Code.RENDEZVOUS_LOST
         infrastructure = cause in INFRASTRUCTURE_FAILURES
         if infrastructure:  # whatever the policy
             wants_restart, used, limit = True, task.infrastructure, restart.max_infrastructure
@@ -730,14 +733,13 @@ class JobController:
 
     def _restarts_alone(self, key: TaskKey) -> bool:
         """Whether the failed task ``key`` starts again without the rest of the job: where
-        its scope says task and no peer would look for it where it was (a backend that
-        restarts whole jobs may put it on another host; the members of a group that meets in
-        trainfleet's store find each other there, wherever they land)."""
-        if self.spec.restart_scope() == "job":
+        its scope says task, it is no rendezvous store (the group's rounds went with it), and
+        no peer would look for it where it was (a backend that restarts whole jobs may put
+        it on another host; the members of a group that meets in trainfleet's store find
+        each other there, wherever they land)."""
+        if self.spec.restart_scope() == "job" or self._is_store(key):
             return False
-        return not self.backend.restarts_whole_jobs or (
-            self.spec.hosts_rendezvous() and not self._is_store(key)
-        )
+        return not self.backend.restarts_whole_jobs or self.spec.hosts_rendezvous()
 
     def _is_store(self, key: TaskKey) -> bool:
         """Whether the task is the job's rendezvous store, which lives until its training

@@ -55,6 +55,9 @@ class Code(StrEnum):
     """A task restarts: its log and heartbeat stayed silent past ``progress.timeout``."""
     REQUEUED = "requeued"
     """A task restarts: its program asked to, exiting with ``restart.requeue_exit_code``."""
+    RENDEZVOUS_LOST = "rendezvous-lost"
+    """The rendezvous store trainfleet runs for an elastic PyTorch group was killed while
+    the group trained: the whole job restarts with a new store (an infrastructure failure)."""
     GPU_SHARING_LOST = "gpu-sharing-lost"
     """Ended while the MPS daemon that enforced its share of a GPU was gone (it died);
     the daemon is started again for the next start (restarted by policy)."""
@@ -107,6 +110,8 @@ def known(code: str) -> Code | str:
         return code
 
 
-INFRASTRUCTURE_FAILURES = frozenset({Code.NODE_LOST, Code.PREEMPTED, Code.STALLED, Code.REQUEUED})
+INFRASTRUCTURE_FAILURES = frozenset(
+    {Code.NODE_LOST, Code.PREEMPTED, Code.STALLED, Code.REQUEUED, Code.RENDEZVOUS_LOST}
+)
 """Why a task restarts without its program failing: restarted by default, up to
 ``restart.max_infrastructure``, counted apart from its program's failures."""
