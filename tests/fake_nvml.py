@@ -3,7 +3,8 @@
 A fake only because no real GPU (nor NVML driver) runs here: it answers the few NVML calls
 trainfleet makes (``backends/local/nvml_read.py``) as the real module does, errors
 included (``NVMLError`` with NVML's codes: a lost GPU raises ``NVML_ERROR_GPU_IS_LOST`` on
-every query). ``scripts/gpu-check.sh`` is what runs the real thing on a GPU machine.
+every query), and its event sets (``report_xid`` is the driver reporting an Xid).
+``scripts/gpu-check.sh`` is what runs the real thing on a GPU machine.
 """
 
 from __future__ import annotations
@@ -12,6 +13,9 @@ from dataclasses import dataclass, field
 from types import SimpleNamespace
 
 NVML_ERROR_NOT_SUPPORTED = 3
+NVML_ERROR_TIMEOUT = 10
+nvmlEventTypeDoubleBitEccError = 0x2
+nvmlEventTypeXidCriticalError = 0x8
 NVML_ERROR_GPU_IS_LOST = 15
 NVML_TEMPERATURE_GPU = 0
 NVML_MEMORY_ERROR_TYPE_UNCORRECTED = 1
@@ -40,6 +44,15 @@ class FakeGpu:
     pages_pending: bool = False
     lost: bool = False
     ecc_supported: bool = True
+    events_supported: bool = True
+
+
+@dataclass
+class FakeEventSet:
+    """An event set: the GPUs registered on it, and the events waiting in it."""
+
+    gpus: set[int] = field(default_factory=set)
+    waiting: list[SimpleNamespace] = field(default_factory=list)
 
 
 @dataclass
@@ -48,6 +61,7 @@ class FakeNvml:
 
     gpus: list[FakeGpu] = field(default_factory=list)
     inits: int = 0
+    sets: list[FakeEventSet] = field(default_factory=list)
 
     NVMLError = NVMLError
     NVML_ERROR_GPU_IS_LOST = NVML_ERROR_GPU_IS_LOST
@@ -96,6 +110,38 @@ class FakeNvml:
 
     def nvmlDeviceGetRetiredPagesPendingStatus(self, handle: int) -> int:
         return NVML_FEATURE_ENABLED if self._gpu(handle).pages_pending else 0
+
+    def nvmlDeviceGetIndex(self, handle: int) -> int:
+        self._gpu(handle)
+        return handle
+
+    def nvmlEventSetCreate(self) -> FakeEventSet:
+        events = FakeEventSet()
+        self.sets.append(events)
+        return events
+
+    def nvmlDeviceRegisterEvents(self, handle: int, types: int, events: FakeEventSet) -> None:
+        if not self._gpu(handle).events_supported:
+            raise NVMLError(NVML_ERROR_NOT_SUPPORTED)
+        assert types & nvmlEventTypeXidCriticalError
+        events.gpus.add(handle)
+
+    def nvmlEventSetWait_v2(self, events: FakeEventSet, timeout_ms: int) -> SimpleNamespace:
+        if not events.waiting:
+            raise NVMLError(NVML_ERROR_TIMEOUT)
+        return events.waiting.pop(0)
+
+    def nvmlEventSetFree(self, events: FakeEventSet) -> None:
+        self.sets.remove(events)
+
+    def report_xid(self, index: int, xid: int) -> None:
+        """The driver reports Xid ``xid`` of GPU ``index`` to every set it is registered on."""
+        for events in self.sets:
+            if index in events.gpus:
+                event = SimpleNamespace(
+                    device=index, eventType=nvmlEventTypeXidCriticalError, eventData=xid
+                )
+                events.waiting.append(event)
 
 
 def fake_nvml(count: int = 2) -> FakeNvml:

@@ -3,7 +3,7 @@ operator or by NVML reporting them well again."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -58,6 +58,26 @@ def test_health_follows_nvml_and_the_operator(tmp_path: Path) -> None:
     assert not health.look()[0].healthy
 
 
+def test_an_xid_makes_its_gpu_unhealthy_until_an_operator_clears_it(tmp_path: Path) -> None:
+    """A fake NVML (no GPU runs here) reports Xid 79 of GPU 1 once: every reader of the data
+    directory counts GPU 1 unhealthy from then on, though no later reading shows it, until
+    an operator clears it; an application's own Xid (31) changes nothing."""
+    nvml = fake_nvml(2)
+    backend = processes.LocalBackend(gpus="0,1", nvml=nvml)
+    health = GpuHealth(tmp_path, backend, clock=lambda: 0.0)
+    assert health.unhealthy() == frozenset()
+    nvml.report_xid(1, 79)
+    nvml.report_xid(0, 31)
+    looks = {look.reading.index: look for look in health.look()}
+    assert looks[1].problems == ("xid 79: fell off the bus (NVML event)",)
+    assert looks[0].healthy
+    assert health.look()[1].problems, "kept: the event is told only once"
+    other = GpuHealth(tmp_path, processes.LocalBackend(gpus="0,1", nvml=fake_nvml(2)))
+    assert other.unhealthy() == frozenset({1}), "another process of the data directory agrees"
+    assert health.clear(1, by="ops").healthy
+    assert health.unhealthy() == frozenset() and other.look()[1].healthy
+
+
 def test_clearing_a_gpu_that_is_not_here_is_not_found(tmp_path: Path) -> None:
     health = GpuHealth(tmp_path, Reader(fake_nvml(1)))
     with pytest.raises(NotFound, match="no GPU 3 here"):
@@ -107,12 +127,25 @@ def test_nothing_new_is_placed_on_an_unhealthy_gpu_until_it_is_cleared(
     assert _gpus_of(engine, second) == "0"
 
 
+def _ecc_errors(nvml: FakeNvml) -> None:
+    nvml.gpus[0].ecc_uncorrected = 2
+
+
+def _fell_off_the_bus(nvml: FakeNvml) -> None:
+    nvml.report_xid(0, 79)
+
+
+@pytest.mark.parametrize("turns_unhealthy", [_ecc_errors, _fell_off_the_bus])
 def test_a_job_on_a_gpu_that_turns_unhealthy_is_queued_again_and_runs_on_a_healthy_one(
-    data_dir: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+    data_dir: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    turns_unhealthy: Callable[[FakeNvml], None],
 ) -> None:
-    """A fake NVML (no GPU runs here): a job runs on GPU 0, which then reports ECC errors.
-    Its task is told why (`gpu-unhealthy` in its stop file) and stopped; the job goes back
-    to its queue with that code and runs again on GPU 1, which is well."""
+    """A fake NVML (no GPU runs here): a job runs on GPU 0, which then reports ECC errors
+    (a state) or Xid 79 (an event, told once). Its task is told why (`gpu-unhealthy` in its
+    stop file) and stopped; the job goes back to its queue with that code and runs again on
+    GPU 1, which is well."""
     nvml = fake_nvml(2)
     monkeypatch.setenv("TRAINFLEET_GPUS", "0,1")
     monkeypatch.setattr(processes, "load_nvml", lambda: nvml)
@@ -128,7 +161,7 @@ def test_a_job_on_a_gpu_that_turns_unhealthy_is_queued_again_and_runs_on_a_healt
     job = engine.submit(spec, tmp_path, start=True).id
     try:
         wait_for(lambda: _gpus_of(engine, job) == "0", 30, "the job running on GPU 0")
-        nvml.gpus[0].ecc_uncorrected = 2
+        turns_unhealthy(nvml)
         wait_for(lambda: _gpus_of(engine, job) == "1", 30, "the job running again on GPU 1")
         codes = [event.code for event in engine.store.list_events(job)]
         assert "gpu-unhealthy" in codes, codes

@@ -24,6 +24,9 @@ class GpuReading:
     problems: tuple[str, ...] = ()
     """What the driver says is wrong now (``lost: ...``, ``ecc: ...``); () where it is well
     or nothing could be read."""
+    events: tuple[str, ...] = ()
+    """What the driver reported of it since the last reading (``xid 79: ...``): one-off,
+    for the reader to keep until an operator clears the GPU."""
 
 
 @runtime_checkable

@@ -7,7 +7,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from trainfleet.backends.gpu_readings import GpuReader, GpuReading
@@ -50,7 +50,9 @@ class GpuHealth:
 
     def look(self) -> list[GpuLook]:
         """Each GPU read now, with its health; cleared problems that went away are forgotten."""
-        readings = self.reader.read_gpus() if self.reader is not None else []
+        readings = self._read()
+        noted = gpu_marks.noted(self.root)
+        readings = [_with_noted(r, noted.get(r.index, ())) for r in readings]
         marks = gpu_marks.read(self.root)
         if any(_gone(marks[r.index], r) for r in readings if r.index in marks):
             marks = gpu_marks.change(self.root, lambda now: _forget_gone(now, readings))
@@ -59,6 +61,14 @@ class GpuHealth:
             self._unhealthy = frozenset(look.reading.index for look in looks if not look.healthy)
             self._looked = self.clock()
         return looks
+
+    def _read(self) -> list[GpuReading]:
+        """Each GPU read now; what its driver reported once (an Xid) noted on disk."""
+        readings = self.reader.read_gpus() if self.reader is not None else []
+        reported = {r.index: r.events for r in readings if r.events}
+        if reported:
+            gpu_marks.note(self.root, reported)
+        return readings
 
     def unhealthy(self) -> frozenset[int]:
         """The host indices of the unhealthy GPUs (looked at again after HEALTH_SECONDS)."""
@@ -72,9 +82,9 @@ class GpuHealth:
         return self._unhealthy
 
     def clear(self, index: int, by: str = "") -> GpuLook:
-        """Ignore the problems GPU ``index`` has now (an operator's word that it is well);
-        NotFound where there is no such GPU here."""
-        readings = {r.index: r for r in (self.reader.read_gpus() if self.reader else [])}
+        """Ignore the problems GPU ``index`` has now and forget those its driver reported
+        once (an operator's word that it is well); NotFound where there is no such GPU."""
+        readings = {r.index: r for r in self._read()}
         if index not in readings:
             known = ", ".join(str(i) for i in sorted(readings)) or "none"
             raise NotFound(f"index: no GPU {index} here (GPUs: {known})")
@@ -89,9 +99,16 @@ class GpuHealth:
             return marks
 
         gpu_marks.change(self.root, mark)
+        gpu_marks.forget(self.root, index)
         with self._lock:
             self._looked = float("-inf")
         return _look(reading, cleared)
+
+
+def _with_noted(reading: GpuReading, noted: tuple[str, ...]) -> GpuReading:
+    """The reading with the one-off problems noted of its GPU (an Xid) among its own."""
+    extra = tuple(p for p in noted if p not in reading.problems)
+    return replace(reading, problems=reading.problems + extra) if extra else reading
 
 
 def _look(reading: GpuReading, cleared: gpu_marks.Cleared | None) -> GpuLook:

@@ -13,6 +13,7 @@ from contextlib import suppress
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
+from typing import Any
 
 from trainfleet.backends.api import (
     NotStarted,
@@ -38,6 +39,7 @@ from trainfleet.backends.local.mps import (
     find_mps_control,
     sharing_setting,
 )
+from trainfleet.backends.local.nvml_events import XidEvents
 from trainfleet.backends.local.nvml_read import load_nvml, read_gpus
 from trainfleet.backends.supervision import SHIM
 from trainfleet.backends.supervision.containers import Containers
@@ -179,10 +181,23 @@ class LocalBackend(PooledAddresses):
         return min(known) if known and len(known) == len(totals) else None
 
     def read_gpus(self) -> list[GpuReading]:
-        """Each GPU tasks may use here, as NVML reports it now (see ``nvml_read``)."""
+        """Each GPU tasks may use here, as NVML reports it now (see ``nvml_read``), with the
+        critical Xids it reported since the last reading (``nvml_events``)."""
         if not self._gpus:
             return []
-        return read_gpus(self._nvml if self._nvml is not None else load_nvml(), self._gpus)
+        readings = read_gpus(self._nvml_module, self._gpus)
+        events = self._xid_events.drain() if self._xid_events is not None else {}
+        return [replace(r, events=tuple(events.get(r.index, ()))) for r in readings]
+
+    @cached_property
+    def _nvml_module(self) -> Any:
+        return self._nvml if self._nvml is not None else load_nvml()
+
+    @cached_property
+    def _xid_events(self) -> XidEvents | None:
+        """This process's NVML event set on the GPUs (None without NVML)."""
+        nvml = self._nvml_module
+        return XidEvents(nvml, self._gpus) if nvml is not None else None
 
     @cached_property
     def mps_control(self) -> str | None:
