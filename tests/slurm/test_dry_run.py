@@ -54,7 +54,7 @@ def test_dry_run_shows_the_batch_script_and_tasks_on_nodes_to_come(tmp_path: Pat
     assert done.returncode == 0, done.stderr
     tasks, _, script = done.stdout.partition("submitted as\n")
     assert script.startswith("#!/bin/bash\n#SBATCH --job-name=trainfleet-mnist-dryrun\n")
-    assert "#SBATCH --partition=gpu\n" in script
+    assert len(re.findall(r"(?m)^#SBATCH --ntasks=.* --partition=gpu$", script)) == 2, script
     assert "#SBATCH --ntasks=3 --cpus-per-task=2 --mem-per-cpu=512M --gpus-per-task=1" in script
     assert "#SBATCH hetjob\n#SBATCH --ntasks=1 --cpus-per-task=1 --mem-per-cpu=3072M" in script
     assert len(re.findall(r"(?m)^srun --het-group=\d .* &$", script)) == 2
@@ -84,7 +84,9 @@ def test_dry_run_shows_a_fraction_as_the_shards_slurm_has(tmp_path: Path) -> Non
     assert done.returncode == 0, done.stderr
     tasks, _, script = done.stdout.partition("submitted as\n")
     assert "#SBATCH --ntasks=1 --cpus-per-task=1 --mem-per-cpu=" in script
-    assert re.search(r"(?m)^#SBATCH --ntasks=1 .* --gres=shard:2 --spread-job$", script), script
+    assert re.search(
+        r"(?m)^#SBATCH --ntasks=1 .* --gres=shard:2 --spread-job --partition=gpu$", script
+    ), script
     assert re.search(r"(?m)^srun --ntasks=1 .* --gres=shard:2 .* &$", script), script
     assert (
         "TRAINFLEET_GPU_FRACTION=0.5\n" in tasks and "CUDA_VISIBLE_DEVICES=<from Slurm>\n" in tasks

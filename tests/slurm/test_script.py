@@ -15,8 +15,10 @@ from helpers import wait_for
 
 from trainfleet.backends.slurm import commands
 from trainfleet.backends.slurm import script as script_module
+from trainfleet.backends.slurm.backend import SlurmBackend
 from trainfleet.backends.slurm.commands import _gpus
 from trainfleet.backends.slurm.script import NotForSlurm, batch_script, components, shards_of
+from trainfleet.scheduling.placement import Unschedulable
 from trainfleet.spec.backends import SlurmConfig
 from trainfleet.spec.models import JobSpec
 
@@ -66,21 +68,20 @@ def test_one_component_and_one_step_per_shape() -> None:
     directives = [
         line[len("#SBATCH ") :] for line in text.splitlines() if line.startswith("#SBATCH")
     ]
-    assert directives[:8] == [
+    assert directives[:5] == [
         "--job-name=trainfleet-mnist-1",
         "--output=/o/%j.out",
         "--open-mode=append",
         "--no-requeue",
-        "--partition=gpu",
-        "--account=ml",
-        "--time=1-00:00:00",
         # To the batch shell alone (B:), time to save before the limit or a preemption.
         f"--signal=B:TERM@{math.ceil(SPEC.grace_period)}",
     ]
-    assert directives[8:] == [
-        "--ntasks=3 --cpus-per-task=2 --mem-per-cpu=512M --gpus-per-task=1 --spread-job",
+    # Partition, account and time on every component: Slurm carries the partition to none.
+    every = "--partition=gpu --account=ml --time=1-00:00:00"
+    assert directives[5:] == [
+        f"--ntasks=3 --cpus-per-task=2 --mem-per-cpu=512M --gpus-per-task=1 --spread-job {every}",
         "hetjob",
-        "--ntasks=1 --cpus-per-task=1 --mem-per-cpu=3072M --spread-job",
+        f"--ntasks=1 --cpus-per-task=1 --mem-per-cpu=3072M --spread-job {every}",
     ]
     steps = [
         shlex.split(line.rstrip(" &")) for line in text.splitlines() if line.startswith("srun")
@@ -208,22 +209,22 @@ def test_shards_not_asked_of_slurm_are_shown_as_such() -> None:
 
 
 @pytest.mark.parametrize(
-    ("sinfo", "partition", "per_gpu"),
+    ("sinfo", "partition", "per_gpu", "total"),
     [
-        ("n1|gpu:2,shard:8|trainfleet*\nn1|gpu:2,shard:8|small\n", None, 4),
+        ("n1|gpu:2,shard:8|trainfleet*\nn1|gpu:2,shard:8|small\n", None, 4, 8),
         # The fewest of the nodes with shards; a node without GPUs has none to give.
-        ("n1|gpu:2,shard:8|p\nn2|gpu:a100:4,shard:8(S:0)|p\nn3|(null)|p\n", "p", 2),
-        ("n1|gpu:2|trainfleet*\n", None, 0),
-        ("n1|gpu:2,shard:8|other\n", None, 0),  # not of the default partition
+        ("n1|gpu:2,shard:8|p\nn2|gpu:a100:4,shard:8(S:0)|p\nn3|(null)|p\n", "p", 2, 16),
+        ("n1|gpu:2|trainfleet*\n", None, 0, 0),
+        ("n1|gpu:2,shard:8|other\n", None, 0, 0),  # not of the default partition
     ],
 )
-def test_shards_per_gpu_from_sinfo(
-    monkeypatch: pytest.MonkeyPatch, sinfo: str, partition: str | None, per_gpu: int
+def test_gpu_shards_from_sinfo(
+    monkeypatch: pytest.MonkeyPatch, sinfo: str, partition: str | None, per_gpu: int, total: int
 ) -> None:
     """Pure: sinfo's answer stands in for the cluster's."""
     asked = []
     monkeypatch.setattr(commands, "_run", lambda argv, timeout: asked.append(argv) or sinfo)
-    assert commands.shards_per_gpu(partition) == per_gpu
+    assert commands.gpu_shards(partition) == (per_gpu, total)
     assert asked[0][:5] == ["sinfo", "-h", "-N", "-o", "%N|%G|%P"]
     assert asked[0][5:] == (["-p", partition] if partition else [])
 
@@ -267,3 +268,23 @@ def test_what_slurm_did_to_a_job_is_an_infrastructure_failure(
     outside = SlurmBackend._outside(backend, task, job, told)  # type: ignore[arg-type]
     assert outside is not None and (outside.cause, outside.what) == (cause, said)
     assert not outside.cancelled
+
+
+def test_fractions_past_the_partitions_shards_are_refused(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Pure (sinfo's answers stand in for a cluster of one GPU node of 8 shards and two nodes
+    without GPUs): three `gpu: 0.9` tasks are 4 shards each, 12 of the 8 there."""
+
+    def sinfo(argv: list[str], timeout: float = 0) -> str:
+        if argv[4] == "%N|%G|%P":  # the shards
+            return "n1|gpu:2,shard:8|p\nn2|(null)|p\nn3|(null)|p\n"
+        return "n1|4|4000|gpu:2,shard:8|p\nn2|4|4000|(null)|p\nn3|4|4000|(null)|p\n"
+
+    monkeypatch.setattr(commands, "_run", sinfo)
+    backend = SlurmBackend(SlurmConfig(partition="p"))
+    thin = {"replicas": 3, "command": "true", "resources": {"gpu": 0.9}}
+    with pytest.raises(Unschedulable, match=r"make 12 GPU shards .* partition p has 8"):
+        backend.check(JobSpec.model_validate({"name": "thin", "roles": {"eval": thin}}))
+    thin["replicas"] = 2
+    backend.check(JobSpec.model_validate({"name": "thin", "roles": {"eval": thin}}))

@@ -3,6 +3,7 @@ server killed with ``kill -9`` mid-job adopts the job's tasks from their records
 
 from __future__ import annotations
 
+import re
 import signal
 import textwrap
 from pathlib import Path
@@ -107,6 +108,6 @@ def test_a_teams_job_carries_its_account_and_secrets_stay_off_slurm(
             with pytest.raises(BadRequest, match=r"env\.PASSWORD: secrets reach tasks on the"):
                 ana.submit(secret, server_workdir=tmp_path)
         (script,) = (slurm_user.data_dir / "jobs" / job_id / "run").glob("*.sh")
-        assert "#SBATCH --account=vision\n" in script.read_text()
+        assert re.search(r"(?m)^#SBATCH --ntasks=.* --account=vision$", script.read_text())
     finally:
         server.stop()

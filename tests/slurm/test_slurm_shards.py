@@ -174,3 +174,29 @@ def test_a_job_waits_in_slurm_while_the_shards_are_taken(
         trainfleet("logs", job_id), env=slurm_user.env, capture_output=True, text=True
     )
     assert "got 2 shards" in log.stdout, log.stdout + log.stderr
+
+
+def test_more_fractional_tasks_than_nodes_are_refused_not_left_waiting(
+    slurm_user: SlurmUser, tmp_path: Path
+) -> None:
+    """Each task with a fraction of a GPU is a Slurm component of its own, and Slurm starts a
+    heterogeneous job only where each component could have a node: two `gpu: 0.3` tasks on
+    partition small (one node) would wait for ever. Refused at submission, naming the field
+    and both counts; on the three nodes of the default partition, three run."""
+    _on_partition_small(slurm_user)
+    job = tmp_path / "job.yaml"
+    text = "name: thin\nroles:\n  eval: {replicas: 2, command: 'true', resources: {gpu: 0.3}}\n"
+    job.write_text(text)
+    done = subprocess.run(
+        trainfleet("submit", job), env=slurm_user.env, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 2, done.stdout + done.stderr
+    said = done.stderr
+    assert "roles: the job is 2 Slurm components" in said and "small has 1 node" in said, said
+    assert "Traceback" not in said and not slurm_user.squeue()
+    config = Path(slurm_user.env["XDG_CONFIG_HOME"]) / "trainfleet" / "config.yaml"
+    config.write_text("backend: slurm\nslurm: {poll_interval: 0.2, memory_per_task: 256Mi}\n")
+    job.write_text(text.replace("replicas: 2", "replicas: 3"))
+    job_id = slurm_user.submit(job)
+    wait_for(lambda: _ended(slurm_user, job_id), TIMEOUT, "three fractions to run")
+    assert slurm_user.state(job_id) == "succeeded"

@@ -29,7 +29,7 @@ from trainfleet.backends.api import (
 )
 from trainfleet.backends.launch import JobLaunch
 from trainfleet.backends.slurm import commands
-from trainfleet.backends.slurm.commands import SlurmError, SlurmJob
+from trainfleet.backends.slurm.commands import Shards, SlurmError, SlurmJob
 from trainfleet.backends.slurm.pyxis import pyxis_argv
 from trainfleet.backends.slurm.script import (
     NotForSlurm,
@@ -47,7 +47,7 @@ from trainfleet.datadir.layout import DataDir
 from trainfleet.datadir.usage import usage_path
 from trainfleet.domain.conditions import Code
 from trainfleet.scheduling.cluster import Node
-from trainfleet.scheduling.placement import Placement, TaskKey, Unschedulable
+from trainfleet.scheduling.placement import Placement, TaskKey, Unschedulable, task_keys
 from trainfleet.scheduling.resources import GPU_UNIT, Resources
 from trainfleet.spec.backends import SlurmConfig
 from trainfleet.spec.frameworks import Framework
@@ -156,8 +156,8 @@ class SlurmBackend(PooledAddresses):
         self._watcher: threading.Thread | None = None
         self._asked = 0.0
         """When ``squeue`` was last asked (monotonic seconds)."""
-        self._shards: tuple[float, str | None, int | None] | None = None
-        """When, for which partition, and what Slurm said of its shards per GPU."""
+        self._shards: tuple[float, str | None, Shards | None] | None = None
+        """When, for which partition, and what Slurm said of its GPU shards."""
 
     def gpu_memory(self) -> int | None:
         return None  # Slurm hands out GPUs (and shards), not trainfleet
@@ -196,29 +196,61 @@ class SlurmBackend(PooledAddresses):
                 "a notebook on its own machine, and its Jupyter token would be in the Slurm "
                 "job's launch file)"
             )
-        shards = self._shards_per_gpu(spec, asked_anyway=False)
+        shards = self._gpu_shards(spec, asked_anyway=False)
         try:
-            for role in spec.roles:
-                task_shape(spec, role, self.config, shards)
+            per_gpu = shards.per_gpu if shards else None
+            shapes = {role: task_shape(spec, role, self.config, per_gpu) for role in spec.roles}
         except NotForSlurm as error:
             raise Unschedulable(str(error)) from None
+        self._check_components(spec, per_gpu)
+        wanted = sum(
+            (shape.shards or 0) * spec.roles[role].replicas for role, shape in shapes.items()
+        )
+        if shards is not None and wanted > shards.total:
+            where = self.config.partition or "the default"
+            raise Unschedulable(
+                f"resources.gpu: the job's fractions of a GPU make {wanted} GPU shards "
+                f"({shards.per_gpu} to a GPU, each task's rounded up), and partition {where} has "
+                f"{shards.total}: it could never run"
+            )
 
-    def _shards_per_gpu(self, spec: JobSpec, asked_anyway: bool = True) -> int | None:
-        """The shards of each GPU of the partition, where a role asks for a fraction of one
-        (None where none does). Unless ``asked_anyway`` (a submission), Slurm is given
+    def _check_components(self, spec: JobSpec, per_gpu: int | None) -> None:
+        """Unschedulable where the job has more components (shapes of task, each fraction of
+        a GPU its own) than the partition has nodes: Slurm's backfill scheduler starts a
+        heterogeneous job only where it could give each component a node of its own."""
+        count = len(components(spec, task_keys(spec), self.config, per_gpu))
+        if count == 1:
+            return
+        try:
+            nodes = len(commands.nodes(self.config.partition))
+        except SlurmError:
+            return  # the submission will say what is wrong with Slurm
+        if count > nodes:
+            where = self.config.partition or "the default"
+            raise Unschedulable(
+                f"roles: the job is {count} Slurm components (one per shape of task, and one "
+                f"per task with a fraction of a GPU), and partition {where} has {nodes} "
+                "node(s): Slurm starts a heterogeneous job only where each component could "
+                "have a node of its own, so it would wait for ever; give tasks the same "
+                "resources, or fewer tasks a fraction of a GPU"
+            )
+
+    def _gpu_shards(self, spec: JobSpec, asked_anyway: bool = True) -> Shards | None:
+        """The partition's GPU shards, where a role asks for a fraction of a GPU (None where
+        none does). Unless ``asked_anyway`` (a submission), Slurm is given
         ``SHARDS_ASK_SECONDS`` and its answer is kept a while; None where it does not
         answer: the submission will say why."""
         if not any(0 < role.resources.gpu < 1 for role in spec.roles.values()):
             return None
         partition = self.config.partition
         if asked_anyway:
-            return commands.shards_per_gpu(partition)
+            return commands.gpu_shards(partition)
         now = time.monotonic()
         kept = self._shards
         if kept and kept[1] == partition and now - kept[0] < SHARDS_KEPT_SECONDS:
             return kept[2]
         try:
-            found: int | None = commands.shards_per_gpu(partition, SHARDS_ASK_SECONDS)
+            found: Shards | None = commands.gpu_shards(partition, SHARDS_ASK_SECONDS)
         except SlurmError:
             found = None
         self._shards = (now, partition, found)
@@ -255,8 +287,9 @@ class SlurmBackend(PooledAddresses):
                 gpus = dict.fromkeys(("CUDA_VISIBLE_DEVICES", "TRAINFLEET_GPUS"), "<from Slurm>")
                 launch = replace(launch, env={**launch.env, **gpus})
             launches.append(launch)
-        shards = self._shards_per_gpu(job.spec, asked_anyway=False)  # else shown as such
-        groups = components(job.spec, list(job.attempts), self.config, shards)
+        shards = self._gpu_shards(job.spec, asked_anyway=False)  # else shown as such
+        per_gpu = shards.per_gpu if shards else None
+        groups = components(job.spec, list(job.attempts), self.config, per_gpu)
         launch_file = job.data_dir.run_dir(job.job_id) / "start-<time>.launch"
         return Preview(launches, self._script(job, groups, launch_file))
 
@@ -302,8 +335,9 @@ class SlurmBackend(PooledAddresses):
                 "usage": str(usage_path(launch.log_path)),
                 "usage_every": self.usage_interval,
             }
-        shards = self._shards_per_gpu(job.spec)
-        groups = components(job.spec, list(job.attempts), self.config, shards)
+        shards = self._gpu_shards(job.spec)
+        per_gpu = shards.per_gpu if shards else None
+        groups = components(job.spec, list(job.attempts), self.config, per_gpu)
         launch_file = run / f"{name}.launch"
         launch_file.write_bytes(
             marshal.dumps(

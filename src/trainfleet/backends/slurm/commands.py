@@ -7,6 +7,7 @@ import subprocess
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from trainfleet.backends.api import BackendError
 from trainfleet.environments.task_base import BASE_VARIABLES
@@ -131,20 +132,29 @@ def partitions() -> list[str]:
     return _run(["sinfo", "-h", "-o", "%P"]).split()
 
 
-def shards_per_gpu(partition: str | None, timeout: float = TIMEOUT_SECONDS) -> int:
-    """How many GPU shards (``gres/shard``) each GPU of ``partition`` (the default one where
-    None) is cut into: the fewest of any of its nodes with shards; 0 where none has any."""
+class Shards(NamedTuple):
+    """What a partition has of GPU shards (``gres/shard``)."""
+
+    per_gpu: int
+    """How many each GPU is cut into: the fewest of any node with shards; 0 where none."""
+    total: int
+    """How many its nodes have together."""
+
+
+def gpu_shards(partition: str | None, timeout: float = TIMEOUT_SECONDS) -> Shards:
+    """The GPU shards of ``partition`` (the default one where None)."""
     only = ["-p", partition] if partition else []
     out = _run(["sinfo", "-h", "-N", "-o", "%N|%G|%P", *only], timeout=timeout)
-    per_gpu = []
+    per_gpu, total = [], {}
     for line in out.splitlines():
-        _, gres, of = line.split("|", 2)
+        node, gres, of = line.split("|", 2)
         if not partition and not of.endswith("*"):
             continue
         gpus, shards = _gpus(gres), _gpus(gres, "shard")
         if gpus and shards:
             per_gpu.append(shards // gpus)
-    return min(per_gpu, default=0)
+            total[node] = shards  # a node in several partitions is listed once for each
+    return Shards(min(per_gpu, default=0), sum(total.values()))
 
 
 def _gpus(gres: str, name: str = "gpu") -> int:

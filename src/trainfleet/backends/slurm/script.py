@@ -146,13 +146,16 @@ def batch_script(
     """
     lines = ["#!/bin/bash", f"#SBATCH --job-name={name}", f"#SBATCH --output={output}"]
     lines += ["#SBATCH --open-mode=append", "#SBATCH --no-requeue"]
-    for option, value in (
-        ("partition", config.partition),
-        ("account", config.account_of(team)),
-        ("time", config.time_limit),
-    ):
-        if value:
-            lines.append(f"#SBATCH --{option}={value}")
+    # Each component's own: Slurm carries few options over to the next (not the partition).
+    every = [
+        f"--{option}={value}"
+        for option, value in (
+            ("partition", config.partition),
+            ("account", config.account_of(team)),
+            ("time", config.time_limit),
+        )
+        if value
+    ]
     if warned is not None and warn_before > 0:  # to the batch shell only (B:)
         lines.append(f"#SBATCH --signal=B:TERM@{math.ceil(warn_before)}")
     lines += [f"#SBATCH {option}" for option in config.sbatch_args]
@@ -162,6 +165,7 @@ def batch_script(
         options = [f"--ntasks={len(tasks)}", *shape.options()]
         if config.spread:
             options.append("--spread-job")
+        options += every
         lines.append(f"#SBATCH {' '.join(options)}")
     if warned is not None:  # see above; the tasks are told through their bootstraps
         lines.append(f"trap {shlex.quote(f'touch {shlex.quote(str(warned))}')} TERM")
