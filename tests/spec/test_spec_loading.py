@@ -379,8 +379,8 @@ def test_top_level_must_be_a_mapping(tmp_path: Path, text: str, got: str) -> Non
 def test_several_documents_are_refused(tmp_path: Path) -> None:
     error = error_of(tmp_path, VALID + "---\n" + VALID)
     assert (
-        "job.yaml:8: invalid YAML: expected a single document in the stream (line 1), "
-        "but found another document"
+        "job.yaml:9: the file holds 2 jobs (job on line 1, job on line 9): one job a file, "
+        "with the training runtimes it names"
     ) in str(error)
 
 

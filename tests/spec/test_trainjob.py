@@ -197,6 +197,45 @@ def test_a_runtime_file_gives_the_pod_and_the_trainjob_overrides_it(tmp_path: Pa
     assert worker.resources.cpu == 1000
 
 
+def test_a_trainjob_with_its_runtime_in_one_file_as_kubectl_takes_it(
+    tmp_path: Path, data_dir: Path
+) -> None:
+    """One file of two documents (the runtime, then the TrainJob; an empty document
+    between, as kubectl skips): the job is read on the file's runtime, with no --runtime."""
+    both = RUNTIME + "---\n---\n" + on_runtime("my-torch")
+    spec = load(both).spec
+    assert spec.roles["worker"].env == {"GREETING": "from the runtime", "KEPT": "yes"}
+    (tmp_path / "job.yaml").write_text(both)
+    shown = run_cli("run", "--dry-run", tmp_path / "job.yaml")
+    assert shown.returncode == 0, shown.stderr
+    assert "worker/1" in shown.stdout and "GREETING=from the runtime" in shown.stdout
+
+
+@pytest.mark.parametrize(
+    ("documents", "expected"),
+    [
+        (
+            [on_runtime("my-torch"), on_runtime("my-torch")],
+            "trainjob.yaml:11: the file holds 2 jobs (TrainJob on line 1, TrainJob on line 11)",
+        ),
+        (
+            [on_runtime("my-torch"), "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c}\n"],
+            "the file holds 2 jobs (TrainJob on line 1, ConfigMap on line 11)",
+        ),
+        ([RUNTIME, RUNTIME], "trainjob.yaml: the file holds training runtimes and no job"),
+        # A runtime of the file is checked as a runtime file is, naming its line.
+        (
+            [RUNTIME.replace("numNodes: 2", "numNodes: zero"), on_runtime("my-torch")],
+            "trainjob.yaml:7: spec.mlPolicy.numNodes: expected an integer",
+        ),
+    ],
+)
+def test_a_file_of_several_documents_holds_one_job(documents: list[str], expected: str) -> None:
+    with pytest.raises(SpecError) as caught:
+        load("---\n".join(documents))
+    assert expected in str(caught.value), str(caught.value)
+
+
 def test_a_runtime_file_replaces_the_builtin_of_its_name(tmp_path: Path) -> None:
     mine = RUNTIME.replace("TrainingRuntime", "ClusterTrainingRuntime").replace(
         "name: my-torch", "name: torch-distributed"

@@ -49,8 +49,23 @@ def read_job_text(path: str | os.PathLike[str]) -> str:
         raise SpecError.one("is not UTF-8 text", file=name, line=line) from None
 
 
-def parse_document(text: str, filename: str = "<input>") -> tuple[dict[Hashable, Any], SourceMap]:
+Document = tuple[dict[Hashable, Any], SourceMap]
+"""A document's top-level mapping and the line of every key in it."""
+
+
+def parse_document(text: str, filename: str = "<input>") -> Document:
     """The top-level mapping of a YAML/JSON document and the line of every key in it."""
+    documents = parse_documents(text, filename)
+    if len(documents) > 1:
+        line = documents[1][1].lines.get((), None)
+        message = f"the file holds {len(documents)} documents (--- between them): expected one"
+        raise SpecError.one(message, file=filename, line=line)
+    return documents[0]
+
+
+def parse_documents(text: str, filename: str = "<input>") -> list[Document]:
+    """Each document of a YAML stream (``---`` between them, as kubectl reads a file),
+    empty ones left out; at least one."""
     try:
         return _parse(text, filename)
     except SpecError as error:
@@ -64,22 +79,31 @@ def parse_document(text: str, filename: str = "<input>") -> tuple[dict[Hashable,
         raise first from None
 
 
-def _parse(text: str, filename: str) -> tuple[dict[Hashable, Any], SourceMap]:
+def _parse(text: str, filename: str) -> list[Document]:
     loader: _Loader | None = None
+    documents = []
     try:
         loader = _Loader(text)
-        root = loader.get_single_node()
-        if root is None:
-            raise SpecError.one(
-                "the file is empty: expected a job with name and roles", file=filename
-            )
-        index = _Index(loader, filename)
-        if index.visit(root, ()) > MAX_VALUES:
-            message = f"the document holds more than {MAX_VALUES} values once aliases are expanded"
-            raise SpecError.one(message, file=filename)
-        if index.problems:
-            raise SpecError(index.problems)
-        data = loader.construct_document(root)
+        values = 0
+        while loader.check_node():
+            root = loader.get_node()
+            if root is None or (isinstance(root, ScalarNode) and not root.value):
+                continue  # an empty document, as kubectl skips
+            index = _Index(loader, filename)
+            values += index.visit(root, ())
+            if values > MAX_VALUES:
+                message = (
+                    f"the document holds more than {MAX_VALUES} values once aliases are expanded"
+                )
+                raise SpecError.one(message, file=filename)
+            if index.problems:
+                raise SpecError(index.problems)
+            data = loader.construct_document(root)
+            if not isinstance(data, dict):
+                kind = _kind_of(data)
+                message = f"expected a mapping (name: ..., roles: ...) at the top level, got {kind}"
+                raise SpecError.one(message, file=filename, line=root.start_mark.line + 1)
+            documents.append((data, SourceMap(filename, index.lines)))
     except yaml.MarkedYAMLError as error:
         raise _yaml_error(error, filename) from None
     except yaml.reader.ReaderError as error:
@@ -91,13 +115,9 @@ def _parse(text: str, filename: str) -> tuple[dict[Hashable, Any], SourceMap]:
     finally:
         if loader is not None:
             loader.dispose()
-    if data is None and isinstance(root, ScalarNode) and not root.value:
+    if not documents:
         raise SpecError.one("the file is empty: expected a job with name and roles", file=filename)
-    if not isinstance(data, dict):
-        kind = _kind_of(data)
-        message = f"expected a mapping (name: ..., roles: ...) at the top level, got {kind}"
-        raise SpecError.one(message, file=filename, line=root.start_mark.line + 1)
-    return data, SourceMap(filename, index.lines)
+    return documents
 
 
 def _kind_of(data: object) -> str:

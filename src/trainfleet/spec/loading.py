@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
-from trainfleet.spec.documents import parse_document, read_job_text
+from trainfleet.spec.documents import Document, parse_document, parse_documents, read_job_text
 from trainfleet.spec.errors import SourceMap, SpecError, spec_error_from_validation
 from trainfleet.spec.limits import JobLimits, check_limits, check_roles
 from trainfleet.spec.models import JobSpec
@@ -74,7 +74,7 @@ def load_job_text(
     if plain is not None:
         return LoadedJob(plain, [], "trainfleet")
     try:
-        data, source = parse_document(text, filename)
+        data, source, runtimes = _the_job(parse_documents(text, filename), filename, runtimes)
         check_roles(data, limits, source)
         if "apiVersion" in data or "kind" in data:
             spec, warnings = _from_manifest(data, source, limits, runtimes)
@@ -87,6 +87,33 @@ def load_job_text(
         return LoadedJob(spec, [], "trainfleet")
     except RecursionError:
         raise SpecError.one("the document is nested too deeply", file=filename) from None
+
+
+def _the_job(
+    documents: list[Document], filename: str, runtimes: RuntimeCatalog | None
+) -> tuple[Mapping[Hashable, Any], SourceMap, RuntimeCatalog | None]:
+    """The one job of a file's documents, and the runtimes its TrainJob may name with those
+    the file brings (a TrainJob with its runtime, as ``kubectl apply`` takes it)."""
+    if len(documents) == 1:
+        return (*documents[0], runtimes)
+    from trainfleet.spec.trainjob import RUNTIME_KINDS, RuntimeCatalog, loaded_runtime
+
+    brought = [loaded_runtime(*doc) for doc in documents if doc[0].get("kind") in RUNTIME_KINDS]
+    jobs = [doc for doc in documents if doc[0].get("kind") not in RUNTIME_KINDS]
+    if len(jobs) != 1:
+        found = ", ".join(
+            f"{data.get('kind', 'job')} on line {source.line(())}" for data, source in jobs
+        )
+        message = (
+            f"the file holds {len(jobs)} jobs ({found}): one job a file, with the training "
+            "runtimes it names"
+            if jobs
+            else "the file holds training runtimes and no job"
+        )
+        second = jobs[1][1].line(()) if len(jobs) > 1 else None
+        raise SpecError.one(message, file=filename, line=second)
+    catalog = (runtimes or RuntimeCatalog.builtin()).adding(brought)
+    return (*jobs[0], catalog)
 
 
 def _from_manifest(

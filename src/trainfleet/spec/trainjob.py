@@ -179,6 +179,15 @@ class RuntimeCatalog:
         """The built-in runtimes and those of ``paths``; SpecError naming a bad file."""
         return cls([*builtin_runtimes(), *(load_runtime_file(path) for path in paths)])
 
+    @classmethod
+    def builtin(cls) -> RuntimeCatalog:
+        """Kubeflow's built-in runtimes alone."""
+        return cls(builtin_runtimes())
+
+    def adding(self, runtimes: Iterable[LoadedRuntime]) -> RuntimeCatalog:
+        """These runtimes and ``runtimes``, which replace those of their kind and name."""
+        return RuntimeCatalog([*self._by_ref.values(), *runtimes])
+
     def find(self, ref: RuntimeRef) -> LoadedRuntime | None:
         return self._by_ref.get((ref.kind, ref.name))
 
@@ -203,7 +212,11 @@ def load_runtime_file(path: str) -> LoadedRuntime:
 
 
 def _runtime(text: str, filename: str) -> LoadedRuntime:
-    data, source = parse_document(text, filename)
+    return loaded_runtime(*parse_document(text, filename))
+
+
+def loaded_runtime(data: Mapping[Hashable, Any], source: SourceMap) -> LoadedRuntime:
+    """The training runtime of a document; SpecError naming its fields' lines."""
     kind = data.get("kind")
     if kind not in RUNTIME_KINDS:
         expected = " or ".join(RUNTIME_KINDS)
@@ -242,7 +255,7 @@ def job_from_trainjob(
         manifest = TrainJob.model_validate(data)
     except ValidationError as error:
         raise spec_error_from_validation(error, data, source, model=TrainJob) from None
-    catalog = runtimes or RuntimeCatalog(builtin_runtimes())
+    catalog = runtimes or RuntimeCatalog.builtin()
     ref = manifest.spec.runtimeRef
     loaded = catalog.find(ref)
     if loaded is None:
