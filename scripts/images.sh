@@ -78,27 +78,40 @@ build_base() {
     root podman import --quiet --change 'CMD ["/bin/sh"]' "$work/rootfs.tar" "$BASE" >&2
 }
 
+# built IMAGE: whether IMAGE is here, built by this script as it is now (an image that kept
+# the build's pip settings in its ENV, as earlier versions left them, is built again).
+built() {
+    root podman image exists "$1" || return 1
+    ! root podman image inspect --format '{{json .Config.Env}}' "$1" | grep -q '"PIP_'
+}
+
 # build_with_pip IMAGE PACKAGE...: the base image with PACKAGEs pip-installed, committed.
+# The build's pip settings (the host's PIP_*, its CA bundle) are the pip command's only:
+# given through `env`, they stay out of the image's ENV, where `pip install` in a task would
+# look for a CA file and a wheel folder that are not there.
 build_with_pip() {
     local image="$1" name="trainfleet-image-build-$$"
     shift
-    if root podman image exists "$image"; then return; fi
+    if built "$image"; then return; fi
+    local old  # an earlier build to remove once this one has its name
+    old="$(root podman image inspect --format '{{.Id}}' "$image" 2>/dev/null || true)"
     say "building $image: pip install $*"
     local mounts=(--volume "$CA_BUNDLE:/etc/trainfleet-ca.crt:ro")
-    local env=(--env PIP_CERT=/etc/trainfleet-ca.crt --env PIP_BREAK_SYSTEM_PACKAGES=1
-        --env PIP_NO_CACHE_DIR=1 --env PIP_ROOT_USER_ACTION=ignore)
+    local env=(PIP_CERT=/etc/trainfleet-ca.crt PIP_BREAK_SYSTEM_PACKAGES=1
+        PIP_NO_CACHE_DIR=1 PIP_ROOT_USER_ACTION=ignore)
     local variable
     for variable in $(compgen -e | grep '^PIP_' | grep -v '^PIP_CERT$'); do
-        env+=(--env "$variable")
+        env+=("$variable=${!variable}")
     done
     if [ -n "${PIP_FIND_LINKS:-}" ] && [ -d "$PIP_FIND_LINKS" ]; then
         mounts+=(--volume "$PIP_FIND_LINKS:$PIP_FIND_LINKS:ro")
     fi
     root podman rm --force --ignore "$name" >/dev/null
-    root podman run --name "$name" --network host "${mounts[@]}" "${env[@]}" "$BASE" \
-        pip install --quiet "$@" >&2
+    root podman run --name "$name" --network host "${mounts[@]}" "$BASE" \
+        env "${env[@]}" pip install --quiet "$@" >&2
     root podman commit --quiet --change 'CMD ["/bin/sh"]' "$name" "$image" >&2
     root podman rm --force "$name" >/dev/null
+    if [ -n "$old" ]; then root podman rmi "$old" >/dev/null 2>&1 || true; fi
 }
 
 # build_with_apt IMAGE PACKAGE...: the base image with Debian PACKAGEs installed, committed.

@@ -12,6 +12,7 @@ from subprocess import PIPE
 
 import pytest
 from container_images import base_image, fake_cdi_gpus
+from helpers import trainfleet
 
 from trainfleet.backends.launch import Mount, TaskLaunch
 from trainfleet.backends.supervision.containers import (
@@ -66,6 +67,16 @@ def test_the_runtime_command_line(tmp_path: Path) -> None:
     assert "s3cr3t-value" not in joined and "--env=SECRET" in options
     # The container holds only its two GPUs: it sees them as 0 and 1.
     assert "--env=CUDA_VISIBLE_DEVICES=0,1" in options
+
+
+def test_a_container_has_its_own_host_name_and_knows_its_peers(tmp_path: Path) -> None:
+    hosts = (("j-1-worker-0", "127.0.0.1"), ("j-1-ps-0", "trainfleet-host-1.invalid"))
+    launch = _launch(tmp_path, hostname="j-1-worker-1", hosts=hosts)
+    joined = " ".join(Containers("/usr/bin/podman").argv(launch, "trainfleet-j-1-worker-1-0"))
+    assert "--hostname j-1-worker-1 --add-host j-1-worker-0:127.0.0.1 " in joined
+    assert "j-1-ps-0" not in joined, "an address still to come is no address for /etc/hosts"
+    docker = " ".join(Containers("/usr/bin/docker").argv(launch, "trainfleet-j-1-worker-1-0"))
+    assert "--hostname" not in docker, "docker refuses one on the host's network"
 
 
 def test_args_alone_go_to_the_image_entrypoint(tmp_path: Path) -> None:
@@ -195,6 +206,50 @@ def test_a_job_with_an_image_runs_in_its_container(engine: Engine, tmp_path: Pat
     assert (tmp_path / "written-inside").read_text() == "yes"
 
 
+def test_each_task_s_container_has_its_own_host_name(engine: Engine, tmp_path: Path) -> None:
+    """Two tasks in containers on the host's network: each has the host name
+    `<job>-worker-<index>` (not the machine's, not each other's), and finds the other by its
+    name, as pods of one job do."""
+    image = base_image()
+    command = "hostname; getent hosts $(hostname | sed 's/-[01]$//')-$((1 - TRAINFLEET_INDEX))"
+    spec = _spec(image, ["sh", "-c", command], replicas=2)
+    job = engine.submit(spec, tmp_path, start=True)
+    assert engine.wait(job.id, timeout=120).state == State.SUCCEEDED, engine.describe(job.id)
+    for index in (0, 1):
+        log = engine.log_path(job.id, "worker", index).read_text().split()
+        assert log[0] == f"{job.id}-worker-{index}", log
+        assert log[1:] == ["127.0.0.1", f"{job.id}-worker-{1 - index}"], log
+
+
+def test_trainfleet_run_gives_a_container_the_image_s_environment_not_the_shell_s(
+    tmp_path: Path,
+) -> None:
+    """`trainfleet run` passes the user's whole shell to a process, but a container gets its
+    image's ENV (its PATH: a program in the image's own folders runs), the job's `env` and
+    trainfleet's variables, as Kubernetes gives a pod; nothing else of the shell."""
+    image = base_image()
+    (tmp_path / "job.yaml").write_text(
+        f"name: env\nimage: {image}\nenv: {{MINE: from-the-job}}\n"
+        "roles:\n  worker: {command: ['sh', '-c', 'echo $PATH; echo $MINE $SHELL_ONLY $HOME "
+        "$TRAINFLEET_ROLE']}\n"
+    )
+    env = {
+        **os.environ,
+        "PATH": f"/nowhere/bin:{os.environ['PATH']}",
+        "SHELL_ONLY": "from-the-shell",
+        "HOME": "/root/elsewhere",
+        "TRAINFLEET_DATA_DIR": str(tmp_path / "data"),
+    }
+    done = subprocess.run(
+        trainfleet("run", tmp_path / "job.yaml"), env=env, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    lines = done.stdout.splitlines()
+    said = [line.split("| ", 1)[1] for line in lines if line.startswith("worker/0 ")]
+    assert said[0] == "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", said
+    assert said[1].split() == ["from-the-job", "/root", "worker"], said
+
+
 @pytest.mark.parametrize(
     ("pull", "message"),
     [
@@ -293,3 +348,24 @@ def test_a_slow_pull_holds_up_only_its_own_image(tmp_path: Path) -> None:
     for thread in slow:
         thread.join()
     assert pulls.read_text().split() == ["slow"], "pulled once for both tasks"
+
+
+@pytest.mark.parametrize("image", ["torch:2.13.0", "tensorflow:2.21.0"])
+def test_the_project_s_framework_images_keep_no_build_settings(image: str) -> None:
+    """`pip install` in a task must not look for the build's CA file or wheel folder: the
+    images `scripts/images.sh` builds carry no PIP_* in their ENV."""
+    base_image()  # podman and the images are here (built together)
+    shown = subprocess.run(
+        [
+            "podman",
+            "image",
+            "inspect",
+            "--format",
+            "{{json .Config.Env}}",
+            f"localhost/trainfleet/{image}",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert "PIP_" not in shown.stdout, shown.stdout

@@ -5,6 +5,7 @@ ways to run the same launch."""
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -78,6 +79,25 @@ class TaskLaunch:
     """Secret values its log shows as ``***`` (see ``supervision.masking``), never in a repr."""
     account: Account | None = None
     """The Unix account it runs as (its team's, see ``backends.accounts``); None: ours."""
+    hostname: str = ""
+    """Its own host name, where it has one (a container: ``task_hostname``)."""
+    hosts: tuple[tuple[str, str], ...] = ()
+    """The host name and address of each task of its job (a container's ``/etc/hosts``)."""
+
+
+def task_hostname(job_id: str, key: TaskKey) -> str:
+    """A task's host name, ``<job>-<role>-<index>`` as one DNS label (lower case letters,
+    digits and hyphens, at most 63), the job's id shortened first.
+
+    >>> task_hostname("MNIST_run-1a2b3c4d", ("worker", 2))
+    'mnist-run-1a2b3c4d-worker-2'
+    """
+    tail = f"-{_label(key[0])[:40]}-{key[1]}"
+    return _label(job_id)[: 63 - len(tail)].rstrip("-") + tail
+
+
+def _label(text: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
 
 
 @dataclass(frozen=True)
@@ -116,7 +136,10 @@ class JobLaunch:
         placement = placement or self.placement
         context = TaskContext(self.job_id, self.spec, placement, *key)
         role = self.spec.roles[key[0]]
-        env = self.base.environment()
+        image = self.spec.image_of(key[0])
+        # In a container, as on Kubernetes: the image's ENV, then the job's and trainfleet's
+        # variables; nothing of this machine's (its PATH would hide the image's programs).
+        env = self.base.environment() if image is None else {}
         mounts = [Mount(self.workdir, self.workdir)]
         mounts += [
             Mount(self.workdir / mount.source, Path(mount.target), mount.read_only)
@@ -154,8 +177,9 @@ class JobLaunch:
             env[STOP_VARIABLE] = str(self.data_dir.stop_file(self.job_id, *key, attempt))
             if self.spec.progress is not None:
                 env[HEARTBEAT_VARIABLE] = str(self.data_dir.heartbeat(self.job_id, *key))
-            python_path = [env.get("PYTHONPATH"), str(self.data_dir.task_python(self.job_id))]
-            env["PYTHONPATH"] = os.pathsep.join(part for part in python_path if part)
+            if image is None:  # an image's own PYTHONPATH is not to be replaced
+                python_path = [env.get("PYTHONPATH"), str(self.data_dir.task_python(self.job_id))]
+                env["PYTHONPATH"] = os.pathsep.join(part for part in python_path if part)
             if key[0] == RENDEZVOUS_ROLE and self.spec.hosts_rendezvous():
                 env[HISTORY_VARIABLE] = str(self.data_dir.rounds(self.job_id))
         record = self.data_dir.record(self.job_id, *key, attempt)
@@ -171,11 +195,13 @@ class JobLaunch:
             resources=role.resources,
             gpus=placement.slot(*key).gpus,
             mounts=tuple(mounts),
-            image=self.spec.image_of(key[0]),
+            image=image,
             pull=role.pull,
             entrypoint=role.command is None,
             mask=mask,
             account=self.account,
+            hostname=task_hostname(self.job_id, key),
+            hosts=tuple((task_hostname(self.job_id, slot.key), slot.host) for slot in placement),
         )
 
     def checkpoint_dir(self) -> str:

@@ -11,6 +11,8 @@ from the runtime's own environment, which is the task's), so no value shows in `
 
 from __future__ import annotations
 
+import contextlib
+import ipaddress
 import json
 import shutil
 import subprocess
@@ -103,6 +105,7 @@ class Containers:
         argv = [self.runtime, "run", "--rm", "--name", name, "--network", "host"]
         if Path(self.runtime).name == "podman":
             argv += ["--replace"]  # a container an ended attempt left behind (docker: --rm)
+            argv += _names(launch)  # docker refuses a host name of its own on the host's network
         # An init as PID 1 passes SIGTERM on: a task that is PID 1 would ignore it.
         argv += ["--init"]
         pull = "never" if self.pulls_here else RUNTIME_PULL[launch.pull]
@@ -134,6 +137,17 @@ class Containers:
         program, *arguments = launch.argv
         entrypoint = f"--entrypoint={json.dumps([program])}"
         return [*argv, entrypoint, "--", launch.image or "", *arguments]
+
+
+def _names(launch: TaskLaunch) -> list[str]:
+    """The container's own host name, as a pod has one (two torch agents of one job must
+    not take each other for one node), and the job's other tasks' names, where their
+    address is known here (on a cluster engine it is a placeholder until the node's)."""
+    options = ["--hostname", launch.hostname] if launch.hostname else []
+    for name, address in launch.hosts:
+        with contextlib.suppress(ValueError):
+            options += ["--add-host", f"{name}:{ipaddress.ip_address(address)}"]
+    return options
 
 
 def container_environment(launch: TaskLaunch) -> dict[str, str]:
