@@ -369,3 +369,62 @@ def test_the_project_s_framework_images_keep_no_build_settings(image: str) -> No
         check=True,
     )
     assert "PIP_" not in shown.stdout, shown.stdout
+
+
+@pytest.fixture(scope="module")
+def workdir_image() -> Iterator[str]:
+    """The base image with a program in /app and WORKDIR /app, as upstream examples ship."""
+    base, name = base_image(), f"trainfleet-workdir-{os.getpid()}"
+    image = f"localhost/trainfleet-test/workdir:{os.getpid()}"
+    write = "mkdir /app && echo 'import os; print(\"in\", os.getcwd())' > /app/train.py"
+    made = ["podman", "run", "--name", name, "--network", "host", base, "sh", "-c", write]
+    subprocess.run(made, check=True, stdout=PIPE)
+    commit = ["podman", "commit", "--quiet", "--change=WORKDIR /app", name, image]
+    subprocess.run(commit, check=True, stdout=PIPE)
+    subprocess.run(["podman", "rm", name], check=True, stdout=PIPE)
+    yield image
+    subprocess.run(["podman", "rmi", "--force", image], check=False, stdout=PIPE)
+
+
+PYTORCHJOB = """\
+apiVersion: kubeflow.org/v1
+kind: PyTorchJob
+metadata: {{name: from-image}}
+spec:
+  pytorchReplicaSpecs:
+    Master:
+      replicas: 1
+      template:
+        spec:
+          containers:
+            - {{name: pytorch, image: "{image}", command: [python3, {program}]{more}}}
+"""
+
+
+def test_a_manifest_runs_in_its_image_s_workdir_and_a_job_file_in_its_folder(
+    workdir_image: str, tmp_path: Path
+) -> None:
+    """A PyTorchJob whose program is in the image (`python3 train.py`, WORKDIR /app) runs
+    there, as Kubernetes runs it; `workingDir` overrides it; on an image that declares no
+    WORKDIR it runs in the job's folder (the repository's own examples); a trainfleet job
+    file with the first image runs in the job's folder unless it says `image_workdir: true`."""
+    env = {**os.environ, "TRAINFLEET_DATA_DIR": str(tmp_path / "data")}
+
+    def run(text: str) -> str:
+        (tmp_path / "job.yaml").write_text(text)
+        done = subprocess.run(
+            trainfleet("run", tmp_path / "job.yaml"), env=env, capture_output=True, text=True
+        )
+        assert done.returncode == 0, done.stdout + done.stderr
+        return done.stdout
+
+    image = workdir_image
+    assert "| in /app" in run(PYTORCHJOB.format(image=image, program="train.py", more=""))
+    other = PYTORCHJOB.format(image=image, program="/app/train.py", more=", workingDir: /tmp")
+    assert "| in /tmp" in run(other)
+    (tmp_path / "train.py").write_text("import os; print('in', os.getcwd())")
+    plain = PYTORCHJOB.format(image=base_image(), program="train.py", more="")
+    assert f"| in {tmp_path}" in run(plain)
+    job = f"name: mine\nimage: {image}\nroles:\n  worker: {{command: python3 /app/train.py}}\n"
+    assert f"| in {tmp_path}" in run(job)
+    assert "| in /app" in run(job.replace("command:", "image_workdir: true, command:"))

@@ -78,6 +78,28 @@ def _worlds(details: dict[str, Any]) -> list[int]:
     return [size for i, size in enumerate(sizes) if i == 0 or sizes[i - 1] != size]
 
 
+def _run_until_training(
+    env: dict[str, str], job: Path
+) -> tuple[subprocess.Popen[str], list[str], str]:
+    """`trainfleet run JOB` started, read until its group trains: the run, its lines so far,
+    and the job's id."""
+    run = subprocess.Popen(
+        [sys.executable, "-m", "trainfleet", "run", str(job)],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    assert run.stdout is not None
+    lines = []
+    for line in run.stdout:
+        lines.append(line)
+        if re.search(r"worker/\d\s*\| training", line):
+            break
+    job_id = re.search(r"job (\S+-[0-9a-f]{8}): ", "".join(lines))[1]  # type: ignore[index]
+    return run, lines, job_id
+
+
 def test_an_elastic_group_loses_rank_0_and_grows_back_without_a_job_restart(
     tmp_path: Path,
 ) -> None:
@@ -86,20 +108,7 @@ def test_an_elastic_group_loses_rank_0_and_grows_back_without_a_job_restart(
     killed task comes back after its backoff and the group grows back to 3; `describe` shows
     the world size over time (3, 2, 3) and the job succeeds."""
     env = {**os.environ, "TRAINFLEET_DATA_DIR": str(tmp_path / "data")}
-    run = subprocess.Popen(
-        [sys.executable, "-m", "trainfleet", "run", str(_job(tmp_path, 3, 250, 12))],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    assert run.stdout is not None
-    lines = []
-    for line in run.stdout:  # until the group of 3 trains
-        lines.append(line)
-        if re.search(r"worker/0\s*\| training", line):
-            break
-    job_id = re.search(r"job (\S+-[0-9a-f]{8}): ", "".join(lines))[1]  # type: ignore[index]
+    run, lines, job_id = _run_until_training(env, _job(tmp_path, 3, 250, 12))
     (victim,) = [
         t for t in _details(env, job_id)["tasks"] if t["index"] == 0 and t["role"] == "worker"
     ]
@@ -164,20 +173,7 @@ def test_a_killed_store_restarts_the_job_whole_as_an_infrastructure_failure(
     job = _job(tmp_path, 3, 120, 1)
     job.write_text(job.read_text().replace("policy: on-failure", "policy: never"))
     env = {**os.environ, "TRAINFLEET_DATA_DIR": str(tmp_path / "data")}
-    run = subprocess.Popen(
-        [sys.executable, "-m", "trainfleet", "run", str(job)],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    assert run.stdout is not None
-    lines = []
-    for line in run.stdout:
-        lines.append(line)
-        if re.search(r"worker/\d\s*\| training", line):
-            break
-    job_id = re.search(r"job (\S+-[0-9a-f]{8}): ", "".join(lines))[1]  # type: ignore[index]
+    run, lines, job_id = _run_until_training(env, job)
     (store,) = [t for t in _details(env, job_id)["tasks"] if t["role"] == "rendezvous"]
     os.kill(store["pid"], signal.SIGKILL)
     rest, _ = run.communicate(timeout=300)

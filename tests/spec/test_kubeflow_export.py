@@ -95,6 +95,8 @@ def test_the_cli_prints_the_manifest_and_what_it_leaves_out(tmp_path: Path) -> N
     assert done.stderr.splitlines() == [
         "warning: not exported: priority 5: Kubernetes orders pods by PriorityClass",
         "warning: not exported: roles.master.port: the operator gives each replica type its port",
+        "warning: not exported: roles.master: the job's folder as working directory (a pod "
+        "runs in the image's WORKDIR; give working_dir to choose one)",
     ]
     job.write_text("name: bare\nroles:\n  worker: {command: x}\n")
     refused = subprocess.run(trainfleet("export", job), capture_output=True, text=True)
@@ -114,6 +116,8 @@ def _normal(spec: JobSpec) -> dict[str, Any]:
         role["image"] = spec.image_of(name)
         role["env"] = {**spec.env, **spec.roles[name].env}
         role["restart_policy"] = spec.restart_policy_of(name).value
+        # A pod runs in its image's WORKDIR: the job's folder as one is not exported (left_out).
+        role["image_workdir"] = None
         role["command"] = (
             spec.roles[name].argv()[: len(spec.roles[name].argv()) - len(role["args"])] or None
         )

@@ -142,7 +142,7 @@ def test_unknown_field_lists_the_allowed_ones(tmp_path: Path) -> None:
     message = str(error)
     assert "/job.yaml:4: roles.worker.replica: unknown field 'replica'" in message
     assert "did you mean 'replicas'?" in message
-    assert "allowed: replicas, command, args, env, working_dir, resources" in message
+    assert "allowed: replicas, command, args, env, working_dir, image_workdir, resources" in message
     assert len(error.problems) == 1
     problem = error.problems[0]
     assert (problem.file, problem.line, problem.field) == (
@@ -487,3 +487,24 @@ def test_non_finite_gpus(tmp_path: Path, value: str) -> None:
 def test_infinite_quantities(tmp_path: Path, field: str, value: str) -> None:
     text = f"name: demo\nroles:\n  worker: {{command: x, resources: {{{field}: {value}}}}}\n"
     assert f"job.yaml:3: roles.worker.resources.{field}:" in str(error_of(tmp_path, text))
+
+
+@pytest.mark.parametrize(
+    ("role", "expected"),
+    [
+        (
+            "{command: x, image_workdir: true}",
+            "roles.worker.image_workdir: the role runs in no image",
+        ),
+        (
+            "{command: x, image: i:1, image_workdir: true, working_dir: /w}",
+            "roles.worker.image_workdir: the role names its working_dir: one or the other",
+        ),
+        ("{command: x, image: i:1, image_workdir: 'yes'}", "roles.worker.image_workdir"),
+    ],
+)
+def test_image_workdir_needs_an_image_and_no_working_dir(
+    tmp_path: Path, role: str, expected: str
+) -> None:
+    error = error_of(tmp_path, f"name: j\nroles:\n  worker: {role}\n")
+    assert expected in str(error), str(error)

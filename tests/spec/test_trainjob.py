@@ -410,10 +410,12 @@ NAMES = st.from_regex(r"[a-z][a-z0-9]{0,8}", fullmatch=True)
 
 @st.composite
 def trainjob_shaped_jobs(draw: st.DrawFn) -> JobSpec:
-    """Jobs a TrainJob can hold: one role, worker, in an image, on a built-in runtime."""
+    """Jobs a TrainJob can hold: one role, worker, in an image (and its WORKDIR, as a pod
+    runs), on a built-in runtime."""
     framework = draw(st.sampled_from(sorted(RUNTIME_OF, key=str)))
     worker: dict[str, Any] = {
         "replicas": draw(st.integers(1, 8)),
+        "image_workdir": True,
         "image": draw(
             st.from_regex(r"[a-z][a-z0-9]{0,6}(/[a-z0-9]{1,6})?:[0-9]{1,2}", fullmatch=True)
         ),

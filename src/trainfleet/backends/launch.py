@@ -72,6 +72,9 @@ class TaskLaunch:
     """The container image it runs in; None: this machine's (or node's) own file system."""
     pull: str = "if-missing"
     """When the image is pulled: ``if-missing``, ``always`` or ``never``."""
+    image_workdir: bool = False
+    """True: the container runs in its image's WORKDIR where the image declares one, not in
+    ``cwd`` (as on Kubernetes)."""
     entrypoint: bool = False
     """True: the role gives no command, and ``argv`` are arguments to the image's own
     ENTRYPOINT (as Kubernetes runs a container with ``args`` alone)."""
@@ -197,6 +200,7 @@ class JobLaunch:
             mounts=tuple(mounts),
             image=image,
             pull=role.pull,
+            image_workdir=role.image_workdir,
             entrypoint=role.command is None,
             mask=mask,
             account=self.account,

@@ -295,6 +295,8 @@ class PodFields:
         if container.workingDir is not None:
             out["working_dir"] = container.workingDir
             self.origin[(*target, "working_dir")] = (*cpath, "workingDir")
+        elif container.image is not None:  # as Kubernetes runs it: in the image's WORKDIR
+            out["image_workdir"] = True
         if container.image is not None:
             out["image"] = container.image
             self.origin[(*target, "image")] = (*cpath, "image")

@@ -110,6 +110,11 @@ def left_out(spec: JobSpec) -> list[str]:
             found.append(f"roles.{name}.port: the operator gives each replica type its port")
         if role.tracked is not None:
             found.append(f"roles.{name}.tracked: the operator decides by replica type")
+        if spec.image_of(name) and role.working_dir is None and not role.image_workdir:
+            found.append(
+                f"roles.{name}: the job's folder as working directory (a pod runs in the "
+                "image's WORKDIR; give working_dir to choose one)"
+            )
     return [f"not exported: {what}" for what in found]
 
 

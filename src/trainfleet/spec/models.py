@@ -340,6 +340,12 @@ class RoleSpec(_Model):
     )
     env: Environment = Field(default_factory=dict)
     working_dir: Text | None = None
+    image_workdir: Annotated[bool, Field(strict=True)] = Field(
+        default=False,
+        description="Run in the image's own WORKDIR where it declares one, as Kubernetes "
+        "does, not in the job's folder (still mounted at its own path); a Kubeflow container "
+        "without workingDir.",
+    )
     resources: Resources = Field(default_factory=Resources)
     port: Annotated[int, Field(ge=1, le=65535), INTEGER] | None = Field(
         default=None,
@@ -775,6 +781,13 @@ class JobSpec(_Model):
                 raise ValueError(
                     f"environment: role(s) {', '.join(boxed)} run in an image, which has its "
                     "own Python; install the packages in the image, or give those roles none"
+                )
+        for name, role in self.roles.items():
+            if role.image_workdir and not self.image_of(name):
+                raise ValueError(f"roles.{name}.image_workdir: the role runs in no image")
+            if role.image_workdir and role.working_dir is not None:
+                raise ValueError(
+                    f"roles.{name}.image_workdir: the role names its working_dir: one or the other"
                 )
         if self.mpi is not None and self.framework is not Framework.MPI:
             raise ValueError("mpi: only a job of framework mpi has MPI options")

@@ -207,12 +207,15 @@ class SlurmBackend(PooledAddresses):
             (shape.shards or 0) * spec.roles[role].replicas for role, shape in shapes.items()
         )
         if shards is not None and wanted > shards.total:
-            where = self.config.partition or "the default"
             raise Unschedulable(
                 f"resources.gpu: the job's fractions of a GPU make {wanted} GPU shards "
-                f"({shards.per_gpu} to a GPU, each task's rounded up), and partition {where} has "
-                f"{shards.total}: it could never run"
+                f"({shards.per_gpu} to a GPU, each task's rounded up), and partition "
+                f"{self._partition} has {shards.total}: it could never run"
             )
+
+    @property
+    def _partition(self) -> str:
+        return self.config.partition or "the default"
 
     def _check_components(self, spec: JobSpec, per_gpu: int | None) -> None:
         """Unschedulable where the job has more components (shapes of task, each fraction of
@@ -226,10 +229,9 @@ class SlurmBackend(PooledAddresses):
         except SlurmError:
             return  # the submission will say what is wrong with Slurm
         if count > nodes:
-            where = self.config.partition or "the default"
             raise Unschedulable(
                 f"roles: the job is {count} Slurm components (one per shape of task, and one "
-                f"per task with a fraction of a GPU), and partition {where} has {nodes} "
+                f"per task with a fraction of a GPU), and partition {self._partition} has {nodes} "
                 "node(s): Slurm starts a heterogeneous job only where each component could "
                 "have a node of its own, so it would wait for ever; give tasks the same "
                 "resources, or fewer tasks a fraction of a GPU"
@@ -363,8 +365,10 @@ class SlurmBackend(PooledAddresses):
         alone): its host's token and its attempt's record, where its bootstrap wrote it."""
         peers = {}
         for key, token in tokens.items():
-            attempt = self.last_attempt(job.data_dir, job.job_id, key)
-            if key not in job.attempts and attempt is not None:
+            attempt = (
+                None if key in job.attempts else self.last_attempt(job.data_dir, job.job_id, key)
+            )
+            if attempt is not None:
                 record = job.data_dir.record(job.job_id, *key, attempt)
                 peers[f"{key[0]}/{key[1]}"] = {"token": token, "record": str(record)}
         return peers

@@ -46,6 +46,8 @@ class Containers:
         is told never to; False (the tasks run on other nodes): each node's runtime pulls
         as the launch's policy says."""
         self._present: set[str] = set()
+        self._workdirs: dict[str, bool] = {}
+        """Whether each image asked about declares a WORKDIR (see ``_declares_workdir``)."""
         self._locks: dict[str, threading.Lock] = {}
         """One per image: a long pull holds up the tasks of that image only."""
         self._lock = threading.Lock()
@@ -80,6 +82,18 @@ class Containers:
                 self._pull(image)
             self._present.add(image)
 
+    def _declares_workdir(self, image: str) -> bool:
+        """Whether ``image`` (here) names a WORKDIR of its own (not ``/``), as upstream
+        examples' images do for their program."""
+        with self._lock:
+            known = self._workdirs.get(image)
+        if known is None:
+            shown = self._run("image", "inspect", "--format", "{{.Config.WorkingDir}}", image)
+            known = shown.returncode == 0 and shown.stdout.strip() not in ("", "/")
+            with self._lock:
+                self._workdirs[image] = known
+        return known
+
     def _exists(self, image: str) -> bool:
         return self._run("image", "inspect", image).returncode == 0
 
@@ -109,7 +123,10 @@ class Containers:
         # An init as PID 1 passes SIGTERM on: a task that is PID 1 would ignore it.
         argv += ["--init"]
         pull = "never" if self.pulls_here else RUNTIME_PULL[launch.pull]
-        argv += ["--pull", pull, "--workdir", str(launch.cwd)]
+        argv += ["--pull", pull]
+        in_image = launch.image_workdir and self.pulls_here  # else the image is not here
+        if not (in_image and self._declares_workdir(launch.image or "")):
+            argv += ["--workdir", str(launch.cwd)]
         if launch.account is not None:  # the team's account, not the image's user
             argv += ["--user", f"{launch.account.uid}:{launch.account.gid}"]
         for mount in launch.mounts:
