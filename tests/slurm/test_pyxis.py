@@ -2,8 +2,9 @@
 
 pyxis (NVIDIA's SPANK plugin) and enroot cannot be installed here (neither is in Debian), so
 an ``srun`` first on PATH stands in for the plugin alone: it writes down the options it was
-given and runs the real srun without the ``--container-*`` ones, so the task runs on its node
-but not in the image. Everything else is real: the second step on the task's own node, the
+given and runs the real srun without the ``--container-*`` ones (with an image's PATH, as
+enroot gives the container its image's ENV), so the task runs on its node but not in the
+image. Everything else is real: the second step on the task's own node, the
 task's environment reaching it, its exit code, stop and the attempt's processes ending.
 """
 
@@ -32,6 +33,8 @@ args = sys.argv[1:]
 if any(arg.startswith("--container-") for arg in args):
     with open({log!r}, "a") as log:
         log.write(json.dumps(args) + "\\n")
+    # The container's environment starts from its image's ENV (here: a Debian image's PATH).
+    os.environ.setdefault("PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin")
 kept = [arg for arg in args if not arg.startswith("--container-")]
 os.execv({srun!r}, [{srun!r}, *kept])
 """

@@ -15,6 +15,8 @@ step, and what is left carries the mark.
 
 from __future__ import annotations
 
+import shutil
+
 from trainfleet.backends.launch import TaskLaunch
 
 
@@ -26,7 +28,8 @@ def pyxis_argv(launch: TaskLaunch, node: str) -> list[str]:
         for mount in launch.mounts
     ]
     argv = [
-        "srun",
+        # Found here, as sbatch is: the task's environment is the image's (no PATH of ours).
+        shutil.which("srun") or "srun",
         "--overlap",
         "--nodes=1",
         "--ntasks=1",
