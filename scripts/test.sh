@@ -7,7 +7,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 [ -x .venv/bin/python ] || python3 -m venv .venv
-.venv/bin/pip install -q --disable-pip-version-check -c constraints.txt -e '.[dev,tensorflow,pytorch,tensorboard,notebook]'
+.venv/bin/pip install -q --disable-pip-version-check -c constraints.txt -e '.[dev,tensorflow,pytorch,tensorboard,notebook,kubernetes]'
 if [ -z "${TRAINFLEET_TEST_POSTGRES_URL:-}" ]; then
     TRAINFLEET_TEST_POSTGRES_URL="$(bash scripts/postgres.sh start | tail -n 1)"
     export TRAINFLEET_TEST_POSTGRES_URL

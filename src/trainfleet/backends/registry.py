@@ -11,7 +11,7 @@ from trainfleet.domain.errors import Misconfigured
 
 if TYPE_CHECKING:
     from trainfleet.backends.api import Backend
-    from trainfleet.spec.backends import SlurmConfig
+    from trainfleet.spec.backends import KubernetesConfig, SlurmConfig
 
 
 @dataclass(frozen=True)
@@ -32,6 +32,8 @@ class BackendSettings:
     """This machine's named resources (``TRAINFLEET_RESOURCES``: ``licence=2``)."""
     slurm: SlurmConfig | None = None
     """The ``slurm:`` section of the config file."""
+    kubernetes: KubernetesConfig | None = None
+    """The ``kubernetes:`` section of the config file."""
     usage_interval: str | None = None
     """Seconds between two samples of a task's resource use (``0``: none; None: the
     default, ``supervision.usage_options.USAGE_INTERVAL``)."""
@@ -78,7 +80,14 @@ def _slurm(settings: BackendSettings) -> Backend:
     )
 
 
-BACKENDS: dict[str, Factory] = {"local": _local, "slurm": _slurm}
+def _kubernetes(settings: BackendSettings) -> Backend:
+    from trainfleet.backends.kubernetes.backend import KubernetesBackend
+    from trainfleet.spec.backends import KubernetesConfig
+
+    return KubernetesBackend(settings.kubernetes or KubernetesConfig())
+
+
+BACKENDS: dict[str, Factory] = {"local": _local, "slurm": _slurm, "kubernetes": _kubernetes}
 """Each backend's factory, by the name the config file gives it; each imports its
 backend only when called, so naming one costs nothing."""
 

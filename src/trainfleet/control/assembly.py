@@ -39,6 +39,7 @@ def backend_of(settings: Settings, supervised: bool = False) -> Backend:
             gpus=settings.value("gpus"),
             resources=settings.text("resources") or "",
             slurm=config.slurm,
+            kubernetes=config.kubernetes,
             usage_interval=settings.text("usage_interval"),
             usage_interval_source=settings["usage_interval"].where,
             gpu_sharing=settings.text("gpu_sharing"),

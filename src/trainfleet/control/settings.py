@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from trainfleet.spec.backends import BackendConfig
 
 CLIENT_KEYS = ("server", "token", "ca_cert")
-BACKEND_KEYS = ("backend", "slurm", "container_runtime")
+BACKEND_KEYS = ("backend", "slurm", "kubernetes", "container_runtime")
 
 
 class Source(StrEnum):
@@ -91,6 +91,7 @@ KNOBS: dict[str, Knob] = {
     "admin_token": Knob(None, "TRAINFLEET_ADMIN_TOKEN"),
     "backend": Knob(file="backend"),
     "slurm": Knob(file="slurm"),
+    "kubernetes": Knob(file="kubernetes"),
     "container_runtime": Knob(file="container_runtime"),
 }
 """Every setting below the faces. A face's own flags (``--host``, ``--max-body``) may be
@@ -192,8 +193,8 @@ class Settings:
         return Target(self.text("server"), self.text("token"), ca_cert, ca.where)
 
     def backend_config(self) -> BackendConfig:
-        """The config file's ``backend``, ``slurm`` and ``container_runtime`` (the local
-        backend without)."""
+        """The config file's ``backend``, ``slurm``, ``kubernetes`` and ``container_runtime``
+        (the local backend without)."""
         from pydantic import ValidationError
 
         from trainfleet.spec.backends import BackendConfig

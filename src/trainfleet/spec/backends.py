@@ -13,6 +13,16 @@
       sbatch_args: ["--qos=normal"]
       containers: runtime      # or pyxis: srun --container-image, where the cluster has it
     container_runtime: podman  # or docker; the one found on PATH (podman first) by default
+
+    backend: kubernetes
+    kubernetes:
+      kubeconfig: ~/.kube/config   # default: $KUBECONFIG, else ~/.kube/config
+      namespace: training
+      network: host            # pods on their nodes' network, ports chosen by trainfleet
+      host_paths: true         # every node sees this machine's job folders at their paths
+      images:                  # for jobs that name no image, by framework
+        pytorch: localhost/trainfleet/torch:2.13.0
+        default: localhost/trainfleet/python:3.11
 """
 
 from __future__ import annotations
@@ -22,7 +32,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field
 
-from trainfleet.spec.models import Bytes, _Model
+from trainfleet.spec.models import Bytes, Image, _Model
 
 SLURM_TIME = re.compile(r"^(\d+-)?\d+(:\d{1,2}){0,2}$")
 SLURM_NAME = r"^[A-Za-z0-9_.-]{1,64}$"
@@ -72,11 +82,56 @@ class SlurmConfig(_Model):
         return self.account if team == "default" else team
 
 
-class BackendConfig(_Model):
-    """The ``backend`` and ``slurm`` keys of the config file."""
+K8S_NAME = r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$"
 
-    backend: Literal["local", "slurm"] = "local"
+
+class KubernetesConfig(_Model):
+    """How jobs become Pods on a Kubernetes cluster."""
+
+    kubeconfig: Annotated[str, Field(min_length=1)] | None = Field(
+        default=None, description="The kubeconfig file (default: $KUBECONFIG, else ~/.kube/config)."
+    )
+    context: Annotated[str, Field(min_length=1)] | None = Field(
+        default=None, description="The kubeconfig's context (default: its current one)."
+    )
+    namespace: Annotated[str, Field(pattern=K8S_NAME)] = Field(
+        default="default", description="Where the jobs' Pods, Secrets and ConfigMaps go."
+    )
+    network: Literal["host"] = Field(
+        default="host",
+        description="'host': each Pod on its node's network (hostNetwork), at the ports "
+        "trainfleet chooses, as on this machine; for clusters without a pod network.",
+    )
+    address_type: Literal["InternalIP", "Hostname", "ExternalIP"] = Field(
+        default="InternalIP",
+        description="Which of a node's addresses the job's tasks are given for its tasks.",
+    )
+    images: dict[Annotated[str, Field(pattern=r"^[a-z]+$")], Image] = Field(
+        default_factory=dict,
+        description="The image of jobs that name none, by framework (tensorflow, pytorch, "
+        "jax, mpi, generic) or 'default': every Pod runs in an image.",
+    )
+    host_paths: bool = Field(
+        default=False,
+        description="Every node sees this machine's job folders and data directory at the "
+        "same paths (one node, or a shared file system): they are mounted as hostPath.",
+    )
+    node_lost_seconds: Annotated[int, Field(ge=1, le=86_400)] = Field(
+        default=60,
+        description="Seconds a Pod stays on a node that stopped answering before it is "
+        "evicted, and its task counted as lost (Kubernetes' own default is 300).",
+    )
+    request_timeout: Annotated[float, Field(gt=0, le=600)] = Field(
+        default=15, description="Seconds a request to the cluster's API may take."
+    )
+
+
+class BackendConfig(_Model):
+    """The ``backend``, ``slurm`` and ``kubernetes`` keys of the config file."""
+
+    backend: Literal["local", "slurm", "kubernetes"] = "local"
     slurm: SlurmConfig = Field(default_factory=SlurmConfig)
+    kubernetes: KubernetesConfig = Field(default_factory=KubernetesConfig)
     container_runtime: Literal["podman", "docker"] | None = Field(
         default=None,
         description="What runs the tasks of roles with an image (on Slurm: on each node); "

@@ -47,7 +47,7 @@ class Containers:
         as the launch's policy says."""
         self._present: set[str] = set()
         self._workdirs: dict[str, bool] = {}
-        """Whether each image asked about declares a WORKDIR (see ``_declares_workdir``)."""
+        """Whether each image asked about declares a WORKDIR (see ``declares_workdir``)."""
         self._locks: dict[str, threading.Lock] = {}
         """One per image: a long pull holds up the tasks of that image only."""
         self._lock = threading.Lock()
@@ -76,13 +76,13 @@ class Containers:
         with lock:  # one pull of an image at a time, however many tasks want it
             if launch.pull == "always":
                 self._pull(image)
-            elif image not in self._present and not self._exists(image):
+            elif image not in self._present and not self.has(image):
                 if launch.pull == "never":
                     raise ImageUnavailable(f"image {image!r} not found locally (pull: never)")
                 self._pull(image)
             self._present.add(image)
 
-    def _declares_workdir(self, image: str) -> bool:
+    def declares_workdir(self, image: str) -> bool:
         """Whether ``image`` (here) names a WORKDIR of its own (not ``/``), as upstream
         examples' images do for their program."""
         with self._lock:
@@ -94,7 +94,8 @@ class Containers:
                 self._workdirs[image] = known
         return known
 
-    def _exists(self, image: str) -> bool:
+    def has(self, image: str) -> bool:
+        """Whether ``image`` is here."""
         return self._run("image", "inspect", image).returncode == 0
 
     def _pull(self, image: str) -> None:
@@ -125,7 +126,7 @@ class Containers:
         pull = "never" if self.pulls_here else RUNTIME_PULL[launch.pull]
         argv += ["--pull", pull]
         in_image = launch.image_workdir and self.pulls_here  # else the image is not here
-        if not (in_image and self._declares_workdir(launch.image or "")):
+        if not (in_image and self.declares_workdir(launch.image or "")):
             argv += ["--workdir", str(launch.cwd)]
         if launch.account is not None:  # the team's account, not the image's user
             argv += ["--user", f"{launch.account.uid}:{launch.account.gid}"]

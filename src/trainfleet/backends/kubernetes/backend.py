@@ -1,0 +1,771 @@
+"""The Kubernetes backend: trainfleet stays the controller, as Kubeflow's operator is.
+
+Each task's attempt is one Pod, on the node trainfleet chose, on its node's network at
+the port trainfleet chose (``network: host``), so that every task's address is known
+before any starts; the job's root ConfigMap owns them (and the Secrets that hold their
+secret values). One watch of the namespace's Pods of trainfleet follows them all; a Pod's
+finalizer keeps its object until its exit code is read. Logs are copied from the pod log
+API into the data directory while the tasks run (``logs``). A task's attempt's ``.pod``
+record names its Pod, which is how a restarted trainfleet finds it again.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import signal
+import sys
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from trainfleet.backends.api import (
+    BackendError,
+    NotStarted,
+    Outside,
+    Preview,
+    TaskHandle,
+    TaskReports,
+    TaskStatus,
+)
+from trainfleet.backends.kubernetes import manifests
+from trainfleet.backends.kubernetes.connection import Connection, status_of
+from trainfleet.backends.kubernetes.logs import LogCopy
+from trainfleet.backends.kubernetes.pod_state import PodState, pod_state
+from trainfleet.backends.launch import JobLaunch, TaskLaunch
+from trainfleet.backends.supervision.containers import Containers, ImageUnavailable
+from trainfleet.backends.supervision.ports import PooledAddresses
+from trainfleet.backends.supervision.shim import write_record
+from trainfleet.datadir import records
+from trainfleet.datadir.layout import DataDir
+from trainfleet.domain.conditions import Code
+from trainfleet.scheduling.cluster import Node
+from trainfleet.scheduling.placement import Placement, TaskKey, Unschedulable
+from trainfleet.scheduling.resources import GPU_UNIT, Resources
+from trainfleet.spec.backends import KubernetesConfig
+from trainfleet.spec.frameworks import Framework
+from trainfleet.spec.models import JobSpec
+
+WATCH_SECONDS = 2
+"""How long one watch request lasts: between two, overdue deletions are looked at."""
+RETRY_SECONDS = (0.5, 5.0)
+"""The first and the longest wait before the watch tries the API again."""
+DELETION_SETTLE_SECONDS = 10.0
+"""How long after its grace a deleted Pod may say nothing of its container before its
+node is asked about (and then again as often)."""
+LOG_SECONDS = 10.0
+"""How long an exit waits for the last of its task's log."""
+FATAL_EXIT = 127
+"""The exit status of a task whose container could not be made (no image, no Secret)."""
+
+
+def _pod_of(record: Path) -> str | None:
+    """The Pod an attempt was given to (its ``.pod`` record), where it was."""
+    try:
+        return record.with_name(record.name + ".pod").read_text().strip() or None
+    except OSError:
+        return None
+
+
+@dataclass
+class _Task:
+    """A task's Pod, until its exit has been reported."""
+
+    key: TaskKey
+    job_id: str
+    record: Path
+    pod: str
+    reports: TaskReports
+    log: Path
+    mask: tuple[bytes, ...] = field(default=(), repr=False)
+    address: str = ""
+    state: PodState | None = None
+    copy: LogCopy | None = None
+    placed: bool = False
+    note: str = ""
+    stopping: bool = False
+    final: bool = False
+    node_checked: float = 0.0
+    """When its node was last asked about (monotonic), while its deleted Pod says nothing."""
+
+
+class KubernetesBackend(PooledAddresses):
+    """Runs each task as a Pod of one cluster (``kubernetes:`` in the config file).
+
+    A task's handle is its Pod's name.
+    """
+
+    restarts_whole_jobs = True
+    queues_tasks = True
+
+    def __init__(self, config: KubernetesConfig) -> None:
+        self.config = config
+        self.connection = Connection(config)
+        self._tasks: dict[str, _Task] = {}
+        """Followed tasks, by Pod name."""
+        self._hosts: dict[tuple[str, TaskKey], str] = {}
+        """Each started task's host, for its peers started later (a task restarted alone)."""
+        self._roots: dict[str, list[manifests.Manifest]] = {}
+        """The owner reference of each job's root ConfigMap, by job."""
+        self._untidy: set[str] = set()
+        """Pods whose finalizer or object is still to be removed (the API was away)."""
+        self._lock = threading.Lock()
+        self._watcher: threading.Thread | None = None
+        self._images = Containers()
+        """This machine's container runtime, where it has one: what it knows of images."""
+
+    def _declares_workdir(self, image: str) -> bool:
+        """Whether ``image`` names a WORKDIR of its own, as this machine's runtime knows it;
+        True where it cannot tell (the Pod then runs where Kubernetes runs it)."""
+        try:
+            return self._images.declares_workdir(image) or not self._images.has(image)
+        except ImageUnavailable:  # no runtime here
+            return True
+
+    @property
+    def _core(self) -> Any:
+        return self.connection.core
+
+    def _call(self, what: str, name: str, *args: Any, **kwargs: Any) -> Any:
+        return self.connection.call(what, getattr(self._core, name), *args, **kwargs)
+
+    # -- what jobs are admitted onto ------------------------------------------
+
+    def gpu_memory(self) -> int | None:
+        return None  # the cluster hands out whole GPUs (nvidia.com/gpu)
+
+    def nodes(self) -> list[Node]:
+        return [Node(name, capacity, labels) for name, capacity, labels, _ in self._nodes()]
+
+    def _nodes(self) -> list[tuple[str, Resources, dict[str, str], str]]:
+        """Each node that takes Pods: its name, allocatable resources, labels and the
+        address its tasks are given."""
+        found = self._call("list the cluster's nodes", "list_node", _preload_content=False)
+        nodes = []
+        for node in json.loads(found.data)["items"]:
+            meta, status = node["metadata"], node.get("status", {})
+            if node.get("spec", {}).get("unschedulable") or not _ready(status):
+                continue
+            allocatable = status.get("allocatable", {})
+            addresses = {a["type"]: a["address"] for a in status.get("addresses", [])}
+            nodes.append(
+                (
+                    meta["name"],
+                    _resources(allocatable),
+                    meta.get("labels", {}),
+                    addresses.get(self.config.address_type, meta["name"]),
+                )
+            )
+        return nodes
+
+    def _imaged(self, spec: JobSpec) -> JobSpec:
+        """``spec`` with the configured image of its framework (``kubernetes.images``) as
+        the job's, where a role of it names none."""
+        images = self.config.images
+        image = images.get(spec.framework.value) or images.get("default")
+        if spec.image is not None or image is None:
+            return spec
+        return spec.model_copy(update={"image": image})
+
+    def check(self, spec: JobSpec) -> None:
+        spec = self._imaged(spec)
+        if spec.service_roles():
+            raise Unschedulable("tensorboard: runs on the local backend only for now")
+        if spec.framework is Framework.MPI:
+            raise Unschedulable("framework: mpi runs on the local backend only for now")
+        if spec.notebook is not None:
+            raise Unschedulable("notebook: notebooks run on the local backend only for now")
+        if not self.config.host_paths:
+            raise Unschedulable(
+                "kubernetes.host_paths: the job's folder reaches Pods only through host paths "
+                "for now; set it where every node sees this machine's job folders and data "
+                "directory at their paths (one node, or a shared file system)"
+            )
+        for name, role in spec.roles.items():
+            if spec.image_of(name) is None:
+                raise Unschedulable(
+                    f"roles.{name}.image: on Kubernetes every task runs in an image; name "
+                    "one (or the config file's kubernetes.images one for its framework)"
+                )
+            if 0 < role.resources.gpu < 1 or role.resources.gpu_memory:
+                raise Unschedulable(
+                    f"roles.{name}.resources.gpu: Kubernetes hands out whole GPUs "
+                    "(nvidia.com/gpu), not fractions of one"
+                )
+
+    # -- starting ---------------------------------------------------------------
+
+    def dryrun(self, job: JobLaunch) -> Preview:
+        """Each task with its node still to be chosen, and the Pods it would be."""
+        job = replace(job, spec=self._imaged(job.spec))
+        hosts = {slot.key: f"<node of {slot.key[0]}/{slot.key[1]}>" for slot in job.placement}
+        placement = _on_hosts(job.placement, hosts)
+        launches = [job.task(key, placement) for key in job.attempts]
+        owners = [{"apiVersion": "v1", "kind": "ConfigMap", "name": "<the job's>", "uid": ""}]
+        pods = [
+            self._pod(job, launch, "<chosen at start>", owners, secret="<the task's>")
+            for launch in launches
+        ]
+        import yaml
+
+        return Preview(launches, yaml.safe_dump_all(pods, sort_keys=False))
+
+    def start(self, job: JobLaunch, reports: TaskReports) -> dict[TaskKey, TaskHandle | NotStarted]:
+        keys = list(job.attempts)
+        job = replace(job, spec=self._imaged(job.spec))
+        try:
+            job.data_dir.run_dir(job.job_id).mkdir(parents=True, exist_ok=True)
+            nodes = self._choose_nodes(job)
+            owners = self._root(job.job_id)
+        except (OSError, Unschedulable) as error:
+            return {key: NotStarted(str(error)) for key in keys}
+        hosts = {
+            slot.key: nodes[slot.key][1] if slot.key in nodes else self._peer(job, slot.key)
+            for slot in job.placement
+        }
+        placement = _on_hosts(job.placement, hosts)
+        started: dict[TaskKey, TaskHandle | NotStarted] = {}
+        for key in keys:
+            launch = job.task(key, placement)
+            try:
+                started[key] = self._create(job, launch, nodes[key][0], owners, reports)
+            except OSError as error:  # BackendError among them
+                started[key] = NotStarted(str(error))
+        return started
+
+    def _peer(self, job: JobLaunch, key: TaskKey) -> str:
+        """The host of a task this start does not start (it runs on)."""
+        with self._lock:
+            return self._hosts.get((job.job_id, key), "")
+
+    def _create(
+        self,
+        job: JobLaunch,
+        launch: TaskLaunch,
+        node: str,
+        owners: list[manifests.Manifest],
+        reports: TaskReports,
+    ) -> TaskHandle:
+        """The Secret (where the task has secret values) and the Pod of ``launch``."""
+        for mount in launch.mounts:  # else the Pod would wait for it for ever
+            if not mount.source.exists():
+                raise BackendError(f"mount source {mount.source} does not exist")
+        attempt = job.attempts[launch.key]
+        name = manifests.pod_name(job.job_id, launch.key, attempt)
+        namespace = self.config.namespace
+        hidden = manifests.secret_variables(launch)
+        if hidden:
+            body = manifests.secret_manifest(name, namespace, hidden, owners)
+            self._replace("create_namespaced_secret", "delete_namespaced_secret", name, body)
+        if launch.image_workdir and not self._declares_workdir(launch.image or ""):
+            launch = replace(launch, image_workdir=False)  # as podman runs it here
+        pod = self._pod(job, launch, node, owners, name if hidden else None)
+        write_record(f"{launch.record}.pod", name)  # first: a Pod is never made unrecorded
+        self._replace("create_namespaced_pod", "delete_namespaced_pod", name, pod)
+        port = job.placement.slot(*launch.key).port
+        host = dict(launch.hosts).get(launch.hostname, "")
+        with self._lock:
+            self._hosts[(job.job_id, launch.key)] = host
+        task = _Task(
+            launch.key,
+            job.job_id,
+            launch.record,
+            name,
+            reports,
+            launch.log_path,
+            launch.mask,
+            f"{host}:{port}" if port else "",
+        )
+        return self._follow(task)
+
+    def _pod(
+        self,
+        job: JobLaunch,
+        launch: TaskLaunch,
+        node: str,
+        owners: list[manifests.Manifest],
+        secret: str | None,
+    ) -> manifests.Manifest:
+        return manifests.pod_manifest(
+            launch,
+            job_id=job.job_id,
+            attempt=job.attempts[launch.key],
+            namespace=self.config.namespace,
+            node=node,
+            grace_period=job.spec.grace_period,
+            node_lost_seconds=self.config.node_lost_seconds,
+            owners=owners,
+            secret=secret,
+            mount_kinds=tuple(
+                "Directory" if mount.source.is_dir() else "File" for mount in launch.mounts
+            ),
+        )
+
+    def _replace(self, create: str, delete: str, name: str, body: manifests.Manifest) -> None:
+        """Create ``body``; where an object of its name is left from an earlier try of the
+        same attempt (a start the server did not live to record), delete that one first."""
+        namespace = self.config.namespace
+        what = f"create {body['kind']} {namespace}/{name}"
+        try:
+            self._call(what, create, namespace, body)
+        except BackendError as error:
+            if status_of(error) != 409:
+                raise
+            self._forget(name) if body["kind"] == "Pod" else None
+            with contextlib.suppress(BackendError):
+                self._call(what, delete, name, namespace, grace_period_seconds=0)
+            time.sleep(0.5)
+            self._call(what, create, namespace, body)
+
+    def _root(self, job_id: str) -> list[manifests.Manifest]:
+        """The owner reference of the job's root ConfigMap, made on its first start."""
+        with self._lock:
+            known = self._roots.get(job_id)
+        if known is not None:
+            return known
+        namespace = self.config.namespace
+        body = manifests.root_manifest(job_id, namespace)
+        name = body["metadata"]["name"]
+        try:
+            made = self._call(
+                f"create ConfigMap {namespace}/{name}",
+                "create_namespaced_config_map",
+                namespace,
+                body,
+                _preload_content=False,
+            )
+        except BackendError as error:
+            if status_of(error) != 409:
+                raise
+            made = self._call(
+                f"read ConfigMap {namespace}/{name}",
+                "read_namespaced_config_map",
+                name,
+                namespace,
+                _preload_content=False,
+            )
+        owners = manifests.owned_by(json.loads(made.data))
+        with self._lock:
+            self._roots[job_id] = owners
+        return owners
+
+    def _choose_nodes(self, job: JobLaunch) -> dict[TaskKey, tuple[str, str]]:
+        """A node (name, address) for each task of the start: the first with room left
+        for it, after what the Pods running there request."""
+        nodes = self._nodes()
+        if not nodes:
+            raise Unschedulable("the cluster has no node that takes Pods (all not ready?)")
+        free = {name: capacity for name, capacity, _, _ in nodes}
+        for node, used in self._requested().items():
+            if node in free:
+                free[node] = free[node] - used
+        chosen = {}
+        for key in job.attempts:
+            wanted = _wanted(job.spec, key[0])
+            for name, _, _, address in nodes:
+                if wanted.fits(free[name]):
+                    free[name] = free[name] - wanted
+                    chosen[key] = (name, address)
+                    break
+            else:
+                raise Unschedulable(
+                    f"roles.{key[0]}.resources: no node of the cluster has room for task "
+                    f"{key[0]}/{key[1]} now"
+                )
+        return chosen
+
+    def _requested(self) -> dict[str, Resources]:
+        """What the Pods that have not ended request, by node."""
+        found = self._call(
+            "list the cluster's pods",
+            "list_pod_for_all_namespaces",
+            field_selector="status.phase!=Succeeded,status.phase!=Failed",
+            _preload_content=False,
+        )
+        used: dict[str, Resources] = {}
+        for pod in json.loads(found.data)["items"]:
+            node = pod.get("spec", {}).get("nodeName")
+            if not node:
+                continue
+            for container in pod["spec"].get("containers", []):
+                asked = _resources(container.get("resources", {}).get("requests", {}))
+                used[node] = used.get(node, Resources()) + asked
+        return used
+
+    # -- following --------------------------------------------------------------
+
+    def _follow(self, task: _Task) -> TaskHandle:
+        with self._lock:
+            self._tasks[task.pod] = task
+            self._watch()
+        return TaskHandle(task.pod)
+
+    def _forget(self, pod: str) -> None:
+        with self._lock:
+            self._tasks.pop(pod, None)
+
+    def _watch(self) -> None:
+        if self._watcher is None:
+            self._watcher = threading.Thread(target=self._loop, name="kubernetes", daemon=True)
+            self._watcher.start()
+
+    def _loop(self) -> None:
+        version: str | None = None
+        pause = RETRY_SECONDS[0]
+        said = ""
+        while True:
+            try:
+                if version is None:
+                    version = self._list()
+                version = self._watch_from(version)
+                pause, said = RETRY_SECONDS[0], ""
+            except Exception as error:  # the API is away: nothing is counted as failed
+                text = str(self.connection.error("watch pods", error))
+                if text != said:
+                    print(f"trainfleet: kubernetes: {text}", file=sys.stderr)
+                    said = text
+                time.sleep(pause)
+                pause = min(2 * pause, RETRY_SECONDS[1])
+            self._sweep()
+
+    def _list(self) -> str:
+        found = self._call(
+            "list pods",
+            "list_namespaced_pod",
+            self.config.namespace,
+            label_selector=manifests.SELECTOR,
+            _preload_content=False,
+        )
+        listing = json.loads(found.data)
+        seen = set()
+        for pod in listing["items"]:
+            seen.add(pod["metadata"]["name"])
+            self._seen(pod, gone=False)
+        with self._lock:
+            missing = [task for name, task in self._tasks.items() if name not in seen]
+        for task in missing:  # deleted while nobody watched
+            self._update(task, task.state, gone=True)
+        return str(listing["metadata"]["resourceVersion"])
+
+    def _watch_from(self, version: str) -> str | None:
+        """Follow changes from ``version`` for a while; the version reached, or None
+        where the API has forgotten ``version`` (list again)."""
+        response = self._core.list_namespaced_pod(
+            self.config.namespace,
+            label_selector=manifests.SELECTOR,
+            watch=True,
+            resource_version=version,
+            allow_watch_bookmarks=True,
+            timeout_seconds=WATCH_SECONDS,
+            _preload_content=False,
+            _request_timeout=(self.config.request_timeout, WATCH_SECONDS + 10),
+        )
+        try:
+            for line in response:
+                event = json.loads(line)
+                pod = event["object"]
+                if event["type"] == "ERROR":
+                    return None if pod.get("code") == 410 else version
+                version = pod["metadata"].get("resourceVersion", version)
+                if event["type"] != "BOOKMARK":
+                    self._seen(pod, gone=event["type"] == "DELETED")
+        finally:
+            response.release_conn()
+        return version
+
+    def _seen(self, pod: dict[str, Any], gone: bool) -> None:
+        with self._lock:
+            task = self._tasks.get(pod["metadata"]["name"])
+        if task is not None:
+            self._update(task, pod_state(pod), gone)
+
+    def _sweep(self) -> None:
+        """Deletions past their grace with no exit code, and tidying left to do."""
+        with self._lock:
+            tasks = list(self._tasks.values())
+            untidy, self._untidy = self._untidy, set()
+        for task in tasks:
+            if task.state is not None and task.state.deleting_since is not None:
+                self._update(task, task.state, gone=False)
+        for pod in untidy:
+            self._tidy(pod)
+
+    def _update(self, task: _Task, state: PodState | None, gone: bool) -> None:
+        if task.final:
+            return
+        task.state = state or task.state
+        if state is not None and state.running and task.copy is None:
+            task.copy = LogCopy(
+                self.connection,
+                task.pod,
+                task.log,
+                task.mask,
+                task.record,
+                lambda: task.final or (task.state is not None and task.state.exit is not None),
+            )
+            task.copy.start()
+        if state is not None and not task.placed:
+            self._place(task, state)
+        verdict = self._verdict(task, state, gone)
+        if verdict is not None:
+            self._end(task, *verdict)
+
+    def _place(self, task: _Task, state: PodState) -> None:
+        where = f"pod {self.config.namespace}/{task.pod} on node {state.node}"
+        if state.running:
+            task.placed = True
+            task.reports.placed(task.key, task.address, f"running as {where}")
+            return
+        waiting = f": {state.waiting}" if state.waiting else ""
+        note = f"starting as {where}{waiting}"
+        if note != task.note:
+            task.note = note
+            task.reports.placed(task.key, "", note)
+
+    def _verdict(
+        self, task: _Task, state: PodState | None, gone: bool
+    ) -> tuple[int, Outside | None] | None:
+        """The exit to report, once the Pod says it (or says nothing more ever)."""
+        name = f"pod {task.pod}"
+        stopped = task.stopping or (state is not None and state.stop is not None)
+        outside_delete = Outside(f"{name} was deleted outside trainfleet")
+        if state is not None and state.exit is not None:
+            outside = None
+            if state.evicted:
+                outside = Outside(f"Kubernetes evicted {name}: {state.message}")
+            elif state.deleting_since is not None and not stopped:
+                outside = outside_delete
+            elif state.reason == "OOMKilled":
+                outside = Outside(
+                    "OOMKilled: it went over its memory limit", cause=Code.PROGRAM_FAILED
+                )
+            return state.exit, outside
+        if gone:
+            return -signal.SIGKILL, None if stopped else outside_delete
+        if state is None:
+            return None
+        if state.fatal:
+            why = f"{state.waiting}: {state.waiting_message}".rstrip(": ")
+            return FATAL_EXIT, Outside(why, cause=Code.PROGRAM_FAILED)
+        if state.phase in ("Failed", "Succeeded"):  # ended with no container status
+            return -signal.SIGKILL, Outside(f"Kubernetes ended {name}: {state.reason}")
+        overdue = state.deleting_since is not None and (
+            (datetime.now(UTC) - state.deleting_since).total_seconds() > DELETION_SETTLE_SECONDS
+        )
+        # A deleted Pod's kubelet says how its container ended, however long its grace
+        # (kubelet 1.20 does not shorten a grace already begun); only a lost node never does.
+        if overdue and time.monotonic() >= task.node_checked + DELETION_SETTLE_SECONDS:
+            task.node_checked = time.monotonic()
+            lost = self._lost(state)
+            if lost is not None:
+                return -signal.SIGKILL, Outside(f"{lost} ({name})")
+        return None
+
+    def _lost(self, state: PodState) -> str | None:
+        """Why a deleted Pod's kubelet says nothing, where it is lost: its node stopped
+        answering, or is no more."""
+        try:
+            node = self._call(
+                f"read node {state.node}", "read_node", state.node, _preload_content=False
+            )
+        except BackendError as error:
+            gone = status_of(error) == 404
+            return f"node {state.node} was removed from the cluster" if gone else None
+        if _ready(json.loads(node.data).get("status", {})):
+            return None
+        return f"node {state.node} was lost: its kubelet stopped answering"
+
+    def _end(self, task: _Task, status: int, outside: Outside | None) -> None:
+        """Report the task's exit once, with its whole log, then let its Pod go."""
+        with self._lock:
+            if task.final:
+                return
+            task.final = True
+            self._tasks.pop(task.pod, None)
+        if task.copy is not None:
+            task.copy.wait(LOG_SECONDS)
+        write_record(f"{task.record}.exit", str(status))
+        task.reports.exited(task.key, status, outside)
+        self._tidy(task.pod)
+
+    def _tidy(self, pod: str) -> None:
+        """Remove the finalizer and the object of an ended task's Pod, and its Secret."""
+        namespace = self.config.namespace
+        try:
+            with contextlib.suppress(BackendError):  # gone already
+                self._call(
+                    f"let pod {pod} go",
+                    "patch_namespaced_pod",
+                    pod,
+                    namespace,
+                    {"metadata": {"finalizers": None}},
+                )
+            for kind in ("pod", "secret"):
+                try:
+                    self._call(
+                        f"delete {kind} {pod}",
+                        f"delete_namespaced_{kind}",
+                        pod,
+                        namespace,
+                        grace_period_seconds=0,
+                    )
+                except BackendError as error:
+                    if status_of(error) != 404:
+                        raise
+        except BackendError:
+            with self._lock:
+                self._untidy.add(pod)
+
+    # -- the rest of the contract -------------------------------------------------
+
+    def describe(self, handle: TaskHandle) -> TaskStatus:
+        with self._lock:
+            task = self._tasks.get(handle)
+        node = task.state.node if task and task.state else ""
+        where = f"pod {self.config.namespace}/{handle}" + (f" on node {node}" if node else "")
+        return TaskStatus(handle, where)
+
+    def stop(self, handle: TaskHandle, force: bool = False) -> None:
+        """Delete the task's Pod: its kubelet sends SIGTERM and, after the job's grace
+        period (``force``: at once), SIGKILL; its finalizer keeps the exit code."""
+        with self._lock:
+            task = self._tasks.get(handle)
+        if task is None:
+            return
+        task.stopping = True
+        self._delete(handle, force)
+
+    def _delete(self, pod: str, force: bool) -> None:
+        namespace = self.config.namespace
+        with contextlib.suppress(BackendError):  # ended meanwhile: the watch says how
+            self._call(
+                f"mark pod {pod}",
+                "patch_namespaced_pod",
+                pod,
+                namespace,
+                {"metadata": {"annotations": {manifests.STOP: "KILL" if force else "TERM"}}},
+            )
+            self._call(
+                f"delete pod {pod}",
+                "delete_namespaced_pod",
+                pod,
+                namespace,
+                grace_period_seconds=0 if force else None,
+            )
+
+    def log_path(self, data_dir: DataDir, job_id: str, key: TaskKey) -> Path:
+        return data_dir.log_path(job_id, *key)  # copied here from the pod log API
+
+    def last_attempt(self, data_dir: DataDir, job_id: str, key: TaskKey) -> int | None:
+        # .pid: an attempt an earlier (local) backend of this data directory started.
+        return records.last_attempt(data_dir.run_dir(job_id), *key, suffixes=(".pid", ".pod"))
+
+    def adopt(
+        self, data_dir: DataDir, job_id: str, key: TaskKey, attempt: int, reports: TaskReports
+    ) -> TaskHandle | None:
+        record = data_dir.record(job_id, *key, attempt)
+        status = records.exit_status(record)
+        pod = _pod_of(record)
+        if pod is None or status is not None:  # ended, or not a Pod
+            reports.exited(key, -signal.SIGKILL if status is None else status)
+            return None
+        try:
+            found = self._call(
+                f"read pod {pod}",
+                "read_namespaced_pod",
+                pod,
+                self.config.namespace,
+                _preload_content=False,
+            )
+        except BackendError as error:
+            if status_of(error) != 404:
+                raise
+            write_record(f"{record}.exit", str(-signal.SIGKILL))
+            reports.exited(key, -signal.SIGKILL, Outside(f"pod {pod} is gone"))
+            return None
+        task = _Task(key, job_id, record, pod, reports, data_dir.log_path(job_id, *key))
+        task.mask = self._secret_values(pod)
+        with self._lock:
+            self._roots.setdefault(job_id, [])
+        handle = self._follow(task)
+        self._seen(json.loads(found.data), gone=False)
+        return handle
+
+    def _secret_values(self, pod: str) -> tuple[bytes, ...]:
+        """The values a Pod's log must not show: its Secret's (see ``secret_variables``)."""
+        import base64
+
+        try:
+            found = self._call(
+                f"read secret {pod}",
+                "read_namespaced_secret",
+                pod,
+                self.config.namespace,
+                _preload_content=False,
+            )
+        except BackendError:
+            return ()
+        data = json.loads(found.data).get("data") or {}
+        return tuple(base64.b64decode(value) for value in data.values())
+
+    def abandon(self, data_dir: DataDir, job_id: str, key: TaskKey) -> None:
+        attempt = self.last_attempt(data_dir, job_id, key)
+        pod = None if attempt is None else _pod_of(data_dir.record(job_id, *key, attempt))
+        if pod is not None:
+            self._delete(pod, force=True)
+            self._tidy(pod)
+
+    def release(self, job_id: str) -> None:
+        """The job has ended: its ports, and its root ConfigMap (what it still owns goes
+        with it), unless a task of it is still followed (a server shutting down)."""
+        super().release(job_id)
+        with self._lock:
+            known = job_id in self._roots
+            running = any(task.job_id == job_id for task in self._tasks.values())
+            if known and not running:
+                del self._roots[job_id]
+        if known and not running:
+            name = manifests.root_name(job_id)
+            with contextlib.suppress(BackendError):
+                self._call(
+                    f"delete ConfigMap {name}",
+                    "delete_namespaced_config_map",
+                    name,
+                    self.config.namespace,
+                )
+
+
+def _ready(status: Mapping[str, Any]) -> bool:
+    return any(
+        c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions", [])
+    )
+
+
+def _resources(amounts: Mapping[str, Any]) -> Resources:
+    """Kubernetes quantities (``cpu: 1500m``, ``memory: 2Gi``, ``nvidia.com/gpu: 1``)."""
+    from kubernetes.utils.quantity import parse_quantity
+
+    def amount(name: str, scale: int = 1) -> int:
+        quantity = parse_quantity(amounts.get(name, 0))  # type: ignore[no-untyped-call]
+        return int(quantity * scale)
+
+    return Resources(
+        cpu=amount("cpu", 1000),
+        memory=amount("memory"),
+        gpu=amount(manifests.GPU_RESOURCE) * GPU_UNIT,
+    )
+
+
+def _wanted(spec: JobSpec, role: str) -> Resources:
+    asked = spec.roles[role].resources
+    return Resources(cpu=asked.cpu or 0, memory=asked.memory or 0, gpu=round(asked.gpu) * GPU_UNIT)
+
+
+def _on_hosts(placement: Placement, hosts: Mapping[TaskKey, str]) -> Placement:
+    """``placement`` with each task on the host ``hosts`` names, and no GPUs of this
+    machine's (the cluster's device plugin gives each Pod its own)."""
+    return Placement(tuple(replace(slot, host=hosts[slot.key], gpus=()) for slot in placement))
