@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from trainfleet.control.engine import Engine
     from trainfleet.environments.cache import EnvironmentCache
     from trainfleet.environments.task_base import TaskBase
+    from trainfleet.spec.backends import KubernetesConfig
 
 
 def backend_of(settings: Settings, supervised: bool = False) -> Backend:
@@ -39,13 +40,22 @@ def backend_of(settings: Settings, supervised: bool = False) -> Backend:
             gpus=settings.value("gpus"),
             resources=settings.text("resources") or "",
             slurm=config.slurm,
-            kubernetes=config.kubernetes,
+            kubernetes=_with_kubeconfig(config.kubernetes, settings),
             usage_interval=settings.text("usage_interval"),
             usage_interval_source=settings["usage_interval"].where,
             gpu_sharing=settings.text("gpu_sharing"),
             gpu_sharing_source=settings["gpu_sharing"].where,
         ),
     )
+
+
+def _with_kubeconfig(config: KubernetesConfig, settings: Settings) -> KubernetesConfig:
+    """``config`` with ``$KUBECONFIG`` (its first file) where it names no kubeconfig, as
+    kubectl reads it."""
+    named = settings.environ.get("KUBECONFIG", "").split(os.pathsep)[0]
+    if config.kubeconfig is not None or not named:
+        return config
+    return config.model_copy(update={"kubeconfig": named})
 
 
 def environment_cache_of(settings: Settings) -> EnvironmentCache:

@@ -89,7 +89,8 @@ class KubernetesConfig(_Model):
     """How jobs become Pods on a Kubernetes cluster."""
 
     kubeconfig: Annotated[str, Field(min_length=1)] | None = Field(
-        default=None, description="The kubeconfig file (default: $KUBECONFIG, else ~/.kube/config)."
+        default=None,
+        description="The kubeconfig file (default: $KUBECONFIG's first, else ~/.kube/config).",
     )
     context: Annotated[str, Field(min_length=1)] | None = Field(
         default=None, description="The kubeconfig's context (default: its current one)."

@@ -3,7 +3,6 @@ as a BackendError that names the kubeconfig and the reason."""
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -22,9 +21,7 @@ class Connection:
     def __init__(self, config: KubernetesConfig) -> None:
         self.config = config
         self.namespace = config.namespace
-        self.kubeconfig = str(
-            Path(config.kubeconfig or os.environ.get("KUBECONFIG") or "~/.kube/config").expanduser()
-        )
+        self.kubeconfig = str(Path(config.kubeconfig or "~/.kube/config").expanduser())
         self._core: Any = None
 
     @property
@@ -34,6 +31,11 @@ class Connection:
             from kubernetes import client
             from kubernetes import config as kubeconfig
 
+            if not Path(self.kubeconfig).is_file():
+                raise BackendError(
+                    f"kubeconfig {self.kubeconfig}: no such file (name one: kubernetes.kubeconfig "
+                    "in the config file, or KUBECONFIG)"
+                )
             settings = client.Configuration()
             try:
                 kubeconfig.load_kube_config(  # type: ignore[no-untyped-call]
