@@ -29,7 +29,8 @@
 # Build: Debian bookworm's source package `kubernetes` (1.20.2, vendored dependencies),
 # Debian's Go in GOPATH mode, `-tags providerless`, Debian's patches plus ours
 # (scripts/k8s/patches: no in-tree credential providers in the kubelet, whose AWS one calls
-# the cloud metadata address 169.254.169.254; the kubelet leaves host sysctls alone). It is
+# the cloud metadata address 169.254.169.254, nor cAdvisor's cloud detection, which would
+# on a cloud's machine; the kubelet leaves host sysctls alone). It is
 # kept in $TRAINFLEET_K8S_BUILD (default /var/tmp/trainfleet-k8s-build): binaries, source and
 # Go cache, keyed on the source package's version, Go's, and the patches, so a changed patch
 # builds again (about 4 minutes on 2 cores; Go's cache makes a rebuild quicker) and anything
@@ -47,7 +48,8 @@
 # and containerd's streaming server on a free port.
 #
 # The node is this machine, named $(hostname), which /etc/hosts must map to 127.0.0.1 (the
-# API server reaches the kubelet by that name). Things a shared machine keeps: no iptables
+# API server reaches the kubelet by that name). One cluster per machine: `start` refuses
+# while another kubelet runs (two would share the /kubepods cgroups). Things a shared machine keeps: no iptables
 # chains (--make-iptables-util-chains=false), no sysctl changes, no device plugin socket in
 # /var/lib/kubelet (DevicePlugins=false), containerd's root, state and socket of its own.
 # The kubelet's pod cgroups are /kubepods in each hierarchy (cgroupfs driver); the pod logs
@@ -76,8 +78,8 @@ COMPONENTS=(etcd kube-apiserver containerd kube-controller-manager kube-schedule
 PACKAGES=(golang-go etcd-server containerd runc containernetworking-plugins
     golang-github-modern-go-reflect2-dev openssl curl gcc libc6-dev patch python3 iproute2
     util-linux procps)
-# Paths outside $DIR that the kubelet or containerd may write; `stop` removes those that did
-# not exist before this cluster's first start (see note_host_paths).
+# Paths outside $DIR that the kubelet or containerd may write; `stop` removes the empty
+# folders left in those that did not exist before the cluster started (see note_host_paths).
 HOST_PATHS=(/var/log/pods /var/log/containers /var/lib/kubelet /run/containerd /var/lib/cni
     /usr/libexec/kubernetes /var/run/kubernetes)
 
@@ -100,7 +102,7 @@ SCHEDULER_PORT="$(port SCHEDULER 20259)"
 
 # The binaries the cluster runs ($DIR/bin links to the build they came from).
 BIN="$DIR/bin"
-kc() { "$BIN/kubectl" --kubeconfig "$KUBECONFIG_PATH" "$@"; }
+kc() { "$BIN/kubectl" --kubeconfig "$KUBECONFIG_PATH" --cache-dir "$RUN/kubectl-cache" "$@"; }
 ctrk() { ctr --address "$SOCK" --namespace k8s.io "$@"; }
 
 # --- processes ------------------------------------------------------------------------------
@@ -222,6 +224,16 @@ check_machine() {
         "stay on loopback (add '127.0.0.1 $NODE' to /etc/hosts)"
     [ -d /sys/fs/cgroup/memory ] || [ -f /sys/fs/cgroup/cgroup.controllers ] \
         || die "no cgroup hierarchy in /sys/fs/cgroup"
+    # Two kubelets would share the /kubepods cgroups, and each removes the pods' cgroups it
+    # does not know, killing the other's pods.
+    local pid ours
+    ours="$(component_pid kubelet || true)"
+    for pid in $(pgrep -x kubelet || true); do
+        if [ "$pid" != "$ours" ] && alive "$pid"; then
+            die "another kubelet runs (pid $pid: $(tr '\0' ' ' <"/proc/$pid/cmdline" | cut -c1-120)):" \
+                "one cluster per machine (stop that one first)"
+        fi
+    done
 }
 
 install_packages() {
@@ -376,9 +388,12 @@ build() {
         say "  built kube-apiserver, kube-controller-manager, kube-scheduler, kubelet, kubectl" \
             "in $(($(date +%s) - t))s"
     )
-    # The kubelet must not hold the credential providers (see scripts/k8s/patches).
-    if grep -aq 'pkg/credentialprovider/\(aws\|azure\|gcp\)\.' "$BUILT/bin.new/kubelet"; then
-        die "the kubelet still has in-tree credential providers: not starting it"
+    # The kubelet must hold nothing that asks a cloud's metadata address (scripts/k8s/patches).
+    local cloud='pkg/credentialprovider/\(aws\|azure\|gcp\)\.\|cloudinfo/\(aws\|azure\|gce\)\.'
+    cloud="$cloud"'\|aws-sdk-go/aws/ec2metadata\.\|cloud\.google\.com/go/compute/metadata\.'
+    if grep -aq "$cloud" "$BUILT/bin.new/kubelet"; then
+        die "the kubelet still has code that asks a cloud's metadata address: $(grep -ao "$cloud" \
+            "$BUILT/bin.new/kubelet" | sort -u | paste -sd' ' -)"
     fi
 
     # The pod sandbox ("pause") image: Kubernetes' own pause.c, static.
@@ -394,8 +409,11 @@ build() {
     mv "$BUILT/bin.new" "$BUILT/bin"
     touch "$BUILT/done"
     say "build done in $(($(date +%s) - t0))s"
-    # Earlier builds (another version or patch set) are not needed any more: their source and
-    # binaries go, Go's cache stays.
+}
+
+# Earlier builds (another version or patch set) that no process runs from: their source and
+# binaries go, Go's cache stays.
+prune_builds() {
     local other
     for other in "$BUILD"/*/done; do
         other="$(dirname "$other")"
@@ -686,25 +704,16 @@ running_components() {
     done
 }
 
-# Paths outside $DIR that the components create: note_host_paths, before they start, notes
-# those that are not there; noted_host_paths, once they run, keeps those that appeared in
-# $RUN/host-paths, for `stop` to remove.
+# Paths outside $DIR that the components may create (some only once pods run, such as
+# containerd's shim sockets in /run/containerd/s): those not there when the cluster starts
+# are noted in $RUN/host-paths, for `stop` to remove the empty folders left in them.
 note_host_paths() {
     local path
-    : >"$RUN/host-paths.absent"
     for path in "${HOST_PATHS[@]}"; do
-        if [ ! -e "$path" ]; then echo "$path" >>"$RUN/host-paths.absent"; fi
-    done
-}
-noted_host_paths() {
-    local path
-    [ -f "$RUN/host-paths.absent" ] || return 0
-    while read -r path; do
-        if [ -e "$path" ] && ! grep -qxF "$path" "$RUN/host-paths" 2>/dev/null; then
+        if [ ! -e "$path" ] && ! grep -qxF "$path" "$RUN/host-paths" 2>/dev/null; then
             echo "$path" >>"$RUN/host-paths"
         fi
-    done <"$RUN/host-paths.absent"
-    rm -f "$RUN/host-paths.absent"
+    done
 }
 
 # --- images ---------------------------------------------------------------------------------
@@ -818,8 +827,14 @@ start_component() {
 }
 
 apiserver_ready() { kc get --raw /readyz; }
+# Whether the node is Ready, as last said at or after $KUBELET_SINCE (UTC, RFC 3339): a
+# kubelet stopped less than 40 s ago still has a Ready condition that says True.
 node_ready() {
-    [ "$(kc get node "$NODE" -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}' 2>/dev/null)" = True ]
+    local ready
+    ready="$(kc get node "$NODE" -o jsonpath='{range .status.conditions[?(@.type=="Ready")]}{.status} {.lastHeartbeatTime}{end}')" \
+        || return 1
+    # shellcheck disable=SC2071  # RFC 3339 times of one format compare as strings
+    [ "${ready% *}" = True ] && [[ ! "${ready#* }" < "$KUBELET_SINCE" ]]
 }
 
 start() {
@@ -856,6 +871,8 @@ start() {
     fi
     start_component kube-controller-manager
     start_component kube-scheduler
+    KUBELET_SINCE="$(date -u +%FT%TZ)"
+    if component_pid kubelet >/dev/null; then KUBELET_SINCE=0; fi
     start_component kubelet
     # While the node comes up.
     import_project_images
@@ -864,8 +881,8 @@ start() {
     wait_for kubelet "Ready node $NODE" node_ready
     # Pods need their namespace's service account, which the controller-manager creates.
     wait_for kube-controller-manager "default service account" kc -n default get serviceaccount default
-    noted_host_paths
     check_network
+    prune_builds
     if [ "$was_running" = "${COMPONENTS[*]}" ]; then
         say "running (node $NODE Ready)"
     else
@@ -910,28 +927,42 @@ kubepods_cgroups() {
     done
 }
 
+# remove_pod_logs DIR: a pod's log folder and the links to it in /var/log/containers.
+remove_pod_logs() {
+    local link
+    for link in /var/log/containers/*.log; do
+        if [[ "$(readlink "$link" 2>/dev/null)" == "$1/"* ]]; then rm -f "$link"; fi
+    done
+    rm -rf "$1"
+}
+
 cleanup_host() {
     local mount uid path link
     # Mounts under $DIR (the kubelet's root directory, its volumes, rootfs left by a crash).
     for mount in $(awk -v dir="$DIR/" 'index($5, dir) == 1 {print $5}' /proc/self/mountinfo | sort -r); do
         umount "$mount" 2>/dev/null || umount -l "$mount" 2>/dev/null || say "cannot unmount $mount"
     done
-    # The logs of this cluster's pods (the kubelet keeps them in /var/log/pods whatever its
-    # root directory); the pods are those the kubelet has a folder for.
-    for uid in "$DIR"/kubelet/pods/*/; do
-        [ -d "$uid" ] || continue  # no pods: the pattern itself
-        uid="$(basename "$uid")"
-        for path in /var/log/pods/*_"$uid"; do
-            [ -d "$path" ] || continue
-            for link in /var/log/containers/*.log; do
-                if [[ "$(readlink "$link" 2>/dev/null)" == "$path/"* ]]; then rm -f "$link"; fi
-            done
-            rm -rf "$path"
-        done
-    done
+    # The pods' logs: the kubelet keeps them in /var/log/pods/NAMESPACE_POD_UID, whatever its
+    # root directory, with links in /var/log/containers; it removes a pod's a minute or so
+    # after the pod (or at its next start), as it removes those of any pod it does not know.
     if others_running; then
-        say "another kubelet or containerd runs: leaving /kubepods cgroups and ${HOST_PATHS[*]} alone"
+        # Those of the pods the kubelet has a folder for, then.
+        for uid in "$DIR"/kubelet/pods/*/; do
+            [ -d "$uid" ] || continue  # no pods: the pattern itself
+            uid="$(basename "$uid")"
+            for path in /var/log/pods/*_"$uid"; do
+                if [ -d "$path" ]; then remove_pod_logs "$path"; fi
+            done
+        done
+        say "another kubelet or containerd runs: leaving the /kubepods cgroups and ${HOST_PATHS[*]} alone"
         return
+    fi
+    # No kubelet runs: every pod's logs are left over, as a kubelet would find them; those in
+    # a /var/log/pods that this cluster created are removed.
+    if grep -qxF /var/log/pods "$RUN/host-paths" 2>/dev/null; then
+        for path in /var/log/pods/*/; do
+            if [ -d "$path" ]; then remove_pod_logs "${path%/}"; fi
+        done
     fi
     # The pods' cgroups (cgroupfs driver): empty ones, deepest first.
     local i
@@ -943,12 +974,20 @@ cleanup_host() {
         sleep 0.2
     done
     if [ -n "$(kubepods_cgroups)" ]; then say "cgroups still in use: $(kubepods_cgroups | paste -sd' ' -)"; fi
-    # What the kubelet and containerd created outside $DIR.
+    # The folders the components created outside $DIR, once empty (what is left in one is
+    # not this cluster's: it stays, with its folder).
     if [ -f "$RUN/host-paths" ]; then
+        local left=()
         while read -r path; do
-            if [ -e "$path" ]; then say "removing $path"; rm -rf "$path"; fi
+            if [ -d "$path" ]; then find "$path" -depth -type d -empty -delete 2>/dev/null || true; fi
+            if [ -e "$path" ]; then left+=("$path"); fi
         done <"$RUN/host-paths"
-        rm -f "$RUN/host-paths"
+        if [ ${#left[@]} -gt 0 ]; then
+            say "left (not empty): ${left[*]}"
+            printf '%s\n' "${left[@]}" >"$RUN/host-paths"
+        else
+            rm -f "$RUN/host-paths"
+        fi
     fi
 }
 

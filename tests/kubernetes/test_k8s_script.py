@@ -37,10 +37,18 @@ class Cluster:
     kubeconfig: Path
     kubectl: str
     dir: Path  # the cluster's $TRAINFLEET_K8S_DIR
+    cache: Path  # kubectl's (not ~/.kube/cache)
 
     def run(self, *args: str, input: str | None = None) -> str:
         done = subprocess.run(
-            [self.kubectl, "--kubeconfig", str(self.kubeconfig), *args],
+            [
+                self.kubectl,
+                "--kubeconfig",
+                str(self.kubeconfig),
+                "--cache-dir",
+                str(self.cache),
+                *args,
+            ],
             input=input,
             capture_output=True,
             text=True,
@@ -62,7 +70,7 @@ def kubeconfig() -> Path:
 
 
 @pytest.fixture(scope="module")
-def cluster() -> Cluster:
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Cluster:
     config = kubeconfig()
     assert config.is_file(), f"{KUBECONFIG}={config}: no such file"
     # k8s.sh's layout: $DIR/etc/admin.kubeconfig, $DIR/bin/kubectl (the cluster's own).
@@ -71,7 +79,7 @@ def cluster() -> Cluster:
     kubectl = str(own) if own.exists() else shutil.which("kubectl")
     if kubectl is None:
         missing(f"kubectl (neither {own} nor on PATH)")
-    return Cluster(config, kubectl, cluster_dir)
+    return Cluster(config, kubectl, cluster_dir, tmp_path_factory.mktemp("kubectl-cache"))
 
 
 @pytest.fixture
