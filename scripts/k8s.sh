@@ -14,7 +14,8 @@
 #   stop            stop every component (by pid file), kill the pods' containers, unmount
 #                   what the kubelet mounted, remove what it wrote outside $TRAINFLEET_K8S_DIR
 #   status          nodes and pods (kubectl get nodes,pods -A), or "not running" (exit 1)
-#   import IMAGE... copy podman images into the cluster's containerd (the cluster must run)
+#   import IMAGE... copy podman images (full names: localhost/x:y) into the cluster's
+#                   containerd, where pods find them under the same names (it must run)
 #   conf|kubeconfig print the admin kubeconfig's path (like start's last line, starts nothing)
 #
 # Images: `start` imports each podman image named localhost/trainfleet/* (scripts/images.sh
@@ -29,12 +30,12 @@
 # Build: Debian bookworm's source package `kubernetes` (1.20.2, vendored dependencies),
 # Debian's Go in GOPATH mode, `-tags providerless`, Debian's patches plus ours
 # (scripts/k8s/patches: no in-tree credential providers in the kubelet, whose AWS one calls
-# the cloud metadata address 169.254.169.254, nor cAdvisor's cloud detection, which would
-# on a cloud's machine; the kubelet leaves host sysctls alone). It is
-# kept in $TRAINFLEET_K8S_BUILD (default /var/tmp/trainfleet-k8s-build): binaries, source and
-# Go cache, keyed on the source package's version, Go's, and the patches, so a changed patch
-# builds again (about 4 minutes on 2 cores; Go's cache makes a rebuild quicker) and anything
-# else starts from the cache (well under a minute). Debian's package lists for the source are
+# the cloud metadata address 169.254.169.254, nor cAdvisor's cloud detection, which would on
+# a cloud's machine; the kubelet leaves host sysctls alone). It is kept in
+# $TRAINFLEET_K8S_BUILD (default /var/tmp/trainfleet-k8s-build): binaries, source and Go
+# cache, keyed on the source package's version, Go's, and the patches. The first build takes
+# about 4 minutes on 2 cores; a changed patch builds again (in under a minute, from Go's
+# cache); anything else starts from the cache. Debian's package lists for the source are
 # refreshed when a week old.
 #
 # State, configuration, certificates (a CA of a year, others of 30 days, renewed at `start`
@@ -49,10 +50,11 @@
 #
 # The node is this machine, named $(hostname), which /etc/hosts must map to 127.0.0.1 (the
 # API server reaches the kubelet by that name). One cluster per machine: `start` refuses
-# while another kubelet runs (two would share the /kubepods cgroups). Things a shared machine keeps: no iptables
-# chains (--make-iptables-util-chains=false), no sysctl changes, no device plugin socket in
-# /var/lib/kubelet (DevicePlugins=false), containerd's root, state and socket of its own.
-# The kubelet's pod cgroups are /kubepods in each hierarchy (cgroupfs driver); the pod logs
+# while another kubelet runs (two would share the /kubepods cgroups, each removing the
+# other's pods). What a shared machine keeps: its iptables (--make-iptables-util-chains=false)
+# and sysctls; /var/lib/kubelet (DevicePlugins=false: its socket would be there); any other
+# containerd (ours has its own root, state and socket). The kubelet's pod cgroups are
+# /kubepods in each hierarchy (cgroupfs driver, as podman's /libpod_parent); the pods' logs
 # go to /var/log/pods and /var/log/containers, which the kubelet does not let one move.
 set -euo pipefail
 

@@ -28,8 +28,14 @@ from helpers import missing
 KUBECONFIG = "TRAINFLEET_TEST_KUBECONFIG"
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "k8s.sh"
 # The cluster's processes, by /proc/PID/comm (names cut to 15 characters).
-COMPONENTS = ("etcd", "kube-apiserver", "containerd", "kube-controller-manager")
-COMPONENTS += ("kube-scheduler", "kubelet")
+COMPONENTS = (
+    "etcd",
+    "kube-apiserver",
+    "containerd",
+    "kube-controller-manager",
+    "kube-scheduler",
+    "kubelet",
+)
 
 
 @dataclass(frozen=True)
@@ -135,7 +141,7 @@ def test_a_pod_of_the_test_image_runs_and_its_logs_come_back(
 
 def _cluster_pids(cluster: Cluster) -> dict[int, str]:
     """The cluster's components (their pid files) and containerd's shims, with their names."""
-    pids = {}
+    pids: dict[int, str] = {}
     for component in COMPONENTS:
         try:
             pid = int((cluster.dir / "run" / f"{component}.pid").read_text())
@@ -173,7 +179,8 @@ def test_no_process_of_the_cluster_reaches_beyond_loopback(cluster: Cluster) -> 
     lines = subprocess.run(
         ["ss", "-tuanpH"], capture_output=True, text=True, check=True
     ).stdout.splitlines()
-    seen, beyond = set(), []
+    seen: set[str] = set()
+    beyond: list[str] = []
     for line in lines:
         fields = line.split()
         if len(fields) < 7:
