@@ -3,7 +3,9 @@
 # The store's tests also run against a real PostgreSQL, started here (scripts/postgres.sh)
 # unless TRAINFLEET_TEST_POSTGRES_URL already names one; the Slurm backend's against a real
 # three-node Slurm cluster on this machine (scripts/slurm.sh), unless
-# TRAINFLEET_TEST_SLURM_CONF already names one's slurm.conf.
+# TRAINFLEET_TEST_SLURM_CONF already names one's slurm.conf; the Kubernetes backend's against
+# a real single-node Kubernetes (scripts/k8s.sh, built once: about 4 minutes), unless
+# TRAINFLEET_TEST_KUBECONFIG already names one's kubeconfig.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 [ -x .venv/bin/python ] || python3 -m venv .venv
@@ -17,6 +19,11 @@ if [ -z "${TRAINFLEET_TEST_SLURM_CONF:-}" ]; then
     export TRAINFLEET_TEST_SLURM_CONF
 fi
 bash scripts/images.sh build > /dev/null  # podman and the test image, kept once built
+if [ -z "${TRAINFLEET_TEST_KUBECONFIG:-}" ]; then  # the Kubernetes backend's, on a real cluster
+    TRAINFLEET_TEST_KUBECONFIG="$(TRAINFLEET_K8S_IMAGES="${TRAINFLEET_K8S_IMAGES-localhost/trainfleet/python:3.11 localhost/trainfleet/torch:2.13.0}" \
+        bash scripts/k8s.sh start | tail -n 1)"
+    export TRAINFLEET_TEST_KUBECONFIG
+fi
 bash scripts/mpi.sh  # Open MPI for the MPI jobs that run outside containers
 if [ -z "${TRAINFLEET_TEST_CHROMIUM:-}" ]; then  # the dashboard's tests in a real browser
     TRAINFLEET_TEST_CHROMIUM="$(bash scripts/browser.sh | tail -n 1)"

@@ -1,9 +1,10 @@
 """One backend contract, every backend: the same checks run on the local backend and on a
-real Slurm cluster (``scripts/slurm.sh``), through the verbs of ``backends/api.py`` alone.
+real Slurm cluster (``scripts/slurm.sh``) and on a real Kubernetes (``scripts/k8s.sh``),
+through the verbs of ``backends/api.py`` alone.
 
-A new backend (Kubernetes) joins the ``site`` fixture's parameters and must pass them
-unchanged: start and exit codes, logs, describe, stop with its grace, forced stop, adopt
-after a restart of trainfleet, abandon, addresses and dry runs. The ``podman`` variants run
+Every backend runs the same checks unchanged: start and exit codes, logs, describe, stop
+with its grace, forced stop, adopt after a restart of trainfleet, abandon, addresses and
+dry runs. The ``podman`` variants run
 every task in a container of the test image (``scripts/images.sh``).
 """
 
@@ -19,6 +20,7 @@ from pathlib import Path
 import pytest
 from container_images import base_image
 from helpers import wait_for
+from kube_cluster import kubeconfig
 from slurm_nodes import slurm_conf, wait_until_idle
 
 from trainfleet.backends.api import (
@@ -35,7 +37,7 @@ from trainfleet.backends.supervision.shim import ATTEMPT_VARIABLE, marked_proces
 from trainfleet.control.policies import exit_code
 from trainfleet.datadir.layout import DataDir
 from trainfleet.scheduling.placement import Placement, TaskKey, TaskSlot, task_keys
-from trainfleet.spec.backends import SlurmConfig
+from trainfleet.spec.backends import KubernetesConfig, SlurmConfig
 from trainfleet.spec.models import JobSpec
 
 WORKER: TaskKey = ("worker", 0)
@@ -130,10 +132,15 @@ def _local() -> Backend:
     return LocalBackend(supervised=True)
 
 
-@pytest.fixture(params=["local", "podman", "slurm", "slurm-podman"])
+@pytest.fixture(params=["local", "podman", "slurm", "slurm-podman", "kubernetes"])
 def site(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch) -> Iterator[Site]:
     image = base_image() if request.param.endswith("podman") else None
-    if request.param.startswith("slurm"):
+    if request.param == "kubernetes":  # every Pod runs in an image
+        from trainfleet.backends.kubernetes.backend import KubernetesBackend
+
+        config = KubernetesConfig(kubeconfig=kubeconfig(), host_paths=True)
+        site = Site(lambda: KubernetesBackend(config), tmp_path, base_image())
+    elif request.param.startswith("slurm"):
         monkeypatch.setenv("SLURM_CONF", slurm_conf())
         wait_until_idle(os.environ)
         from trainfleet.backends.slurm.backend import SlurmBackend

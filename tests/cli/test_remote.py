@@ -266,10 +266,12 @@ def test_config_precedence_flag_then_environment_then_file(
         (
             "sever: http://x\n",
             r"config\.yaml: unknown key 'sever' "
-            r"\(allowed: server, token, ca_cert, backend, slurm, container_runtime\)",
+            r"\(allowed: server, token, ca_cert, backend, slurm, kubernetes, container_runtime\)",
         ),
         ("server: 8080\n", r"config\.yaml: server: expected a non-empty string"),
-        ("backend: kubernetes\n", r"config\.yaml: backend: Input should be 'local' or 'slurm'"),
+        ("backend: yarn\n", r"config\.yaml: backend: Input should be 'local', 'slurm' or 'k"),
+        ("kubernetes: {namespace: A_B}\n", r"config\.yaml: kubernetes\.namespace: String should"),
+        ("kubernetes: {network: pod}\n", r"config\.yaml: kubernetes\.network: Input should be"),
         ("slurm: {partition: a b}\n", r"config\.yaml: slurm\.partition: String should match"),
         ("slurm: {spread: 3}\n", r"config\.yaml: slurm\.spread: Input should be a valid bool"),
         ("slurm: {nodes: 3}\n", r"config\.yaml: slurm\.nodes: Extra inputs are not permitted"),

@@ -3,12 +3,14 @@ knowing where it came from; the assembly builds the engine from it alone."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from trainfleet.backends.api import BackendError
 from trainfleet.backends.local import LocalBackend
 from trainfleet.backends.local.gpus import GpuConfigError
 from trainfleet.backends.registry import BACKENDS, BackendSettings, UnknownBackend, make_backend
@@ -80,7 +82,7 @@ def test_a_bad_config_file_is_named_with_exit_code_2(tmp_path: Path) -> None:
 
 
 def test_backends_come_from_the_registry_with_their_settings() -> None:
-    assert set(BACKENDS) == {"local", "slurm"}
+    assert set(BACKENDS) == {"local", "slurm", "kubernetes"}
     backend = make_backend("local", BackendSettings(gpus="0,2", resources="licence=2"))
     assert isinstance(backend, LocalBackend)
     node = backend.nodes()[0]
@@ -89,6 +91,20 @@ def test_backends_come_from_the_registry_with_their_settings() -> None:
         make_backend("local", BackendSettings(gpus="x")).nodes()
     with pytest.raises(UnknownBackend, match="no backend 'k8s'"):
         make_backend("k8s", BackendSettings())
+
+
+def test_kubeconfig_comes_from_the_config_file_else_the_environment(tmp_path: Path) -> None:
+    """As kubectl reads it: ``$KUBECONFIG``'s first file where the config file names none."""
+    (tmp_path / "trainfleet").mkdir()
+    config = tmp_path / "trainfleet" / "config.yaml"
+    config.write_text("backend: kubernetes\nkubernetes: {namespace: ml}\n")
+    env = {"XDG_CONFIG_HOME": str(tmp_path), "KUBECONFIG": f"/a/one{os.pathsep}/a/two"}
+    backend = backend_of(Settings.resolve(env))
+    assert (backend.config.kubeconfig, backend.config.namespace) == ("/a/one", "ml")
+    config.write_text("backend: kubernetes\nkubernetes: {kubeconfig: /b/k}\n")
+    assert backend_of(Settings.resolve(env)).config.kubeconfig == "/b/k"
+    with pytest.raises(BackendError, match="kubeconfig /b/k: no such file"):
+        backend_of(Settings.resolve(env)).nodes()
 
 
 def test_the_environment_reaches_the_backend_through_the_settings(tmp_path: Path) -> None:

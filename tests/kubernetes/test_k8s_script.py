@@ -24,8 +24,8 @@ from pathlib import Path
 import pytest
 from container_images import BASE_IMAGE
 from helpers import missing
+from kube_cluster import KUBECONFIG, kubeconfig
 
-KUBECONFIG = "TRAINFLEET_TEST_KUBECONFIG"
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "k8s.sh"
 # The cluster's processes, by /proc/PID/comm (names cut to 15 characters).
 COMPONENTS = (
@@ -67,17 +67,9 @@ class Cluster:
         return self.run("get", "pod", pod, "-n", namespace, "-o", "jsonpath={.status.phase}")
 
 
-def kubeconfig() -> Path:
-    path = os.environ.get(KUBECONFIG)
-    if path:
-        return Path(path)
-    start = f"export {KUBECONFIG}=$(bash {SCRIPT} start | tail -n1)"
-    missing(f"the Kubernetes cluster: {KUBECONFIG} is not set (run: {start})")
-
-
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Cluster:
-    config = kubeconfig()
+    config = Path(kubeconfig())
     assert config.is_file(), f"{KUBECONFIG}={config}: no such file"
     # k8s.sh's layout: $DIR/etc/admin.kubeconfig, $DIR/bin/kubectl (the cluster's own).
     cluster_dir = config.parent.parent

@@ -11,6 +11,7 @@ record names its Pod, which is how a restarted trainfleet finds it again.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import json
 import signal
@@ -59,6 +60,8 @@ DELETION_SETTLE_SECONDS = 10.0
 node is asked about (and then again as often)."""
 LOG_SECONDS = 10.0
 """How long an exit waits for the last of its task's log."""
+CLOSE_SECONDS = 3.0
+"""How long ``close`` waits for each of its threads."""
 FATAL_EXIT = 127
 """The exit status of a task whose container could not be made (no image, no Secret)."""
 
@@ -117,6 +120,10 @@ class KubernetesBackend(PooledAddresses):
         self._watcher: threading.Thread | None = None
         self._images = Containers()
         """This machine's container runtime, where it has one: what it knows of images."""
+        self._closing = False
+        self._response: Any = None
+        """The watch's response being read, which ``close`` cuts short."""
+        atexit.register(self.close)
 
     def _declares_workdir(self, image: str) -> bool:
         """Whether ``image`` names a WORKDIR of its own, as this machine's runtime knows it;
@@ -413,17 +420,34 @@ class KubernetesBackend(PooledAddresses):
             self._watcher = threading.Thread(target=self._loop, name="kubernetes", daemon=True)
             self._watcher.start()
 
+    def close(self) -> None:
+        """Stop the watch and the log copies before this process ends (a thread left in
+        the middle of a TLS read when the interpreter finalizes aborts it); their tasks
+        run on, for a later process to adopt."""
+        self._closing = True
+        with self._lock:
+            watcher, copies = self._watcher, [t.copy for t in self._tasks.values() if t.copy]
+        with contextlib.suppress(Exception):
+            self._response.shutdown()
+        for copy in copies:
+            copy.close()
+        for thread in [watcher, *(copy.thread for copy in copies)]:
+            if thread is not None:
+                thread.join(CLOSE_SECONDS)
+
     def _loop(self) -> None:
         version: str | None = None
         pause = RETRY_SECONDS[0]
         said = ""
-        while True:
+        while not self._closing:
             try:
                 if version is None:
                     version = self._list()
                 version = self._watch_from(version)
                 pause, said = RETRY_SECONDS[0], ""
             except Exception as error:  # the API is away: nothing is counted as failed
+                if self._closing:
+                    return
                 text = str(self.connection.error("watch pods", error))
                 if text != said:
                     print(f"trainfleet: kubernetes: {text}", file=sys.stderr)
@@ -464,6 +488,7 @@ class KubernetesBackend(PooledAddresses):
             _preload_content=False,
             _request_timeout=(self.config.request_timeout, WATCH_SECONDS + 10),
         )
+        self._response = response
         try:
             for line in response:
                 event = json.loads(line)

@@ -60,14 +60,22 @@ class LogCopy:
         self.ended = ended
         self.last: Stamp | None = _read_stamp(self.logged)
         self.done = threading.Event()
-        self._thread = threading.Thread(target=self._run, name=f"log {pod}", daemon=True)
+        self._closing = False
+        self._response: Any = None
+        self.thread = threading.Thread(target=self._run, name=f"log {pod}", daemon=True)
 
     def start(self) -> None:
-        self._thread.start()
+        self.thread.start()
 
     def wait(self, seconds: float) -> bool:
         """Whether the copy has finished within ``seconds``."""
         return self.done.wait(seconds)
+
+    def close(self) -> None:
+        """Stop copying now (this process ends): a read in progress returns at once."""
+        self._closing = True
+        with contextlib.suppress(Exception):
+            self._response.shutdown()
 
     def _run(self) -> None:
         try:
@@ -75,7 +83,7 @@ class LogCopy:
             with self.path.open("ab") as out:
                 while True:
                     finished = self.ended()  # before the read: what it reads is then whole
-                    if not self._copy_once(out) or finished:
+                    if not self._copy_once(out) or finished or self._closing:
                         out.write(self.masker.flush())
                         return
                     time.sleep(RETRY_SECONDS)
@@ -103,6 +111,7 @@ class LogCopy:
             )
         except OSError as error:  # not started yet (400), or the API is away
             return status_of(error) != 404
+        self._response = response
         try:
             self._copy(response, out)
         except Exception:  # the connection broke: read again from the last line

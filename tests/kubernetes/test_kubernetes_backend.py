@@ -1,0 +1,166 @@
+"""What only a Kubernetes cluster does to a task, on the real local cluster
+(``scripts/k8s.sh``): an image it cannot have, a Pod deleted from outside, a container
+over its memory limit, secret values kept out of Pods, an API server that stops answering
+for a while. The backend contract itself is ``tests/backends/test_conformance.py``."""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import secrets
+import signal
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from container_images import base_image
+from kube_cluster import kubeconfig, kubectl
+
+from trainfleet.backends.api import NotStarted, Outside
+from trainfleet.backends.kubernetes.backend import KubernetesBackend
+from trainfleet.backends.launch import JobLaunch
+from trainfleet.datadir.layout import DataDir
+from trainfleet.domain.conditions import Code
+from trainfleet.scheduling.placement import Placement, TaskKey, TaskSlot, task_keys
+from trainfleet.spec.backends import KubernetesConfig
+from trainfleet.spec.models import JobSpec
+
+WORKER: TaskKey = ("worker", 0)
+EXIT_SECONDS = 90.0
+
+
+class Reports:
+    def __init__(self) -> None:
+        self.exits: queue.Queue[tuple[TaskKey, int, Outside | None]] = queue.Queue()
+        self.places: list[tuple[TaskKey, str, str]] = []
+
+    def exited(self, key: TaskKey, returncode: int, outside: Outside | None = None) -> None:
+        self.exits.put((key, returncode, outside))
+
+    def placed(self, key: TaskKey, address: str, note: str) -> None:
+        self.places.append((key, address, note))
+
+    def next(self) -> tuple[int, Outside | None]:
+        _, returncode, outside = self.exits.get(timeout=EXIT_SECONDS)
+        return returncode, outside
+
+
+@pytest.fixture
+def cluster(tmp_path: Path) -> Iterator[tuple[KubernetesBackend, Path]]:
+    config = KubernetesConfig(kubeconfig=kubeconfig(), host_paths=True)
+    backend = KubernetesBackend(config)
+    (tmp_path / "work").mkdir()
+    yield backend, tmp_path
+    for job_id in list(backend._roots):
+        backend.release(job_id)
+
+
+def _job(
+    backend: KubernetesBackend, root: Path, role: dict, mask: tuple[bytes, ...] = ()
+) -> JobLaunch:
+    spec = JobSpec.model_validate(
+        {"name": "k8s", "grace_period": 5, "roles": {"worker": {"image": base_image(), **role}}}
+    )
+    job_id = f"k8s-{secrets.token_hex(4)}"
+    addresses = backend.reserve(job_id, spec)
+    slots = tuple(TaskSlot(*key, *addresses[key], ()) for key in task_keys(spec))
+    attempts = dict.fromkeys(task_keys(spec), 0)
+    data_dir = DataDir(root / "data")
+    return JobLaunch(job_id, spec, Placement(slots), root / "work", data_dir, attempts, mask=mask)
+
+
+def _wait_running(reports: Reports) -> None:
+    deadline = time.monotonic() + EXIT_SECONDS
+    while not any("running as pod" in note for _, _, note in reports.places):
+        assert time.monotonic() < deadline, reports.places
+        time.sleep(0.1)
+
+
+def test_an_image_the_cluster_cannot_have_fails_the_task_in_its_words(cluster) -> None:
+    backend, root = cluster
+    job = _job(backend, root, {"command": "true", "image": "localhost/no-such:1", "pull": "never"})
+    reports = Reports()
+    (handle,) = backend.start(job, reports).values()
+    assert not isinstance(handle, NotStarted)
+    code, outside = reports.next()
+    assert code == 127
+    assert outside is not None and outside.cause is Code.PROGRAM_FAILED
+    assert "ErrImageNeverPull" in outside.what and "localhost/no-such:1" in outside.what
+    wait_for_gone(handle)
+
+
+def test_a_pod_deleted_outside_trainfleet_is_an_infrastructure_failure(cluster) -> None:
+    backend, root = cluster
+    job = _job(backend, root, {"command": ["sh", "-c", "echo ready; sleep 600"]})
+    reports = Reports()
+    (handle,) = backend.start(job, reports).values()
+    _wait_running(reports)
+    deleted = kubectl("delete", "pod", handle, "--wait=false")
+    assert deleted.returncode == 0, deleted.stderr
+    code, outside = reports.next()
+    assert code != 0
+    assert outside is not None and "deleted outside trainfleet" in outside.what
+    assert outside.cause is Code.NODE_LOST, "restarted by policy, as a lost node is"
+    wait_for_gone(handle)
+
+
+def test_a_container_over_its_memory_limit_says_oomkilled(cluster) -> None:
+    backend, root = cluster
+    program = "x = bytearray(400 * 1024 * 1024); print('survived')"
+    job = _job(
+        backend, root, {"command": ["python3", "-c", program], "resources": {"memory": "64Mi"}}
+    )
+    reports = Reports()
+    backend.start(job, reports)
+    code, outside = reports.next()
+    assert code == 137
+    assert outside is not None and outside.what.startswith("OOMKilled")
+    assert outside.cause is Code.PROGRAM_FAILED
+
+
+def test_secret_values_reach_the_task_through_a_secret_and_leave_its_log_masked(
+    cluster,
+) -> None:
+    backend, root = cluster
+    value = f"hunter-{secrets.token_hex(6)}"
+    job = _job(
+        backend,
+        root,
+        {"command": ["sh", "-c", 'echo "key=$API_KEY"; sleep 2'], "env": {"API_KEY": value}},
+        mask=(value.encode(),),
+    )
+    reports = Reports()
+    (handle,) = backend.start(job, reports).values()
+    pod = json.loads(kubectl("get", "pod", handle, "-o", "json").stdout)
+    assert value not in json.dumps(pod), "a Pod's manifest is read by whoever may list pods"
+    assert reports.next() == (0, None)
+    log = backend.log_path(job.data_dir, job.job_id, WORKER).read_text()
+    assert log == "key=***\n"
+
+
+def test_an_api_server_away_for_30_s_fails_no_task(cluster) -> None:
+    backend, root = cluster
+    job = _job(backend, root, {"command": ["sh", "-c", "echo ready; sleep 40; exit 3"]})
+    reports = Reports()
+    backend.start(job, reports)
+    _wait_running(reports)
+    apiserver = int(subprocess.check_output(["pgrep", "-o", "-x", "kube-apiserver"]))
+    os.kill(apiserver, signal.SIGSTOP)  # it answers nothing, as a server that hangs
+    try:
+        time.sleep(30)
+        assert reports.exits.empty(), "nothing is counted as failed while the API is away"
+    finally:
+        os.kill(apiserver, signal.SIGCONT)
+    assert reports.next() == (3, None), "the watch went on, and saw the exit"
+    assert "ready" in backend.log_path(job.data_dir, job.job_id, WORKER).read_text()
+
+
+def wait_for_gone(pod: str, timeout: float = 60) -> None:
+    """The Pod's object is gone (trainfleet let go of its finalizer)."""
+    deadline = time.monotonic() + timeout
+    while kubectl("get", "pod", pod).returncode == 0:
+        assert time.monotonic() < deadline, f"pod {pod} is still there"
+        time.sleep(0.5)
