@@ -144,6 +144,9 @@ def pod_manifest(
             "hostNetwork": True,
             "dnsPolicy": "ClusterFirstWithHostNet",
             "restartPolicy": "Never",  # trainfleet restarts, by the job's policies
+            # The pause container is PID 1, as an init is in a local container: SIGTERM
+            # reaches a task that sets no handler for it (a PID 1 would ignore it).
+            "shareProcessNamespace": True,
             "terminationGracePeriodSeconds": max(0, round(grace_period)),
             "automountServiceAccountToken": False,  # a task has no business with the API
             "enableServiceLinks": False,

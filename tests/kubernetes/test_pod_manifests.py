@@ -61,6 +61,7 @@ def test_a_pod_runs_its_task_as_kubernetes_runs_a_container(tmp_path: Path) -> N
     assert all(LABEL_VALUE.match(value) for value in meta["labels"].values())
     assert spec["nodeName"] == "node-a" and spec["hostNetwork"] is True
     assert spec["restartPolicy"] == "Never", "trainfleet restarts by the job's policies"
+    assert spec["shareProcessNamespace"] is True, "the task is not PID 1: SIGTERM ends it"
     assert spec["terminationGracePeriodSeconds"] == 13
     assert spec["automountServiceAccountToken"] is False
     assert {t["key"] for t in spec["tolerations"]} == set(manifests.LOST_TAINTS)
