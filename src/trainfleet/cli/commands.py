@@ -73,12 +73,13 @@ def run(options: Options, job: JobInput, dry_run: bool) -> int:
 def _dry_run(options: Options, job: JobInput) -> int:
     """What would run on this machine (always the embedded engine: nothing is stored)."""
     from trainfleet.cli import tables
+    from trainfleet.cli.config import settings_of
     from trainfleet.cli.embedded import EngineService, load
     from trainfleet.control.dry_run import dry_run
 
     with user_errors():
         loaded, folder = load(job)
-        service = EngineService.open(options.data_dir)
+        service = EngineService.of(settings_of(options))
         try:
             preview = dry_run(service.engine, loaded.spec, folder)
         finally:

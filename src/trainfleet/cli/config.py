@@ -19,5 +19,8 @@ if TYPE_CHECKING:
 def settings_of(options: Options) -> Settings:
     """Every setting of one command: its global flags, the environment, the config file."""
     return Settings.resolve(
-        data_dir=options.data_dir, server=options.server, ca_cert=options.ca_cert
+        data_dir=options.data_dir,
+        server=options.server,
+        ca_cert=options.ca_cert,
+        backend=options.backend,
     )

@@ -65,14 +65,6 @@ class EngineService(StoreReader):
         self.engine = engine
 
     @classmethod
-    def open(cls, data_dir: str | None) -> EngineService:
-        """The engine in ``data_dir`` (``--data-dir``), the other settings from the
-        environment and the config file."""
-        from trainfleet.control.settings import Settings
-
-        return cls.of(Settings.resolve(data_dir=data_dir))
-
-    @classmethod
     def of(cls, settings: Settings) -> EngineService:
         """The engine the settings describe, on the backend the config file names (this
         machine by default)."""

@@ -72,6 +72,7 @@ def open_remote(options: Options, what: str) -> RemoteService:
 
 def embedded(options: Options) -> JobService:
     """The engine on this machine's data directory, whatever the configuration says."""
+    from trainfleet.cli.config import settings_of
     from trainfleet.cli.embedded import EngineService
 
-    return EngineService.open(options.data_dir)
+    return EngineService.of(settings_of(options))

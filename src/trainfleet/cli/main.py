@@ -131,16 +131,28 @@ COMMANDS = {
     help="The CA certificate (PEM) that signed an HTTPS server's certificate [default: "
     "TRAINFLEET_CA_CERT, then 'ca_cert' in the config file; none: the usual trusted CAs].",
 )
+@click.option(
+    "--backend",
+    metavar="NAME",
+    help="Where this machine's engine runs jobs: local, slurm or kubernetes [default: "
+    "TRAINFLEET_BACKEND, then 'backend' in the config file; none: local].",
+)
 @click.version_option(package_name="trainfleet")
 @click.pass_context
-def cli(ctx: click.Context, data_dir: str | None, server: str | None, ca_cert: str | None) -> None:
+def cli(
+    ctx: click.Context,
+    data_dir: str | None,
+    server: str | None,
+    ca_cert: str | None,
+    backend: str | None,
+) -> None:
     """Run distributed deep-learning training jobs with one command.
 
     Without a server, jobs run on this machine (the engine is embedded); with one, every
     job command goes to the server, authenticated by TRAINFLEET_TOKEN (or 'token' in the
     config file).
     """
-    ctx.obj = Options(data_dir, server, ca_cert)
+    ctx.obj = Options(data_dir, server, ca_cert, backend)
 
 
 def main() -> None:

@@ -12,11 +12,13 @@ import click
 
 @dataclass(frozen=True)
 class Options:
-    """The global options: ``--data-dir`` (embedded engine), ``--server`` and ``--ca-cert``."""
+    """The global options: ``--data-dir`` and ``--backend`` (embedded engine), ``--server``
+    and ``--ca-cert``."""
 
     data_dir: str | None = None
     server: str | None = None
     ca_cert: str | None = None
+    backend: str | None = None
 
 
 OUTPUT = click.option(

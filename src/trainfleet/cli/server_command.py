@@ -197,8 +197,9 @@ def _serve(settings: Settings) -> None:
 def given(ctx: click.Context) -> Iterator[tuple[str, Setting]]:
     """Each flag of the command, and the group's ``--data-dir``, with where click found
     it: on the command line, in its variable (``envvar``), or its default."""
-    if ctx.parent is not None and "data_dir" in ctx.parent.params:
-        yield "data_dir", _setting(ctx.parent, "data_dir")
+    for name in ("data_dir", "backend"):  # the group's
+        if ctx.parent is not None and name in ctx.parent.params:
+            yield name, _setting(ctx.parent, name)
     for name in ctx.params:
         yield name, _setting(ctx, name)
 

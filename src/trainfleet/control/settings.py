@@ -89,7 +89,7 @@ KNOBS: dict[str, Knob] = {
     "isolate_teams": Knob("--isolate-teams", "TRAINFLEET_ISOLATE_TEAMS"),
     "team_accounts": Knob("--team-account"),
     "admin_token": Knob(None, "TRAINFLEET_ADMIN_TOKEN"),
-    "backend": Knob(file="backend"),
+    "backend": Knob("--backend", "TRAINFLEET_BACKEND", "backend"),
     "slurm": Knob(file="slurm"),
     "kubernetes": Knob(file="kubernetes"),
     "container_runtime": Knob(file="container_runtime"),
@@ -199,13 +199,14 @@ class Settings:
 
         from trainfleet.spec.backends import BackendConfig
 
-        keys = {key: self.value(key) for key in BACKEND_KEYS if key in self.file}
+        keys = {key: self.value(key) for key in BACKEND_KEYS if key in self.file or self[key].given}
         try:
             return BackendConfig.model_validate(keys)
         except ValidationError as error:
             problem = error.errors()[0]
             name = ".".join(str(part) for part in problem["loc"]) or "backend"
-            raise SettingsError(f"{self.config_path}: {name}: {problem['msg']}") from None
+            where = self[name].where if name == "backend" else f"{self.config_path}: {name}"
+            raise SettingsError(f"{where}: {problem['msg']}") from None
 
     def database_url(self) -> str | None:
         """The database URL from ``--database-url`` (or TRAINFLEET_DATABASE_URL) or from
