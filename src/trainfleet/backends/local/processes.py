@@ -348,7 +348,7 @@ class LocalBackend(PooledAddresses):
             process = subprocess.Popen(
                 [sys.executable, "-I", "-S", str(SHIM), FROM_STDIN],
                 env=dict(launch.env),
-                cwd=launch.cwd,
+                cwd=launch.host_cwd or launch.cwd,
                 stdin=subprocess.PIPE,
                 stdout=log,
                 stderr=subprocess.STDOUT,

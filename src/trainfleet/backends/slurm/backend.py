@@ -329,7 +329,7 @@ class SlurmBackend(PooledAddresses):
             tasks[f"{key[0]}/{key[1]}"] = {
                 "argv": argv,
                 "env": dict(launch.env),
-                "cwd": str(launch.cwd),
+                "cwd": str(launch.host_cwd or launch.cwd),
                 "log": str(launch.log_path),
                 "record": str(launch.record),
                 "gpus": job.spec.roles[key[0]].resources.gpu,  # a fraction too (shards)

@@ -9,9 +9,9 @@ waiting): once the client has ended, the shim removes the container by its name,
 the shim was killed first, the backend does (see the shim's ``Container``).
 
 Host networking keeps the addresses in TF_CONFIG and the torch variables valid; each mount
-is bound at its target (the job's directory at its own path); the environment is passed by
-name only (``-e NAME``, the value from the runtime's own environment, which is the task's),
-so no value shows in ``ps``.
+is bound at its target (the job's folder at its own path, or at the job file's
+``workdir_mount``); the environment is passed by name only (``-e NAME``, the value from the
+runtime's own environment, which is the task's), so no value shows in ``ps``.
 """
 
 from __future__ import annotations
