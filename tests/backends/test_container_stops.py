@@ -378,3 +378,38 @@ def test_a_removal_that_fails_says_why_and_gives_up(tmp_path: Path) -> None:
     assert Container(str(runtime), "trainfleet-x").remove(timeout=0.5) == (True, None)
     missing = Container(str(tmp_path / "nowhere"), "trainfleet-x").remove()
     assert missing[1] is not None and "nowhere" in missing[1]
+
+
+def test_a_monitor_left_with_its_container_has_it_deleted_by_the_oci_runtime(
+    tmp_path: Path,
+) -> None:
+    """A monitor whose container podman no longer knows (its client killed between the OCI
+    runtime's create and podman's record of it) outlives the removal: after a second, the
+    OCI runtime it names deletes the container, with the options conmon gives it but its
+    log's, and the monitor ends. A stand-in monitor (python named ``conmon``, with conmon's
+    options) and runtime (a script that ends the monitor): the real race comes at random
+    only, and the tests above meet it now and then."""
+    from trainfleet.backends.supervision.shim import end_monitors, monitors
+
+    name = f"trainfleet-test-monitor-{os.getpid()}"
+    pid_file, calls = tmp_path / "monitor.pid", tmp_path / "calls"
+    runtime = tmp_path / "runc"
+    runtime.write_text(f'#!/bin/sh\necho "$@" > {calls}\nkill $(cat {pid_file})\n')
+    runtime.chmod(0o755)
+    code = f"import os, time; open({str(pid_file)!r}, 'w').write(str(os.getpid())); time.sleep(60)"
+    argv = ["conmon", "-c", code, "--full-attach", "-r", str(runtime), "-n", name]
+    argv += ["--runtime-arg", "--root", "--runtime-arg", "/run/elsewhere"]
+    argv += ["--runtime-arg", "--log-format=json", "--runtime-arg", "--log"]
+    argv += ["--runtime-arg=/gone/oci-log", "--exit-command", "/usr/bin/podman"]
+    monitor = subprocess.Popen(argv, executable=sys.executable)
+    try:
+        wait_for(pid_file.exists, timeout=10, what="the stand-in monitor")
+        assert [pid for pid, _, _ in monitors(name)] == [monitor.pid]
+        started = time.monotonic()
+        assert end_monitors(name, timeout=10)
+        assert time.monotonic() - started < 5
+        assert calls.read_text() == f"--root /run/elsewhere delete --force {code}\n"
+        assert monitor.wait(timeout=5) == -signal.SIGTERM
+    finally:
+        monitor.kill()
+        monitor.wait()

@@ -278,9 +278,10 @@ class Container:
         return found, None
 
 
-def monitors(name: str) -> list[tuple[int, str, str]]:
+def monitors(name: str) -> list[tuple[int, str, list[str]]]:
     """Podman's monitors of the container ``name`` (``conmon ... -c ID -n NAME -r RUNTIME``):
-    each one's pid, with the container's ID and OCI runtime (``runc``, ``crun``)."""
+    each one's pid, with the container's ID and the OCI runtime's command (``runc``, ``crun``,
+    with the global options conmon gives it, but its log's)."""
     found = []
     for entry in os.scandir("/proc"):
         if not entry.name.isdigit():
@@ -290,12 +291,44 @@ def monitors(name: str) -> list[tuple[int, str, str]]:
                 argv = [os.fsdecode(arg) for arg in handle.read().split(b"\0")]
         except OSError:  # gone meanwhile
             continue
-        if os.path.basename(argv[0]) != "conmon":
+        if os.path.basename(argv[0]) != "conmon" or _option(argv, "-n", "--name") != name:
             continue
-        options = dict(zip(argv[1::2], argv[2::2], strict=False))  # conmon's: -x VALUE
-        if options.get("-n") == name and "-c" in options and "-r" in options:
-            found.append((int(entry.name), options["-c"], options["-r"]))
+        container, runtime = _option(argv, "-c", "--cid"), _option(argv, "-r", "--runtime")
+        if container and runtime:
+            found.append((int(entry.name), container, [runtime, *_runtime_options(argv)]))
     return found
+
+
+def _option(argv: list[str], *names: str) -> str | None:
+    """The value of the first ``NAME VALUE`` or ``NAME=VALUE`` in ``argv``."""
+    for at, word in enumerate(argv):
+        if word in names and at + 1 < len(argv):
+            return argv[at + 1]
+        flag, equals, value = word.partition("=")
+        if equals and flag in names:
+            return value
+    return None
+
+
+def _runtime_options(argv: list[str]) -> list[str]:
+    """The OCI runtime's global options that conmon was given (``--runtime-arg X`` or
+    ``--runtime-arg=X``, such as a rootless runtime's ``--root``), less its log's (the
+    container's folder, which is gone by now)."""
+    given = []
+    for at, word in enumerate(argv):
+        if word == "--runtime-arg" and at + 1 < len(argv):
+            given.append(argv[at + 1])
+        elif word.startswith("--runtime-arg="):
+            given.append(word.partition("=")[2])
+    kept, skip = [], False
+    for word in given:
+        if skip:
+            skip = False
+        elif word in ("--log", "--log-format"):
+            skip = True
+        elif not word.startswith(("--log=", "--log-format=")):
+            kept.append(word)
+    return kept
 
 
 def end_monitors(name: str, timeout: float) -> bool:
@@ -324,7 +357,7 @@ def end_monitors(name: str, timeout: float) -> bool:
             for _, container, runtime in found:
                 try:  # noqa: SIM105
                     subprocess.run(
-                        [runtime, "delete", "--force", container],
+                        [*runtime, "delete", "--force", container],
                         capture_output=True,
                         timeout=RUNTIME_SECONDS,
                     )
