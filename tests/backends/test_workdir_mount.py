@@ -83,15 +83,24 @@ def test_without_workdir_mount_the_folder_is_at_its_own_path(tmp_path: Path) -> 
     assert plain.cwd == workdir and plain.host_cwd is None
 
 
-def test_a_checkpoint_folder_outside_the_job_s_folder_keeps_its_path(tmp_path: Path) -> None:
-    spec = {
-        "image": "i:1",
-        "workdir_mount": "/workspace",
-        "checkpoint_path": "/shared/ckpt",
-        "roles": {"worker": {"command": "x"}},
-    }
-    env = _job(tmp_path, spec).task(WORKER).env
-    assert env["TRAINFLEET_CHECKPOINT_PATH"] == "/shared/ckpt"
+def test_a_folder_outside_the_job_s_folder_keeps_its_path(tmp_path: Path) -> None:
+    """A checkpoint or TensorBoard folder named by its absolute path: in the job's folder,
+    where the task sees that folder; elsewhere (or a URL), as written."""
+    inside = str(tmp_path / "job" / "runs" / "tb")
+    for path, logdir, seen, seen_logdir in [
+        ("/shared/ckpt", inside, "/shared/ckpt", "/workspace/runs/tb"),
+        ("s3://bucket/ckpt", "/shared/tb", "s3://bucket/ckpt", "/shared/tb"),
+    ]:
+        spec = {
+            "image": "i:1",
+            "workdir_mount": "/workspace",
+            "checkpoint_path": path,
+            "tensorboard": {"logdir": logdir},
+            "roles": {"worker": {"command": "x"}},
+        }
+        env = _job(tmp_path, spec).task(WORKER).env
+        assert env["TRAINFLEET_CHECKPOINT_PATH"] == seen
+        assert env["TRAINFLEET_TENSORBOARD_DIR"] == seen_logdir
 
 
 def test_podman_and_pyxis_mount_it_there_and_run_there(tmp_path: Path) -> None:

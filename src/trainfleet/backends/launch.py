@@ -168,8 +168,8 @@ class JobLaunch:
         env.update(task_environment(context))
         env.update(self._checkpoint_variables(key, folder))
         logdir = env.get(LOGDIR_VARIABLE)
-        if logdir is not None and "://" not in logdir and not os.path.isabs(logdir):
-            env[LOGDIR_VARIABLE] = str(folder / logdir)
+        if logdir is not None:  # relative: in the job's folder
+            env[LOGDIR_VARIABLE] = self._seen_in(folder, logdir)
         env.update(self._secret_variables(key[0]))
         mask = self.mask or tuple(value.encode() for value in self.secrets.values())
         if key[0] == NOTEBOOK_ROLE and self.spec.notebook is not None:
@@ -236,12 +236,12 @@ class JobLaunch:
         return variables
 
     def _seen_in(self, folder: Path, path: str) -> str:
-        """``path`` of this machine as a task sees it where the job's folder is ``folder``
-        to it (a path outside the job's folder, or a URL, as it is)."""
-        if folder == self.workdir or "://" in path:
+        """``path`` (relative: in the job's folder) as a task sees it where the job's folder
+        is ``folder`` to it; a path outside the job's folder, or a URL, as it is."""
+        if "://" in path:
             return path
         try:
-            return str(folder / Path(path).relative_to(self.workdir))
+            return str(folder / (self.workdir / path).relative_to(self.workdir))
         except ValueError:
             return path
 
