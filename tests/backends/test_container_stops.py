@@ -39,7 +39,8 @@ from trainfleet.spec.models import JobSpec
 
 WORKER: TaskKey = ("worker", 0)
 CATCH_TERM = "trap 'exit 7' TERM; echo ready; while :; do sleep 0.1; done"
-ROUNDS = 14
+ROUNDS = 10
+REPLICAS = 3
 EXIT_SECONDS = 30.0
 GRACEFUL_SECONDS = 15.0
 """A task that exits on SIGTERM ends this soon after a graceful stop, whenever it came."""
@@ -66,23 +67,32 @@ class Reports:
         except queue.Empty:
             return None
 
+    def all(self, count: int, timeout: float) -> dict[TaskKey, int]:
+        """The exits of ``count`` tasks, as many as come within ``timeout`` seconds."""
+        found: dict[TaskKey, int] = {}
+        deadline = time.monotonic() + timeout
+        while len(found) < count:
+            try:
+                key, code = self.exits.get(timeout=max(0.0, deadline - time.monotonic()))
+            except queue.Empty:
+                break
+            found[key] = code
+        return found
+
 
 class Jobs:
-    """Jobs of one container task each, every one in a folder of its own."""
+    """Jobs of container tasks (one, by default), every one in a folder of its own."""
 
     def __init__(self, root: Path, backend: LocalBackend) -> None:
         self.root, self.backend, self.image = root, backend, base_image()
         self.data_dir = DataDir(root / "data")
         self.count = 0
 
-    def job(self, command: str = CATCH_TERM) -> JobLaunch:
+    def job(self, command: str = CATCH_TERM, replicas: int = 1) -> JobLaunch:
         self.count += 1
+        worker = {"command": ["sh", "-c", command], "image": self.image, "replicas": replicas}
         spec = JobSpec.model_validate(
-            {
-                "name": "stops",
-                "grace_period": 5,
-                "roles": {"worker": {"command": ["sh", "-c", command], "image": self.image}},
-            }
+            {"name": "stops", "grace_period": 5, "roles": {"worker": worker}}
         )
         job_id = f"stops-{os.getpid()}-{self.count}"
         addresses = self.backend.reserve(job_id, spec)
@@ -92,14 +102,15 @@ class Jobs:
         attempts = dict.fromkeys(task_keys(spec), 0)
         return JobLaunch(job_id, spec, Placement(slots), workdir, self.data_dir, attempts)
 
-    def start(self, job: JobLaunch, reports: Reports) -> TaskHandle:
-        (handle,) = self.backend.start(job, reports).values()
-        assert not isinstance(handle, NotStarted), handle
-        return handle
+    def start(self, job: JobLaunch, reports: Reports) -> dict[TaskKey, TaskHandle]:
+        started = self.backend.start(job, reports)
+        failed = [why for why in started.values() if isinstance(why, NotStarted)]
+        assert not failed, failed
+        return {key: TaskHandle(handle) for key, handle in started.items()}
 
 
-def container_name(job: JobLaunch) -> str:
-    return f"trainfleet-{job.job_id}-worker-0-{job.attempts[WORKER]}"
+def container_name(job: JobLaunch, key: TaskKey = WORKER) -> str:
+    return f"trainfleet-{job.job_id}-{key[0]}-{key[1]}-{job.attempts[key]}"
 
 
 def _cmdline(pid: str) -> bytes:
@@ -121,10 +132,13 @@ def monitor_seen(name: str) -> bool:
 
 
 def leftovers(job: JobLaunch) -> list[str]:
-    """What is left of the job's container and task: the container, and every process that
-    names it, runs in the job's folder or carries the attempt's mark."""
-    record = job.data_dir.record(job.job_id, *WORKER, job.attempts[WORKER])
-    return left_of(container_name(job), job.workdir, record)
+    """What is left of the job's containers and tasks: each container, and every process
+    that names one, runs in the job's folder or carries an attempt's mark."""
+    found = []
+    for key, attempt in job.attempts.items():
+        record = job.data_dir.record(job.job_id, *key, attempt)
+        found += left_of(container_name(job, key), job.workdir, record)
+    return list(dict.fromkeys(found))
 
 
 def left_of(name: str, workdir: Path, record: Path) -> list[str]:
@@ -172,33 +186,36 @@ def _stop_at(rng: random.Random, name: str, creating: float = 0.5, spread: float
 def test_no_container_outlives_a_task_stopped_at_any_moment_of_its_start(
     tmp_path: Path,
 ) -> None:
-    """Container tasks (that exit 7 on SIGTERM) stopped, gracefully or forced through the
-    backend's ``stop``, at random moments of ``podman run``: each one's exit is reported, a
-    graceful stop ends it by itself, and nothing of it is left once its exit is reported."""
+    """Jobs of three container tasks (that exit 7 on SIGTERM) stopped, gracefully or forced
+    through the backend's ``stop``, at random moments of ``podman run``: each one's exit is
+    reported (never 0: none ran to its end), a graceful stop ends them by itself, and
+    nothing of them is left once their exits are reported."""
     seed = _seed()
     rng = random.Random(seed)
     backend = LocalBackend(supervised=True)
     jobs = Jobs(tmp_path, backend)
     failures = []
     for round_ in range(ROUNDS):
-        job = jobs.job()
+        job = jobs.job(replicas=REPLICAS)
         force = rng.random() < 0.5
         reports = Reports()
-        handle = jobs.start(job, reports)
-        when = _stop_at(rng, container_name(job))
-        backend.stop(handle, force=force)
+        handles = jobs.start(job, reports)
+        when = _stop_at(rng, container_name(job, ("worker", rng.randrange(REPLICAS))))
+        for handle in handles.values():
+            backend.stop(handle, force=force)
         said = f"round {round_}: stopped {'forced' if force else 'gracefully'} {when}"
-        code = reports.next(EXIT_SECONDS if force else GRACEFUL_SECONDS)
-        if code is None and not force:
-            failures.append(f"{said}: it ran on")
-            backend.stop(handle, force=True)
-            code = reports.next()
-        if code is None:
-            failures.append(f"{said}: no exit reported")
+        codes = reports.all(REPLICAS, EXIT_SECONDS if force else GRACEFUL_SECONDS)
+        if len(codes) < REPLICAS and not force:
+            failures.append(f"{said}: {REPLICAS - len(codes)} ran on")
+            for handle in handles.values():
+                backend.stop(handle, force=True)
+            codes |= reports.all(REPLICAS - len(codes), EXIT_SECONDS)
+        if len(codes) < REPLICAS:
+            failures.append(f"{said}: exits reported: {codes}")
         elif left := leftovers(job):
-            failures.append(f"{said}, exit {code}: left {left}")
-        elif code == 0:
-            failures.append(f"{said}: exit 0, as if it had done its work")
+            failures.append(f"{said}, exits {codes}: left {left}")
+        elif 0 in codes.values():
+            failures.append(f"{said}: exits {codes}, 0 as if it had done its work")
         backend.release(job.job_id)
     assert not failures, f"seed {seed} (TRAINFLEET_TEST_SEED): " + "; ".join(failures)
 

@@ -58,7 +58,7 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (mypy reads it so)
 if TYPE_CHECKING:
@@ -158,17 +158,34 @@ def start(
 class Stops:
     """The stop signals (SIGTERM, SIGINT, SIGHUP) sent to the task's group, in order, as
     ``handle`` (their handler) sees them. The task has each one, but those that came before
-    it was started: ``started`` sends it those."""
+    it was started: ``started`` sends it those.
 
-    def __init__(self) -> None:
+    ``container``: the record prefix of a task that is a container's runtime client; the
+    first stop then notes whether the container ran yet (``unstarted``: it did not, see
+    ``finish``)."""
+
+    def __init__(self, container: str | None = None) -> None:
         self.sent: list[int] = []
         self.early: list[int] = []
         self.pid: int | None = None
+        self.container = container
+        self.unstarted = False
 
     def handle(self, number: int, _: object = None) -> None:
         self.sent.append(number)
         if self.pid is None:
             self.early.append(number)
+        if len(self.sent) == 1 and self.container is not None:
+            self.unstarted = not self._container_runs()
+
+    def _container_runs(self) -> bool:
+        if self.pid is None or self.container is None:
+            return False
+        try:
+            group = os.getpgid(self.pid)
+        except ProcessLookupError:  # the client has ended already: it did not stop it
+            return True
+        return container_runs(self.container, group)
 
     def started(self, pid: int) -> None:
         self.pid = pid
@@ -186,7 +203,7 @@ def finish(
     leftovers: bool = False,
     sampling: Sampling | None = None,
     container: Container | None = None,
-    stops: Sequence[int] = (),
+    stops: Stops | None = None,
 ) -> int:
     """Wait for the task, finish its log, record its exit status and end the way it did.
 
@@ -194,8 +211,10 @@ def finish(
     backend is there to give it its grace period and end it then. ``container``: the task
     is that container's runtime client, and the container is removed once the client has
     ended, whatever state the client left it in. A client that ended with 0 on a stop
-    (``stops``: the signals the task was sent), leaving its container behind, never ran
-    the task to its end: its exit is the stop's signal.
+    (``stops``: the signals the task was sent), leaving its container behind, or stopped
+    before the container ran (podman's client ends with 0 on a SIGTERM while it makes the
+    container), did not run the task to its end: its exit is the stop's signal, not a
+    success.
     """
     code = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
     if sampling:
@@ -205,8 +224,8 @@ def finish(
     problem = None
     if container is not None:
         left, problem = container.remove()
-        if left and code == 0 and stops:
-            code = -stops[0]
+        if code == 0 and stops is not None and stops.sent and (left or stops.unstarted):
+            code = -stops.sent[0]
     if capture:
         capture.close()
     if problem:  # after the log is finished: said at its end
@@ -276,6 +295,14 @@ class Container:
         if self.podman and not end_monitors(self.name, max(0.0, deadline - time.monotonic())):
             return found, f"the monitor (conmon) of the container {self.name} outlived it"
         return found, None
+
+
+def container_runs(record: str, group: int) -> bool:
+    """Whether a process of the attempt ``record`` runs outside the process group ``group``
+    of its runtime's client, but this process: its container's (they carry its mark), which
+    runs once it has started."""
+    marker, own = f"{ATTEMPT_VARIABLE}={record}", os.getpid()
+    return any(pgid != group and pid != own for pid, pgid in marked_processes(marker))
 
 
 def monitors(name: str) -> list[tuple[int, str, list[str]]]:
@@ -962,7 +989,7 @@ def main(argv: list[str]) -> int:
     if tethered is not None:
         runner, DURABLE = parse_tether(tethered), False
     # Caught, not ignored: a caught signal is reset to default in the child at exec.
-    stops = Stops()
+    stops = Stops(prefix if name else None)
     for number in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(number, stops.handle)
     capture = None
@@ -979,7 +1006,7 @@ def main(argv: list[str]) -> int:
     # A dead runner's backend cannot end what the task leaves outside its group.
     orphaned = runner is not None and tether(child, *runner)
     container = Container(command[0], name) if name else None
-    return finish(prefix, child, capture, orphaned, sampling, container, stops.sent)
+    return finish(prefix, child, capture, orphaned, sampling, container, stops)
 
 
 if __name__ == "__main__":
