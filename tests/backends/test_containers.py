@@ -371,21 +371,6 @@ def test_the_project_s_framework_images_keep_no_build_settings(image: str) -> No
     assert "PIP_" not in shown.stdout, shown.stdout
 
 
-@pytest.fixture(scope="module")
-def workdir_image() -> Iterator[str]:
-    """The base image with a program in /app and WORKDIR /app, as upstream examples ship."""
-    base, name = base_image(), f"trainfleet-workdir-{os.getpid()}"
-    image = f"localhost/trainfleet-test/workdir:{os.getpid()}"
-    write = "mkdir /app && echo 'import os; print(\"in\", os.getcwd())' > /app/train.py"
-    made = ["podman", "run", "--name", name, "--network", "host", base, "sh", "-c", write]
-    subprocess.run(made, check=True, stdout=PIPE)
-    commit = ["podman", "commit", "--quiet", "--change=WORKDIR /app", name, image]
-    subprocess.run(commit, check=True, stdout=PIPE)
-    subprocess.run(["podman", "rm", name], check=True, stdout=PIPE)
-    yield image
-    subprocess.run(["podman", "rmi", "--force", image], check=False, stdout=PIPE)
-
-
 PYTORCHJOB = """\
 apiVersion: kubeflow.org/v1
 kind: PyTorchJob

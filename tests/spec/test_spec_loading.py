@@ -508,3 +508,90 @@ def test_image_workdir_needs_an_image_and_no_working_dir(
 ) -> None:
     error = error_of(tmp_path, f"name: j\nroles:\n  worker: {role}\n")
     assert expected in str(error), str(error)
+
+
+@pytest.mark.parametrize(
+    ("job", "expected"),
+    [
+        (
+            "roles:\n  worker: {command: x, workdir_mount: /workspace}",
+            "job.yaml:1: roles.worker"
+            ".workdir_mount: the role runs in no image (a process sees the job's folder at its own "
+            "path)",
+        ),
+        (
+            "workdir_mount: /workspace\nroles:\n  worker: {command: x}",
+            "job.yaml:1: workdir_mount: no role runs in an image",
+        ),
+        (
+            "image: i:1\nroles:\n  worker: {command: x, workdir_mount: workspace}",
+            "job.yaml:4: roles.worker.workdir_mount: path 'workspace' must be an absolute path",
+        ),
+        (
+            "image: i:1\nworkdir_mount: /\nroles:\n  worker: {command: x}",
+            "job.yaml:3: workdir_mount: '/' would hide the whole image under the job's folder",
+        ),
+        (
+            "image: i:1\nworkdir_mount: /a/../b\nroles:\n  worker: {command: x}",
+            "job.yaml:3: workdir_mount: path '/a/../b' must not have a '..' part",
+        ),
+        (
+            "image: i:1\nworkdir_mount: /a/./b\nroles:\n  worker: {command: x}",
+            "job.yaml:3: workdir_mount: path '/a/./b' must not have a '.' part",
+        ),
+        (
+            "image: i:1\nworkdir_mount: /workspace/\nroles:\n  worker: {command: x}",
+            "job.yaml:3: workdir_mount: '/workspace/' is not in its normal form: write "
+            "'/workspace'",
+        ),
+        (
+            "image: i:1\nworkdir_mount: //srv//job\nroles:\n  worker: {command: x}",
+            "job.yaml:3: workdir_mount: '//srv//job' is not in its normal form: write '/srv/job'",
+        ),
+        (
+            "image: i:1\nworkdir_mount: '/a:b'\nroles:\n  worker: {command: x}",
+            "job.yaml:3: workdir_mount: '/a:b' must be a path without ':' or ','",
+        ),
+        (
+            "image: i:1\nworkdir_mount: 7\nroles:\n  worker: {command: x}",
+            "job.yaml:3: workdir_mount:",
+        ),
+        (
+            "image: i:1\nworkdir_mount: /w\nroles:\n  worker: {command: x, mounts: "
+            "[{source: d, target: /w/}]}",
+            "roles.worker.mounts[0].target: /w is where the job's folder is mounted "
+            "(workdir_mount)",
+        ),
+    ],
+)
+def test_workdir_mount_is_an_absolute_normal_path_of_a_role_with_an_image(
+    tmp_path: Path, job: str, expected: str
+) -> None:
+    error = error_of(tmp_path, f"name: j\n{job}\n")
+    assert expected in str(error), str(error)
+
+
+def test_workdir_mount_of_the_job_is_every_image_role_s_unless_it_names_its_own(
+    tmp_path: Path,
+) -> None:
+    spec = load_job_file(
+        write(
+            tmp_path,
+            """\
+            name: j
+            image: i:1
+            workdir_mount: /workspace
+            tensorboard: true
+            roles:
+              worker: {command: x}
+              ps: {command: x, workdir_mount: /srv/job}
+              plain: {command: x, image: other:2}
+            """,
+        )
+    ).spec
+    assert spec.workdir_mount_of("worker") == "/workspace"
+    assert spec.workdir_mount_of("plain") == "/workspace"
+    assert spec.workdir_mount_of("ps") == "/srv/job"
+    assert spec.workdir_mount_of("tensorboard") is None, "a service runs here, in no image"
+    bare = load_job_file(write(tmp_path, "name: j\nimage: i:1\nroles: {w: {command: x}}\n"))
+    assert bare.spec.workdir_mount_of("w") is None, "by default: at its own path"

@@ -59,6 +59,7 @@ class TaskLaunch:
     argv: Sequence[str]
     env: Mapping[str, str]
     cwd: Path
+    """Its working directory, as it sees it (in a container: a path of the container's)."""
     log_path: Path
     record: Path
     """Prefix of this attempt's supervision records (``.pid``, ``.exit``)."""
@@ -86,6 +87,9 @@ class TaskLaunch:
     """Its own host name, where it has one (a container: ``task_hostname``)."""
     hosts: tuple[tuple[str, str], ...] = ()
     """The host name and address of each task of its job (a container's ``/etc/hosts``)."""
+    host_cwd: Path | None = None
+    """Where its container's runtime runs, on this machine (or the node): the job's
+    folder. None: ``cwd`` (a process runs there itself)."""
 
 
 def task_hostname(job_id: str, key: TaskKey) -> str:
@@ -143,7 +147,11 @@ class JobLaunch:
         # In a container, as on Kubernetes: the image's ENV, then the job's and trainfleet's
         # variables; nothing of this machine's (its PATH would hide the image's programs).
         env = self.base.environment() if image is None else {}
-        mounts = [Mount(self.workdir, self.workdir)]
+        # The job's folder as the task sees it: at its own path, or where the job file
+        # mounts it in its containers; the paths trainfleet gives the task name it there.
+        mount_point = self.spec.workdir_mount_of(key[0])
+        folder = Path(mount_point) if mount_point else self.workdir
+        mounts = [Mount(self.workdir, folder)]
         mounts += [
             Mount(self.workdir / mount.source, Path(mount.target), mount.read_only)
             for mount in role.mounts
@@ -158,10 +166,10 @@ class JobLaunch:
             env["VIRTUAL_ENV"] = str(python_dir.parent)
             mounts.append(Mount(python_dir.parent, python_dir.parent, read_only=True))
         env.update(task_environment(context))
-        env.update(self._checkpoint_variables(key))
+        env.update(self._checkpoint_variables(key, folder))
         logdir = env.get(LOGDIR_VARIABLE)
-        if logdir is not None and "://" not in logdir and not os.path.isabs(logdir):
-            env[LOGDIR_VARIABLE] = str(self.workdir / logdir)
+        if logdir is not None:  # relative: in the job's folder
+            env[LOGDIR_VARIABLE] = self._seen_in(folder, logdir)
         env.update(self._secret_variables(key[0]))
         mask = self.mask or tuple(value.encode() for value in self.secrets.values())
         if key[0] == NOTEBOOK_ROLE and self.spec.notebook is not None:
@@ -170,7 +178,7 @@ class JobLaunch:
             mask += (env[TOKEN_VARIABLE].encode(),)  # Jupyter prints its URL with it
         if self.account is not None:  # the account's name, and a home it may write to
             env |= {"USER": self.account.name, "LOGNAME": self.account.name}
-            env["HOME"] = str(self.workdir)
+            env["HOME"] = str(folder)
         if self.secret_dir is not None:
             mounts.append(Mount(self.secret_dir, self.secret_dir, read_only=True))
         attempt = self.attempts.get(key, 0)
@@ -192,7 +200,7 @@ class JobLaunch:
             key=key,
             argv=argv,
             env=env,
-            cwd=self.workdir / role.working_dir if role.working_dir else self.workdir,
+            cwd=folder / role.working_dir if role.working_dir else folder,
             log_path=self.data_dir.log_path(self.job_id, *key),
             record=record,
             resources=role.resources,
@@ -206,6 +214,7 @@ class JobLaunch:
             account=self.account,
             hostname=task_hostname(self.job_id, key),
             hosts=tuple((task_hostname(self.job_id, slot.key), slot.host) for slot in placement),
+            host_cwd=self.workdir if image is not None else None,
         )
 
     def checkpoint_dir(self) -> str:
@@ -213,17 +222,28 @@ class JobLaunch:
         as written), else the job's own under the data directory."""
         return self.data_dir.checkpoints_of(self.job_id, self.workdir, self.spec.checkpoint_path)
 
-    def _checkpoint_variables(self, key: TaskKey) -> dict[str, str]:
+    def _checkpoint_variables(self, key: TaskKey, folder: Path) -> dict[str, str]:
         """Where checkpoints go, how many stay, which attempt this is, and (once one is
-        committed) the newest step to resume from."""
+        committed) the newest step to resume from; a path in the job's folder as the task
+        sees that folder (``folder``)."""
         variables = {
-            PATH_VARIABLE: self.checkpoint_dir(),
+            PATH_VARIABLE: self._seen_in(folder, self.checkpoint_dir()),
             KEEP_VARIABLE: str(self.spec.checkpoint.keep),
             RESTART_VARIABLE: str(self.attempts.get(key, 0)),
         }
         if self._resume_from is not None:
-            variables[RESUME_VARIABLE] = self._resume_from
+            variables[RESUME_VARIABLE] = self._seen_in(folder, self._resume_from)
         return variables
+
+    def _seen_in(self, folder: Path, path: str) -> str:
+        """``path`` (relative: in the job's folder) as a task sees it where the job's folder
+        is ``folder`` to it; a path outside the job's folder, or a URL, as it is."""
+        if "://" in path:
+            return path
+        try:
+            return str(folder / (self.workdir / path).relative_to(self.workdir))
+        except ValueError:
+            return path
 
     @cached_property
     def _resume_from(self) -> str | None:

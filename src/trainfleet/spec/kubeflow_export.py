@@ -103,6 +103,9 @@ def left_out(spec: JobSpec) -> list[str]:
     for name in ("input_path", "checkpoint_path"):
         if getattr(spec, name) is not None:
             found.append(f"{name}: give it to the container yourself (a volume, an env)")
+    folder = "the job's folder is not exported (a pod has none: give it a volume there)"
+    if spec.workdir_mount is not None:
+        found.append(f"workdir_mount {spec.workdir_mount}: {folder}")
     for name, role in spec.roles.items():
         if name == RENDEZVOUS_ROLE and spec.hosts_rendezvous():
             continue
@@ -110,6 +113,8 @@ def left_out(spec: JobSpec) -> list[str]:
             found.append(f"roles.{name}.port: the operator gives each replica type its port")
         if role.tracked is not None:
             found.append(f"roles.{name}.tracked: the operator decides by replica type")
+        if role.workdir_mount is not None and spec.image_of(name):
+            found.append(f"roles.{name}.workdir_mount {role.workdir_mount}: {folder}")
         if spec.image_of(name) and role.working_dir is None and not role.image_workdir:
             found.append(
                 f"roles.{name}: the job's folder as working directory (a pod runs in the "

@@ -299,6 +299,37 @@ class MountSpec(_Model):
         return value
 
 
+def _normal_path(path: str) -> str:
+    """An absolute path without empty parts (``//``) or a trailing ``/``."""
+    return "/" + "/".join(part for part in path.split("/") if part)
+
+
+def _mount_point(value: str) -> str:
+    """Where a container sees the job's folder: an absolute path in its normal form, not
+    ``/`` (nor with ``:`` or ``,``, which the runtimes' mount options cannot hold)."""
+    if any(c in value for c in ":,"):
+        raise ValueError(f"{value!r} must be a path without ':' or ','")
+    path_of_names(value, "path")
+    if value == "/":
+        raise ValueError(
+            "'/' would hide the whole image under the job's folder: name a folder of its "
+            "own, such as /workspace"
+        )
+    normal = _normal_path(value)
+    if value != normal:
+        raise ValueError(f"{value!r} is not in its normal form: write {normal!r}")
+    return value
+
+
+MountPoint = Annotated[str, AfterValidator(_mount_point)]
+"""Where the job's folder is mounted in a container (``workdir_mount``)."""
+WORKDIR_MOUNT = (
+    "Where its containers see the job's folder, e.g. /workspace (an absolute path); by "
+    "default at the folder's own path. A container runs there unless working_dir (relative: "
+    "inside it) or image_workdir says otherwise."
+)
+
+
 IMAGE_REFERENCE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/:@+-]{0,511}$")
 
 
@@ -365,6 +396,9 @@ class RoleSpec(_Model):
     mounts: list[MountSpec] = Field(
         default_factory=list,
         description="More folders its containers see (the job's directory always is).",
+    )
+    workdir_mount: MountPoint | None = Field(
+        default=None, description=WORKDIR_MOUNT + " The job's by default."
     )
     environment: PythonEnvironment | None = Field(
         default=None, description="The Python its tasks run under (the job's by default)."
@@ -560,6 +594,9 @@ class JobSpec(_Model):
     framework: Framework = Framework.GENERIC
     image: Image | None = Field(
         default=None, description="Container image of every role that names none."
+    )
+    workdir_mount: MountPoint | None = Field(
+        default=None, description=WORKDIR_MOUNT + " For every role that names none."
     )
     roles: Annotated[dict[str, RoleSpec], Field(min_length=1)] = Field(
         description="The job's kinds of task, by name: at most 64 by default (a server may "
@@ -789,6 +826,12 @@ class JobSpec(_Model):
                 raise ValueError(
                     f"roles.{name}.image_workdir: the role names its working_dir: one or the other"
                 )
+            self._check_workdir_mount(name, role)
+        if self.workdir_mount is not None and not any(map(self.image_of, self.roles)):
+            raise ValueError(
+                "workdir_mount: no role runs in an image (a process sees the job's folder "
+                "at its own path)"
+            )
         if self.mpi is not None and self.framework is not Framework.MPI:
             raise ValueError("mpi: only a job of framework mpi has MPI options")
         if self.framework is Framework.MPI:
@@ -824,6 +867,20 @@ class JobSpec(_Model):
             if unknown:
                 raise ValueError(f"success names unknown role(s): {', '.join(unknown)}")
         return self
+
+    def _check_workdir_mount(self, name: str, role: RoleSpec) -> None:
+        if role.workdir_mount is not None and not self.image_of(name):
+            raise ValueError(
+                f"roles.{name}.workdir_mount: the role runs in no image (a process sees the "
+                "job's folder at its own path)"
+            )
+        mount_point = self.workdir_mount_of(name)
+        for n, mount in enumerate(role.mounts):
+            if _normal_path(mount.target) == mount_point:
+                raise ValueError(
+                    f"roles.{name}.mounts[{n}].target: {mount_point} is where the job's folder "
+                    "is mounted (workdir_mount): name another path"
+                )
 
     def _check_quicklink(self, name: str, link: QuickLink) -> None:
         role = self.roles.get(link.role)
@@ -883,6 +940,13 @@ class JobSpec(_Model):
             return None
         peer = self._store_peer(role)
         return self.roles[role].image or self.image or (peer.image if peer else None)
+
+    def workdir_mount_of(self, role: str) -> str | None:
+        """Where the role's containers see the job's folder (its own, else the job's);
+        None: at the folder's own path (as every process sees it)."""
+        if self.image_of(role) is None:
+            return None
+        return self.roles[role].workdir_mount or self.workdir_mount
 
     def environment_of(self, role: str) -> PythonEnvironment | None:
         """The Python environment the role's tasks run under (its own, else the job's)."""

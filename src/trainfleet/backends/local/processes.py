@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import select
 import signal
@@ -44,7 +45,12 @@ from trainfleet.backends.local.nvml_read import load_nvml, read_gpus
 from trainfleet.backends.supervision import SHIM
 from trainfleet.backends.supervision.containers import Containers
 from trainfleet.backends.supervision.ports import PooledAddresses
-from trainfleet.backends.supervision.shim import ATTEMPT_VARIABLE, FROM_STDIN
+from trainfleet.backends.supervision.shim import (
+    ATTEMPT_VARIABLE,
+    FROM_STDIN,
+    Container,
+    write_record,
+)
 from trainfleet.backends.supervision.shim import options as shim_options
 from trainfleet.backends.supervision.usage_options import USAGE_INTERVAL
 from trainfleet.backends.supervision.usage_options import shim_options as usage_options
@@ -64,6 +70,7 @@ ExitCallback = Callable[[TaskKey, int, Outside | None], None]
 LOG_CAP = 1 << 30
 """Bytes a task's log keeps by default (the first and the last half of its output)."""
 LOG_CAP_VARIABLE = "TRAINFLEET_LOG_CAP"
+log = logging.getLogger("trainfleet.containers")
 
 
 class LogCapError(Misconfigured, ValueError):
@@ -84,14 +91,16 @@ class _Running:
     """A started task until its whole process group is gone."""
 
     pid: int
-    marker: str
-    """``TRAINFLEET_ATTEMPT=<record>``: in the environment of every process of the attempt."""
+    record: Path
+    """The attempt's record prefix (``TRAINFLEET_ATTEMPT`` in every process of it)."""
     where: str
     """For people: ``pid 4242``, or ``container trainfleet-... (pid 4242)``."""
     terminating: threading.Event = field(default_factory=threading.Event)
     killed: threading.Event = field(default_factory=threading.Event)
     shared: _Leased | None = None
     """The MPS daemon it is a client of, released when it ends."""
+    container: Container | None = None
+    """The container that is the task, removed when it ends where its shim did not."""
 
 
 @dataclass(frozen=True)
@@ -298,7 +307,7 @@ class LocalBackend(PooledAddresses):
     ) -> int:
         try:
             self._make_room(launch)
-            process, where = self._spawn(launch, grace)
+            process, where, container = self._spawn(launch, grace)
         except BaseException:
             if leased is not None:
                 leased.end()
@@ -308,21 +317,30 @@ class LocalBackend(PooledAddresses):
         if share is not None:
             where = f"{where}; {share.describe()}"
             _write_share(launch.record, share, where)
-        running = _Running(process.pid, _marker(launch.record), where, shared=leased)
+        running = _Running(process.pid, launch.record, where, shared=leased, container=container)
         self._follow(launch.key, running, process.wait, on_exit)
         return process.pid
 
-    def _spawn(self, launch: TaskLaunch, grace: float) -> tuple[subprocess.Popen[bytes], str]:
+    def _spawn(
+        self, launch: TaskLaunch, grace: float
+    ) -> tuple[subprocess.Popen[bytes], str, Container | None]:
         tether = [] if self.supervised else ["--tether", f"{os.getpid()}:{grace}"]
         options = [str(launch.record), *tether]
         options += ["--log", str(launch.log_path), "--log-cap", str(self.log_cap)]
         options += usage_options(launch.log_path, self.usage_interval, launch.gpus)
+        container = None
         if launch.image is None:
             account = launch.account
             command = account.command(launch.argv) if account else list(launch.argv)
         else:  # the container is the task, in the foreground under the shim
             self.containers.make_ready(launch)
-            command = self.containers.argv(launch, _container_name(launch.record))
+            name = _container_name(launch.record)
+            command = self.containers.argv(launch, name)
+            # Removed by name when its client ends: by the shim, else by whoever finds
+            # the attempt ended without a word from the shim (see _wait, adopt, abandon).
+            container = Container(self.containers.runtime, name)
+            _write_container(launch.record, container)
+            options += ["--container", name]
         # The shim's command line is every account's to read: its options (paths, secret
         # values to mask) go through its standard input, and no file ever holds them.
         # Its own output (a traceback, if ever) goes to the log too.
@@ -330,7 +348,7 @@ class LocalBackend(PooledAddresses):
             process = subprocess.Popen(
                 [sys.executable, "-I", "-S", str(SHIM), FROM_STDIN],
                 env=dict(launch.env),
-                cwd=launch.cwd,
+                cwd=launch.host_cwd or launch.cwd,
                 stdin=subprocess.PIPE,
                 stdout=log,
                 stderr=subprocess.STDOUT,
@@ -338,9 +356,9 @@ class LocalBackend(PooledAddresses):
             )
         _send(process, shim_options([*options, "--", *command], launch.mask))
         where = f"pid {process.pid}"
-        if launch.image is not None:
-            where = f"container {_container_name(launch.record)} ({where})"
-        return process, where
+        if container is not None:
+            where = f"container {container.name} ({where})"
+        return process, where, container
 
     @staticmethod
     def _make_room(launch: TaskLaunch) -> None:
@@ -370,14 +388,17 @@ class LocalBackend(PooledAddresses):
         record = data_dir.record(job_id, *key, attempt)
         pid = records.supervisor_pid(record)
         shared = self._adopt_share(data_dir, record)
+        container = _read_container(record)
         if pid is None or not _is_shim_of(pid, record):
             # The shim is gone (kill -9): what it ran may not be. End it before a new attempt.
             end_attempt(_marker(record))
+            if container is not None:
+                _remove(container)
             outside = shared[0].end() if shared is not None else None
             reports.exited(key, _recorded_exit(record), outside)
             return None
         leased, where = shared if shared is not None else (None, f"pid {pid}")
-        running = _Running(pid, _marker(record), where, shared=leased)
+        running = _Running(pid, record, where, shared=leased, container=container)
         self._follow(key, running, lambda: _wait_foreign(pid, record), reports.exited)
         return TaskHandle(str(pid))
 
@@ -399,6 +420,9 @@ class LocalBackend(PooledAddresses):
         if attempt is not None:
             record = data_dir.record(job_id, *key, attempt)
             end_attempt(_marker(record))
+            container = _read_container(record)
+            if container is not None:
+                _remove(container)
             shared = self._adopt_share(data_dir, record)
             if shared is not None:
                 shared[0].end()
@@ -432,7 +456,9 @@ class LocalBackend(PooledAddresses):
             # Being stopped: the rest of the group has its grace period, until kill().
             while live_members(running.pid) and not running.killed.wait(GROUP_POLL_SECONDS):
                 pass
-        end_attempt(running.marker, running.pid)
+        end_attempt(_marker(running.record), running.pid)
+        if running.container is not None and records.exit_status(running.record) is None:
+            _remove(running.container)  # the shim was killed before it could
         outside = running.shared.end() if running.shared is not None else None
         with self._lock:
             del self._running[running.pid]
@@ -485,6 +511,30 @@ def _owner_of(daemon: str) -> tuple[int, int] | None:
     except KeyError:
         return None
     return entry.pw_uid, entry.pw_gid
+
+
+CONTAINER_SUFFIX = ".container"
+"""An attempt's record of the container that is its task: its name, then its runtime."""
+
+
+def _write_container(record: Path, container: Container) -> None:
+    path = record.with_name(record.name + CONTAINER_SUFFIX)
+    write_record(str(path), f"{container.name}\n{container.runtime}\n")
+
+
+def _read_container(record: Path) -> Container | None:
+    try:
+        name, runtime = record.with_name(record.name + CONTAINER_SUFFIX).read_text().splitlines()
+    except (OSError, ValueError):
+        return None
+    return Container(runtime, name)
+
+
+def _remove(container: Container) -> None:
+    """Remove what is left of a task's container (see ``Container``), whatever its state."""
+    _, problem = container.remove()
+    if problem is not None:
+        log.warning("%s", problem)
 
 
 def _container_name(record: Path) -> str:

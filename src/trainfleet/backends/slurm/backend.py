@@ -319,23 +319,24 @@ class SlurmBackend(PooledAddresses):
         tasks = {}
         for key in job.attempts:
             launch = job.task(key, placeholders)
-            argv = list(launch.argv)
+            argv, container = list(launch.argv), None
             if launch.image is not None and self.config.containers == "pyxis":
                 argv = pyxis_argv(launch, node=tokens[key])  # the bootstrap puts the node in
             elif launch.image is not None:  # run by the node's runtime, under the task's shim
-                name = f"trainfleet-{job.job_id}-{launch.record.name}"
+                container = f"trainfleet-{job.job_id}-{launch.record.name}"
                 gpus = job.spec.roles[key[0]].resources.gpu > 0
-                argv = self.containers.argv(launch, name, gpus_from_slurm=gpus)
+                argv = self.containers.argv(launch, container, gpus_from_slurm=gpus)
             tasks[f"{key[0]}/{key[1]}"] = {
                 "argv": argv,
                 "env": dict(launch.env),
-                "cwd": str(launch.cwd),
+                "cwd": str(launch.host_cwd or launch.cwd),
                 "log": str(launch.log_path),
                 "record": str(launch.record),
                 "gpus": job.spec.roles[key[0]].resources.gpu,  # a fraction too (shards)
                 "token": tokens[key],
                 "usage": str(usage_path(launch.log_path)),
                 "usage_every": self.usage_interval,
+                "container": container,  # removed by its bootstrap once its runtime ends
             }
         shards = self._gpu_shards(job.spec)
         per_gpu = shards.per_gpu if shards else None

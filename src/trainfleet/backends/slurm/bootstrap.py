@@ -189,8 +189,22 @@ def write_stop_file(path: str, why: str) -> bool:
 class _Stops:
     """A running task's SIGTERMs from Slurm: each one after why is in its stop file."""
 
-    def __init__(self, shim: ModuleType, record: str, pid: int, stop_file: str | None) -> None:
-        self.shim, self.record, self.pid, self.stop_file = shim, record, pid, stop_file
+    def __init__(
+        self, shim: ModuleType, record: str, stop_file: str | None, container: bool = False
+    ) -> None:
+        self.shim, self.record, self.stop_file = shim, record, stop_file
+        self.container = container
+        """Whether the task is a container's runtime client (in a session of its own)."""
+        self.unstarted = False
+        """Whether its container did not run yet at the first stop (see the shim's
+        ``finish``)."""
+        self.pid: int | None = None
+        """The task's, once started (``started``)."""
+        self.sent: list[int] = []
+        """The signals the task was sent (the first decides the exit of a container that
+        its runtime's client left behind, see the shim's ``finish``)."""
+        self.early: list[int] = []
+        """Those sent before it was started: sent to it once it is."""
         self.job = ""
         """The Slurm job to ask why (none: nothing is asked, nor written)."""
         self.warning = 0.0
@@ -205,14 +219,30 @@ class _Stops:
             why = _ask_slurm(self.job, self.warning)
             if why is not None and write_stop_file(stop_file, why):
                 self.shim.write_record(f"{self.record}.stopped", f"{why}\n")
-        _signal(self.pid, signal.SIGTERM)
+        self.send(signal.SIGTERM)
+
+    def send(self, number: int) -> None:
+        """Send the task's process group ``number`` (once it runs, if not yet)."""
+        self.sent.append(number)
+        if len(self.sent) == 1 and self.container:
+            running = self.pid is not None and self.shim.container_runs(self.record, self.pid)
+            self.unstarted = not running
+        if self.pid is None:
+            self.early.append(number)
+        else:
+            _signal(self.pid, number)
+
+    def started(self, pid: int) -> None:
+        self.pid = pid
+        while self.early:
+            _signal(pid, self.early.pop(0))
 
     def pass_on(self, number: int, _: object = None) -> None:
         """A signal Slurm sent this step's processes (the task has it too, or soon will)."""
         if number == signal.SIGTERM:
             self.terminate()
         else:
-            _signal(self.pid, number)
+            self.send(number)
 
     def obey(self, ended: threading.Event) -> None:
         """Send the task the signals the backend asks for in ``RECORD.signal``, and
@@ -229,7 +259,7 @@ class _Stops:
             except FileNotFoundError:
                 continue
             if name in ("TERM", "KILL"):
-                _signal(self.pid, getattr(signal, f"SIG{name}"))
+                self.send(getattr(signal, f"SIG{name}"))
 
 
 def _supervise(
@@ -239,26 +269,30 @@ def _supervise(
     env: dict[str, str],
     usage: tuple[str, float, list[int], str | None] | None = None,
     slurm: tuple[str, float, str | None] | None = None,
+    container: str | None = None,
 ) -> int:
     """Run the task under the shim's records; ``usage``: sample it (the history's path,
     seconds between samples, its GPUs, NVML's file); ``slurm``: the Slurm job, its time
     limit's warning and its ``warned`` file, to say why Slurm stops it (see the module's
-    text)."""
-    pid = shim.start(record, command, env, new_session=True)
+    text); ``container``: the name of the container that the task (its runtime's client,
+    ``command``) runs, removed once the client has ended (see the shim's ``Container``)."""
+    stops = _Stops(shim, record, env.get(STOP_VARIABLE), container=container is not None)
+    if slurm is not None:
+        stops.job, stops.warning, stops.warned = slurm
+    # Before the start: a signal that comes meanwhile is passed on once the task runs.
+    for number in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(number, stops.pass_on)
+    pid = shim.start(record, command, env, new_session=True, stops=stops)
     if pid is None:
         return 127
     sampling = shim.Sampling(pid, *usage) if usage else None
-    stops = _Stops(shim, record, pid, env.get(STOP_VARIABLE))
-    if slurm is not None:
-        stops.job, stops.warning, stops.warned = slurm
-    for number in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-        signal.signal(number, stops.pass_on)
     ended = threading.Event()
     threading.Thread(target=stops.obey, args=(ended,), daemon=True).start()
+    runtime = shim.Container(command[0], container, env) if container else None
     try:
         # Leftovers (a container's processes among them) end with the task, as Slurm would
         # end the rest of the step; the runtime starts a container outside of it.
-        return int(shim.finish(record, pid, leftovers=True, sampling=sampling))
+        return int(shim.finish(record, pid, None, True, sampling, runtime, stops))
     finally:
         ended.set()
 
@@ -328,7 +362,7 @@ def main(argv: list[str]) -> int:
         gpus = [int(gpu) for gpu in (slurm_gpus or "").split(",") if gpu.isdigit()]
         usage = (me["usage"], me["usage_every"], gpus if me["gpus"] else [], launch.get("nvml"))
     slurm = (job, float(launch.get("time_warning", 0)), launch.get("warned")) if job else None
-    return _supervise(shim, me["record"], command, env, usage, slurm)
+    return _supervise(shim, me["record"], command, env, usage, slurm, me.get("container"))
 
 
 if __name__ == "__main__":

@@ -3,10 +3,15 @@
 The container is the task: it runs in the foreground under the task's shim, which captures
 its output and records its exit; SIGTERM reaches it through the runtime's signal proxy;
 every process in it carries the attempt's mark in its environment, so ending the attempt
-(a forced stop, a lost shim) ends the container too. Host networking keeps the addresses
-in TF_CONFIG and the torch variables valid; each mount is bound at its target (the job's
-directory at its own path); the environment is passed by name only (``-e NAME``, the value
-from the runtime's own environment, which is the task's), so no value shows in ``ps``.
+(a forced stop, a lost shim) ends the container too. A stop while the container is being
+created reaches no process of it (podman's client ends, and leaves it created, its monitor
+waiting): once the client has ended, the shim removes the container by its name, and where
+the shim was killed first, the backend does (see the shim's ``Container``).
+
+Host networking keeps the addresses in TF_CONFIG and the torch variables valid; each mount
+is bound at its target (the job's folder at its own path, or at the job file's
+``workdir_mount``); the environment is passed by name only (``-e NAME``, the value from the
+runtime's own environment, which is the task's), so no value shows in ``ps``.
 """
 
 from __future__ import annotations

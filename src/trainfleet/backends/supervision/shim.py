@@ -5,19 +5,26 @@ options read from its standard input (``options``: NUL-separated, until the end)
 its command line, which every account may read in ``/proc/PID/cmdline``, names no path of
 the job and no secret. The options are ``RECORD_PREFIX [--log PATH [--log-cap BYTES]
 [--mask B64,...]] [--tether PID[:GRACE]] [--usage PATH --usage-every SECONDS [--gpus
-I,... --nvml PYNVML_FILE]] -- ARGV...``; they may also be given as the command line itself
-(``--mask`` excepted). The task's standard input is ``/dev/null``.
+I,... --nvml PYNVML_FILE]] [--container NAME] -- ARGV...``; they may also be given as the
+command line itself (``--mask`` excepted). The task's standard input is ``/dev/null``.
 
 The shim writes ``RECORD_PREFIX.pid`` (its own pid) at once, runs ARGV as its child, writes
 the child's exit status to ``RECORD_PREFIX.exit`` (atomically) and then ends the way the
-child did. SIGTERM and SIGINT sent to the group reach the task; the shim only waits. A server
-that dies leaves the shim and its task running; a restarted server finds the ``.pid`` and
-``.exit`` records and carries on (it knows its shims by the attempt's mark in their
-environment, which only their own account reads). ``--tether`` (an embedded ``trainfleet
-run``) ties the task to that process instead: when it dies, the task's group gets SIGTERM,
-then SIGKILL after GRACE seconds, and then every process that still carries the attempt's
-mark (``TRAINFLEET_ATTEMPT``, in its environment: a container's, which its runtime started
+child did. SIGTERM and SIGINT sent to the group reach the task; the shim only waits (one
+that came before the task started is sent to it once it has). A server that dies leaves the
+shim and its task running; a restarted server finds the ``.pid`` and ``.exit`` records and
+carries on (it knows its shims by the attempt's mark in their environment, which only their
+own account reads). ``--tether`` (an embedded ``trainfleet run``) ties the task to that
+process instead: when it dies, the task's group gets SIGTERM, then SIGKILL after GRACE
+seconds, and then every process that still carries the attempt's mark
+(``TRAINFLEET_ATTEMPT``, in its environment: a container's, which its runtime started
 outside the group) is killed.
+
+``--container NAME``: the task is the container NAME, ARGV its runtime's client (``podman
+run --name NAME ...``). The client may end at any moment of the container's start and leave
+it behind (a stop during its creation: created, its monitor waiting); once the client has
+ended, for whatever reason, the shim removes the container by its name (``Container``).
+Where the shim itself is killed, the backend does (``backends/local/processes.py``).
 
 ``--log``: the task's stdout and stderr go through a pipe that the shim moves into the log
 (``splice``, no copy through Python), keeping at most ``--log-cap`` bytes: all of an output
@@ -116,10 +123,11 @@ def start(
     env: Mapping[str, str] | None = None,
     new_session: bool = False,
     capture: Capture | None = None,
+    stops: Stops | None = None,
 ) -> int | None:
     """Record this process's pid and start the task (found on ``env``'s PATH), its output
     into ``capture`` if given; its pid, or None (exit status 127 recorded) when it cannot
-    start."""
+    start. ``stops``: told the task's pid at once (a stop that came first is sent on)."""
     write_record(f"{prefix}.pid", str(os.getpid()))
     env = os.environ if env is None else env
     os.environ["PATH"] = env.get("PATH", os.defpath)  # posix_spawnp searches our own PATH
@@ -140,9 +148,52 @@ def start(
             print(message, end="", flush=True)
         write_record(f"{prefix}.exit", "127")
         return None
+    if stops is not None:
+        stops.started(pid)
     if capture:
         capture.started()
     return pid
+
+
+class Stops:
+    """The stop signals (SIGTERM, SIGINT, SIGHUP) sent to the task's group, in order, as
+    ``handle`` (their handler) sees them. The task has each one, but those that came before
+    it was started: ``started`` sends it those.
+
+    ``container``: the record prefix of a task that is a container's runtime client; the
+    first stop then notes whether the container ran yet (``unstarted``: it did not, see
+    ``finish``)."""
+
+    def __init__(self, container: str | None = None) -> None:
+        self.sent: list[int] = []
+        self.early: list[int] = []
+        self.pid: int | None = None
+        self.container = container
+        self.unstarted = False
+
+    def handle(self, number: int, _: object = None) -> None:
+        self.sent.append(number)
+        if self.pid is None:
+            self.early.append(number)
+        if len(self.sent) == 1 and self.container is not None:
+            self.unstarted = not self._container_runs()
+
+    def _container_runs(self) -> bool:
+        if self.pid is None or self.container is None:
+            return False
+        try:
+            group = os.getpgid(self.pid)
+        except ProcessLookupError:  # the client has ended already: it did not stop it
+            return True
+        return container_runs(self.container, group)
+
+    def started(self, pid: int) -> None:
+        self.pid = pid
+        while self.early:
+            try:  # noqa: SIM105
+                os.kill(pid, self.early.pop(0))
+            except ProcessLookupError:
+                pass
 
 
 def finish(
@@ -151,25 +202,196 @@ def finish(
     capture: Capture | None = None,
     leftovers: bool = False,
     sampling: Sampling | None = None,
+    container: Container | None = None,
+    stops: Stops | None = None,
 ) -> int:
     """Wait for the task, finish its log, record its exit status and end the way it did.
 
     ``leftovers``: first end what the task left running (see ``end_marked``), where no
-    backend is there to give it its grace period and end it then.
+    backend is there to give it its grace period and end it then. ``container``: the task
+    is that container's runtime client, and the container is removed once the client has
+    ended, whatever state the client left it in. A client that ended with 0 on a stop
+    (``stops``: the signals the task was sent), leaving its container behind, or stopped
+    before the container ran (podman's client ends with 0 on a SIGTERM while it makes the
+    container), did not run the task to its end: its exit is the stop's signal, not a
+    success.
     """
     code = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
     if sampling:
         sampling.stop()
     if leftovers:
         end_marked(prefix)
+    problem = None
+    if container is not None:
+        left, problem = container.remove()
+        if code == 0 and stops is not None and stops.sent and (left or stops.unstarted):
+            code = -stops.sent[0]
     if capture:
         capture.close()
+    if problem:  # after the log is finished: said at its end
+        print(f"trainfleet: {problem}", file=sys.stderr, flush=True)
     write_record(f"{prefix}.exit", str(code))
     if code < 0:  # so that our parent sees the same signal
         if code != -signal.SIGKILL:  # whose handler cannot be set (and is the default)
             signal.signal(-code, signal.SIG_DFL)
         os.kill(os.getpid(), -code)
     return code
+
+
+CONTAINER_SECONDS = 30.0
+"""How long the removal of a task's container may take, its monitor's end included."""
+RUNTIME_SECONDS = 10.0
+"""How long one call of the container runtime may take (one that hangs is tried again)."""
+MONITOR_SECONDS = 1.0
+"""How long a removed container's monitor has to end on its own."""
+
+
+class Container:
+    """The container that is the task: its runtime's client (the task's program, which
+    names it ``--name NAME``) runs it in the foreground, and may end, or be killed, at any
+    moment of its start, leaving it behind (created, its monitor and the OCI runtime's init
+    waiting), or running. ``remove`` ends and removes it, whatever its state.
+
+    ``runtime``: the client's program (podman's or docker's); ``env``: its environment
+    (None: this process's), which the removal is run with too."""
+
+    def __init__(self, runtime: str, name: str, env: Mapping[str, str] | None = None) -> None:
+        self.runtime, self.name, self.env = runtime, name, env
+        self.podman = os.path.basename(runtime) == "podman"
+
+    def remove(self, timeout: float = CONTAINER_SECONDS) -> tuple[bool, str | None]:
+        """Remove the container (its processes killed at once), and wait until podman's
+        monitor of it (``conmon``) has ended: whether there was one, and what went wrong
+        (None: it is gone, or never was)."""
+        import subprocess  # here: a task without a container never needs it
+
+        options = ["--ignore", "--time", "0"] if self.podman else []
+        argv = [self.runtime, "rm", "--force", *options, self.name]
+        deadline = time.monotonic() + timeout
+        found, problem = False, None
+        while True:
+            left = max(0.1, min(RUNTIME_SECONDS, deadline - time.monotonic()))
+            try:
+                done = subprocess.run(
+                    argv, env=self.env, capture_output=True, text=True, timeout=left
+                )
+            except OSError as error:  # no runtime: it ran no container either
+                problem = f"{error}"
+                break
+            except subprocess.SubprocessError as error:  # it hangs: try again
+                problem = f"{error}"
+            else:
+                absent = "no such container" in done.stderr.lower()  # docker's word
+                if done.returncode == 0 or absent:
+                    found |= done.returncode == 0 and bool(done.stdout.strip())
+                    problem = None
+                    break
+                problem = (done.stderr.strip().splitlines() or [f"exit {done.returncode}"])[-1]
+            if time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
+        if problem is not None:
+            return found, f"could not remove the container {self.name}: {problem}"
+        if self.podman and not end_monitors(self.name, max(0.0, deadline - time.monotonic())):
+            return found, f"the monitor (conmon) of the container {self.name} outlived it"
+        return found, None
+
+
+def container_runs(record: str, group: int) -> bool:
+    """Whether a process of the attempt ``record`` runs outside the process group ``group``
+    of its runtime's client, but this process: its container's (they carry its mark), which
+    runs once it has started."""
+    marker, own = f"{ATTEMPT_VARIABLE}={record}", os.getpid()
+    return any(pgid != group and pid != own for pid, pgid in marked_processes(marker))
+
+
+def monitors(name: str) -> list[tuple[int, str, list[str]]]:
+    """Podman's monitors of the container ``name`` (``conmon ... -c ID -n NAME -r RUNTIME``):
+    each one's pid, with the container's ID and the OCI runtime's command (``runc``, ``crun``,
+    with the global options conmon gives it, but its log's)."""
+    found = []
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/cmdline", "rb") as handle:
+                argv = [os.fsdecode(arg) for arg in handle.read().split(b"\0")]
+        except OSError:  # gone meanwhile
+            continue
+        if os.path.basename(argv[0]) != "conmon" or _option(argv, "-n", "--name") != name:
+            continue
+        container, runtime = _option(argv, "-c", "--cid"), _option(argv, "-r", "--runtime")
+        if container and runtime:
+            found.append((int(entry.name), container, [runtime, *_runtime_options(argv)]))
+    return found
+
+
+def _option(argv: list[str], *names: str) -> str | None:
+    """The value of the first ``NAME VALUE`` or ``NAME=VALUE`` in ``argv``."""
+    for at, word in enumerate(argv):
+        if word in names and at + 1 < len(argv):
+            return argv[at + 1]
+        flag, equals, value = word.partition("=")
+        if equals and flag in names:
+            return value
+    return None
+
+
+def _runtime_options(argv: list[str]) -> list[str]:
+    """The OCI runtime's global options that conmon was given (``--runtime-arg X`` or
+    ``--runtime-arg=X``, such as a rootless runtime's ``--root``), less its log's (the
+    container's folder, which is gone by now)."""
+    given = []
+    for at, word in enumerate(argv):
+        if word == "--runtime-arg" and at + 1 < len(argv):
+            given.append(argv[at + 1])
+        elif word.startswith("--runtime-arg="):
+            given.append(word.partition("=")[2])
+    kept, skip = [], False
+    for word in given:
+        if skip:
+            skip = False
+        elif word in ("--log", "--log-format"):
+            skip = True
+        elif not word.startswith(("--log=", "--log-format=")):
+            kept.append(word)
+    return kept
+
+
+def end_monitors(name: str, timeout: float) -> bool:
+    """Once the container ``name`` is removed, wait until its monitors have ended (each
+    runs the runtime's cleanup of it first); where one outlives ``MONITOR_SECONDS``, its
+    container was left to the OCI runtime (a client killed between the runtime's create
+    and its own record of it): deleted there (``RUNTIME delete --force ID``, which ends
+    its processes), and the monitor killed if it still runs after ``timeout``. Whether
+    none is left."""
+    import subprocess
+
+    started = time.monotonic()
+    deleted = False
+    while found := monitors(name):
+        waited = time.monotonic() - started
+        if waited > timeout:
+            for pid, _, _ in found:
+                try:  # noqa: SIM105
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+            time.sleep(0.1)
+            return not monitors(name)
+        if waited > MONITOR_SECONDS and not deleted:
+            deleted = True
+            for _, container, runtime in found:
+                try:  # noqa: SIM105
+                    subprocess.run(
+                        [*runtime, "delete", "--force", container],
+                        capture_output=True,
+                        timeout=RUNTIME_SECONDS,
+                    )
+                except (OSError, subprocess.SubprocessError):
+                    pass
+        time.sleep(0.02)
+    return True
 
 
 class Capture:
@@ -727,7 +949,7 @@ def take_option(argv: list[str], name: str) -> tuple[str | None, list[str]]:
 USAGE = (
     "usage: shim.py - (options on standard input) | shim.py RECORD_PREFIX [--log PATH "
     "[--log-cap BYTES]] [--tether PID[:GRACE]] [--usage PATH --usage-every SECONDS "
-    "[--gpus I,... --nvml PYNVML_FILE]] -- ARGV..."
+    "[--gpus I,... --nvml PYNVML_FILE]] [--container NAME] -- ARGV..."
 )
 
 
@@ -747,6 +969,7 @@ def main(argv: list[str]) -> int:
     every, argv = take_option(argv, "--usage-every")
     gpus, argv = take_option(argv, "--gpus")
     nvml, argv = take_option(argv, "--nvml")
+    name, argv = take_option(argv, "--container")
     if len(argv) < 3 or argv[1] != "--":
         print(USAGE, file=sys.stderr)
         return 2
@@ -766,14 +989,15 @@ def main(argv: list[str]) -> int:
     if tethered is not None:
         runner, DURABLE = parse_tether(tethered), False
     # Caught, not ignored: a caught signal is reset to default in the child at exec.
+    stops = Stops(prefix if name else None)
     for number in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-        signal.signal(number, lambda *_: None)
+        signal.signal(number, stops.handle)
     capture = None
     if log:
         size = int(cap) if cap else LOG_CAP
         masker = load_masker(mask) if mask else None
         capture = MaskingCapture(log, size, masker) if masker else Capture(log, size)
-    child = start(prefix, command, capture=capture)
+    child = start(prefix, command, capture=capture, stops=stops)
     if child is None:
         return 127
     sampling = None
@@ -781,7 +1005,8 @@ def main(argv: list[str]) -> int:
         sampling = Sampling(child, usage, sample_every, devices, nvml)
     # A dead runner's backend cannot end what the task leaves outside its group.
     orphaned = runner is not None and tether(child, *runner)
-    return finish(prefix, child, capture, leftovers=orphaned, sampling=sampling)
+    container = Container(command[0], name) if name else None
+    return finish(prefix, child, capture, orphaned, sampling, container, stops)
 
 
 if __name__ == "__main__":
