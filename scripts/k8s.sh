@@ -17,6 +17,9 @@
 #   import IMAGE... copy podman images (full names: localhost/x:y) into the cluster's
 #                   containerd, where pods find them under the same names (it must run)
 #   conf|kubeconfig print the admin kubeconfig's path (like start's last line, starts nothing)
+#   packages        install the missing Debian packages only
+#   build           install them and build Kubernetes into the build cache, start nothing
+#                   (scripts/test.sh builds while it installs the rest, then starts)
 #
 # Images: `start` imports each podman image named localhost/trainfleet/* (scripts/images.sh
 # builds them), or those TRAINFLEET_K8S_IMAGES lists (space-separated; empty for none), once
@@ -42,6 +45,8 @@
 # when less than a week is left) and logs live in $TRAINFLEET_K8S_DIR (default
 # /var/tmp/trainfleet-k8s); `rm -rf` it after `stop` for a clean slate. API objects persist
 # across stop/start, as across a node's reboot: pods that should run are started again.
+# A node whose kubelet stops answering is NotReady after 24 s (Kubernetes' default is 40 s),
+# so that the tests of a lost node take less time.
 # Ports (all on 127.0.0.1; each TRAINFLEET_K8S_<NAME>_PORT overrides one, and a cluster keeps
 # the ports it was created with):
 #   APISERVER 16443, ETCD 12379 (and 12380 for peers, 12381 for metrics), KUBELET 20250,
@@ -548,7 +553,8 @@ args() {
             --flex-volume-plugin-dir="$DIR/controller-manager/volume-plugins" \
             --service-account-private-key-file="$PKI/sa.key" --root-ca-file="$PKI/ca.crt" \
             --use-service-account-credentials=true \
-            --cluster-signing-cert-file="$PKI/ca.crt" --cluster-signing-key-file="$PKI/ca.key" ;;
+            --cluster-signing-cert-file="$PKI/ca.crt" --cluster-signing-key-file="$PKI/ca.key" \
+            --node-monitor-grace-period=24s ;;
         kube-scheduler) printf '%s\n' "$BIN/kube-scheduler" \
             --kubeconfig="$ETC/scheduler.kubeconfig" \
             --authentication-kubeconfig="$ETC/scheduler.kubeconfig" \
@@ -1038,10 +1044,12 @@ import() {
 }
 
 case "${1:-}" in
+    packages) [ "$(id -u)" = 0 ] || die "must run as root"; install_packages ;;
+    build) [ "$(id -u)" = 0 ] || die "must run as root"; install_packages; ensure_build ;;
     start) start ;;
     stop) [ "$(id -u)" = 0 ] || die "must run as root"; stop ;;
     status) status ;;
     import) shift; import "$@" ;;
     conf | kubeconfig) echo "$KUBECONFIG_PATH" ;;
-    *) echo "usage: $0 start|stop|status|import IMAGE...|conf" >&2; exit 2 ;;
+    *) echo "usage: $0 start|stop|status|import IMAGE...|conf|packages|build" >&2; exit 2 ;;
 esac

@@ -8,6 +8,13 @@
 # TRAINFLEET_TEST_KUBECONFIG already names one's kubeconfig.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+k8s_build=""
+if [ -z "${TRAINFLEET_TEST_KUBECONFIG:-}" ]; then  # Kubernetes builds while the rest installs
+    bash scripts/k8s.sh packages
+    k8s_log="$(mktemp)"
+    bash scripts/k8s.sh build > "$k8s_log" 2>&1 &
+    k8s_build=$!
+fi
 [ -x .venv/bin/python ] || python3 -m venv .venv
 .venv/bin/pip install -q --disable-pip-version-check -c constraints.txt -e '.[dev,tensorflow,pytorch,tensorboard,notebook,kubernetes]'
 if [ -z "${TRAINFLEET_TEST_POSTGRES_URL:-}" ]; then
@@ -19,7 +26,8 @@ if [ -z "${TRAINFLEET_TEST_SLURM_CONF:-}" ]; then
     export TRAINFLEET_TEST_SLURM_CONF
 fi
 bash scripts/images.sh build > /dev/null  # podman and the test image, kept once built
-if [ -z "${TRAINFLEET_TEST_KUBECONFIG:-}" ]; then  # the Kubernetes backend's, on a real cluster
+if [ -n "$k8s_build" ]; then  # the Kubernetes backend's tests, on a real cluster
+    wait "$k8s_build" || { cat "$k8s_log" >&2; exit 1; }
     TRAINFLEET_TEST_KUBECONFIG="$(TRAINFLEET_K8S_IMAGES="${TRAINFLEET_K8S_IMAGES-localhost/trainfleet/python:3.11 localhost/trainfleet/torch:2.13.0}" \
         bash scripts/k8s.sh start | tail -n 1)"
     export TRAINFLEET_TEST_KUBECONFIG

@@ -164,3 +164,45 @@ def wait_for_gone(pod: str, timeout: float = 60) -> None:
     while kubectl("get", "pod", pod).returncode == 0:
         assert time.monotonic() < deadline, f"pod {pod} is still there"
         time.sleep(0.5)
+
+
+def test_a_node_that_stops_answering_is_a_lost_node(tmp_path: Path) -> None:
+    """The kubelet stopped (SIGSTOP) past the node's grace (24 s in scripts/k8s.sh) and the
+    Pod's toleration: the cluster evicts the Pod, whose container never says how it ended;
+    the task ends as its node's loss, restarted by policy."""
+    config = KubernetesConfig(kubeconfig=kubeconfig(), host_paths=True, node_lost_seconds=1)
+    backend = KubernetesBackend(config)
+    (tmp_path / "work").mkdir()
+    job = _job(backend, tmp_path, {"command": ["sh", "-c", "echo ready; sleep 600"]})
+    reports = Reports()
+    backend.start(job, reports)
+    _wait_running(reports)
+    kubelet = int(subprocess.check_output(["pgrep", "-o", "-x", "kubelet"]))
+    os.kill(kubelet, signal.SIGSTOP)
+    try:
+        code, outside = reports.next()
+    finally:
+        os.kill(kubelet, signal.SIGCONT)
+        _wait_node_ready()
+        for job_id in list(backend._roots):
+            backend.release(job_id)
+    assert code == -signal.SIGKILL
+    assert outside is not None and outside.cause is Code.NODE_LOST
+    assert "was lost: its kubelet stopped answering" in outside.what, outside
+
+
+def _wait_node_ready(timeout: float = 120) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        shown = kubectl("get", "nodes", "-o", "json")
+        nodes = json.loads(shown.stdout)["items"] if shown.returncode == 0 else []
+        ready = [
+            c["status"] == "True"
+            for node in nodes
+            for c in node["status"].get("conditions", [])
+            if c["type"] == "Ready"
+        ]
+        if ready and all(ready):
+            return
+        assert time.monotonic() < deadline, "the node never came back"
+        time.sleep(1)

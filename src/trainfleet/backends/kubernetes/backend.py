@@ -55,9 +55,8 @@ WATCH_SECONDS = 2
 """How long one watch request lasts: between two, overdue deletions are looked at."""
 RETRY_SECONDS = (0.5, 5.0)
 """The first and the longest wait before the watch tries the API again."""
-DELETION_SETTLE_SECONDS = 10.0
-"""How long after its grace a deleted Pod may say nothing of its container before its
-node is asked about (and then again as often)."""
+NODES_SECONDS = 5.0
+"""How often the nodes are looked at while tasks are followed (is any lost?)."""
 LOG_SECONDS = 10.0
 """How long an exit waits for the last of its task's log."""
 CLOSE_SECONDS = 3.0
@@ -92,8 +91,7 @@ class _Task:
     note: str = ""
     stopping: bool = False
     final: bool = False
-    node_checked: float = 0.0
-    """When its node was last asked about (monotonic), while its deleted Pod says nothing."""
+    followed_at: float = field(default_factory=time.monotonic)
 
 
 class KubernetesBackend(PooledAddresses):
@@ -120,6 +118,12 @@ class KubernetesBackend(PooledAddresses):
         self._watcher: threading.Thread | None = None
         self._images = Containers()
         """This machine's container runtime, where it has one: what it knows of images."""
+        self._node_states: dict[str, float | None] = {}
+        """Seconds each node has not been Ready (None: it is), as last looked at."""
+        self._nodes_at = -NODES_SECONDS
+        """When the nodes were last asked about (monotonic)."""
+        self._nodes_listed_at = -NODES_SECONDS
+        """When they last answered (what ``_node_states`` says)."""
         self._closing = False
         self._response: Any = None
         """The watch's response being read, which ``close`` cuts short."""
@@ -509,12 +513,14 @@ class KubernetesBackend(PooledAddresses):
             self._update(task, pod_state(pod), gone)
 
     def _sweep(self) -> None:
-        """Deletions past their grace with no exit code, and tidying left to do."""
+        """Tasks on nodes that were lost, and tidying left to do."""
         with self._lock:
             tasks = list(self._tasks.values())
             untidy, self._untidy = self._untidy, set()
+        if tasks:
+            self._look_at_nodes()
         for task in tasks:
-            if task.state is not None and task.state.deleting_since is not None:
+            if task.state is not None:
                 self._update(task, task.state, gone=False)
         for pod in untidy:
             self._tidy(pod)
@@ -578,31 +584,52 @@ class KubernetesBackend(PooledAddresses):
             return FATAL_EXIT, Outside(why, cause=Code.PROGRAM_FAILED)
         if state.phase in ("Failed", "Succeeded"):  # ended with no container status
             return -signal.SIGKILL, Outside(f"Kubernetes ended {name}: {state.reason}")
-        overdue = state.deleting_since is not None and (
-            (datetime.now(UTC) - state.deleting_since).total_seconds() > DELETION_SETTLE_SECONDS
-        )
-        # A deleted Pod's kubelet says how its container ended, however long its grace
-        # (kubelet 1.20 does not shorten a grace already begun); only a lost node never does.
-        if overdue and time.monotonic() >= task.node_checked + DELETION_SETTLE_SECONDS:
-            task.node_checked = time.monotonic()
-            lost = self._lost(state)
-            if lost is not None:
-                return -signal.SIGKILL, Outside(f"{lost} ({name})")
+        # A Pod's kubelet says how its container ended, even when it was deleted and however
+        # long its grace (kubelet 1.20 does not shorten one begun); only a lost node never does.
+        # Kubernetes evicts from a lost node only while others of its zone are well (not
+        # from a cluster of one), so trainfleet looks at the node itself.
+        lost = self._lost(state.node, task.followed_at) if state.node else None
+        if lost is not None:
+            return -signal.SIGKILL, Outside(f"{lost} ({name})")
         return None
 
-    def _lost(self, state: PodState) -> str | None:
-        """Why a deleted Pod's kubelet says nothing, where it is lost: its node stopped
-        answering, or is no more."""
-        try:
-            node = self._call(
-                f"read node {state.node}", "read_node", state.node, _preload_content=False
-            )
-        except BackendError as error:
-            gone = status_of(error) == 404
-            return f"node {state.node} was removed from the cluster" if gone else None
-        if _ready(json.loads(node.data).get("status", {})):
+    def _lost(self, node: str, since: float) -> str | None:
+        """Why ``node`` will say nothing more of its Pods, where it will not: it is no
+        more (as the nodes looked at after ``since``), or it has not answered for
+        ``node_lost_seconds``."""
+        with self._lock:
+            seen, at = self._node_states, self._nodes_listed_at
+        if node not in seen:
+            return f"node {node} was removed from the cluster" if at > since else None
+        silent = seen[node]
+        if silent is None or silent < self.config.node_lost_seconds:
             return None
-        return f"node {state.node} was lost: its kubelet stopped answering"
+        return f"node {node} was lost: its kubelet stopped answering {silent:.0f} s ago"
+
+    def _look_at_nodes(self) -> None:
+        """How long each node has not been Ready (None: it is), every ``NODES_SECONDS``
+        while tasks are followed."""
+        now = time.monotonic()
+        if now - self._nodes_at < NODES_SECONDS:
+            return
+        self._nodes_at = now
+        try:
+            found = self._call("list the cluster's nodes", "list_node", _preload_content=False)
+        except BackendError:
+            return  # the API is away: what was seen stands
+        states: dict[str, float | None] = {}
+        for node in json.loads(found.data)["items"]:
+            ready = next(
+                (c for c in node.get("status", {}).get("conditions", []) if c["type"] == "Ready"),
+                None,
+            )
+            silent = None
+            if ready is not None and ready.get("status") != "True":
+                since = datetime.fromisoformat(ready["lastTransitionTime"].replace("Z", "+00:00"))
+                silent = (datetime.now(UTC) - since).total_seconds()
+            states[node["metadata"]["name"]] = silent
+        with self._lock:
+            self._node_states, self._nodes_listed_at = states, now
 
     def _end(self, task: _Task, status: int, outside: Outside | None) -> None:
         """Report the task's exit once, with its whole log, then let its Pod go."""
