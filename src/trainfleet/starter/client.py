@@ -11,7 +11,7 @@ import sys
 WARM_COMMANDS = frozenset({"run", "submit", "list", "describe", "logs", "events", "stop", "delete"})
 """Commands a starter runs; the rest (``server``, ``tf-server``, the administrators') start
 cold: they are rare, long or both."""
-GLOBAL_OPTIONS = frozenset({"--data-dir", "--server", "--ca-cert"})
+GLOBAL_OPTIONS = frozenset({"--data-dir", "--server", "--ca-cert", "--backend"})
 """The CLI's global options that take a value (``cli.main``; a test holds them equal)."""
 SWITCH = "TRAINFLEET_STARTER"
 OFF, ON = frozenset({"0", "off", "no", "false"}), frozenset({"", "1", "on", "yes", "true"})

@@ -92,6 +92,7 @@ class _Task:
     stopping: bool = False
     final: bool = False
     followed_at: float = field(default_factory=time.monotonic)
+    lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
 
 class KubernetesBackend(PooledAddresses):
@@ -526,6 +527,12 @@ class KubernetesBackend(PooledAddresses):
             self._tidy(pod)
 
     def _update(self, task: _Task, state: PodState | None, gone: bool) -> None:
+        """Act on what the Pod says now; one thread at a time per task (the watch, and an
+        adoption's first look, may both say it)."""
+        with task.lock:
+            self._act(task, state, gone)
+
+    def _act(self, task: _Task, state: PodState | None, gone: bool) -> None:
         if task.final:
             return
         task.state = state or task.state
