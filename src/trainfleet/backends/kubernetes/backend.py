@@ -327,7 +327,8 @@ class KubernetesBackend(PooledAddresses):
         except BackendError as error:
             if status_of(error) != 409:
                 raise
-            self._forget(name) if body["kind"] == "Pod" else None
+            if body["kind"] == "Pod":
+                self._forget(name)
             with contextlib.suppress(BackendError):
                 self._call(what, delete, name, namespace, grace_period_seconds=0)
             time.sleep(0.5)
