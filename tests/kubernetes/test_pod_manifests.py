@@ -7,7 +7,7 @@ import re
 from pathlib import Path
 
 from trainfleet.backends.accounts import Account
-from trainfleet.backends.kubernetes import manifests
+from trainfleet.backends.kubernetes import manifests, volumes
 from trainfleet.backends.kubernetes.pod_state import pod_state
 from trainfleet.backends.launch import Mount, TaskLaunch
 from trainfleet.spec.models import Resources
@@ -35,7 +35,9 @@ def _launch(tmp_path: Path, **changes: object) -> TaskLaunch:
     return TaskLaunch(**fields)  # type: ignore[arg-type]
 
 
-def _pod(launch: TaskLaunch, secret: str | None = "the-secret") -> dict:
+def _pod(
+    launch: TaskLaunch, secret: str | None = "the-secret", files: volumes.PodFiles | None = None
+) -> dict:
     return manifests.pod_manifest(
         launch,
         job_id="MNIST_1a",
@@ -46,7 +48,7 @@ def _pod(launch: TaskLaunch, secret: str | None = "the-secret") -> dict:
         node_lost_seconds=40,
         owners=OWNERS,
         secret=secret,
-        mount_kinds=("Directory", "File"),
+        files=files or volumes.on_hosts(launch, ("Directory", "File")),
     )
 
 
@@ -113,6 +115,7 @@ def test_a_team_account_runs_the_container_not_the_images_user(tmp_path: Path) -
     assert pod["spec"]["securityContext"] == {
         "runAsUser": 2001,
         "runAsGroup": 2001,
+        "fsGroup": 2001,
         "runAsNonRoot": True,
     }
     assert pod["spec"]["containers"][0]["securityContext"]["allowPrivilegeEscalation"] is False
@@ -154,3 +157,96 @@ def test_a_pods_status_says_how_its_task_is() -> None:
     state = pod_state(deleted)
     assert state.deleting_since is not None and state.deleting_since.year == 2026
     assert state.stop == "TERM" and state.running
+
+
+def _fetched(tmp_path: Path, empty: bool = False) -> volumes.Fetched:
+    return volumes.Fetched(
+        url="http://10.0.0.5:8080/api/v1/jobs/MNIST_1a/workdir",
+        token_secret="trainfleet-mnist-1a-workdir",
+        image=None,
+        workdir=tmp_path / "job",
+        share=tmp_path / "tasks",
+        root="trainfleet-mnist-1a",
+        programs={tmp_path / "programs" / "tf_server.py": "tf_server.py"},
+        secret_dir=tmp_path / "secrets",
+        secret_files={"db/password": "trainfleet.file.0"},
+        empty=empty,
+    )
+
+
+def test_without_host_paths_no_path_of_this_machine_reaches_a_node(tmp_path: Path) -> None:
+    """Each mount's source becomes what a node can have: the job's folder (and a role's
+    mount of a folder in it) the emptyDir an init container fills from the server, the
+    programs the root ConfigMap, the secret files the task's Secret, trainfleet's share an
+    emptyDir, an absolute path the node's own."""
+    job = tmp_path / "job"
+    mounts = (
+        Mount(job, Path("/workspace")),
+        Mount(job / "data", Path("/data"), True),
+        Mount(tmp_path / "programs" / "tf_server.py", tmp_path / "programs" / "tf_server.py"),
+        Mount(tmp_path / "secrets", tmp_path / "secrets", True),
+        Mount(tmp_path / "tasks", tmp_path / "tasks"),
+        Mount(Path("/mnt/datasets"), Path("/datasets"), True),
+    )
+    launch = _launch(tmp_path, mounts=mounts, account=Account("team-a", 2001, 2002))
+    files = volumes.fetched(launch, _fetched(tmp_path), "the-secret")
+    pod = _pod(launch, files=files)
+    spec = pod["spec"]
+    assert str(tmp_path) not in str(spec["volumes"]), "no hostPath of this machine"
+    by_name = {v["name"]: v for v in spec["volumes"]}
+    seen = {m["mountPath"]: m for m in spec["containers"][0]["volumeMounts"]}
+    assert by_name[seen["/workspace"]["name"]]["emptyDir"] == {}
+    assert seen["/data"] | {"name": "workdir"} == {
+        "name": "workdir",
+        "mountPath": "/data",
+        "readOnly": True,
+        "subPath": "data",
+    }
+    program = seen[str(tmp_path / "programs" / "tf_server.py")]
+    assert program["subPath"] == "tf_server.py"
+    assert by_name[program["name"]]["configMap"] == {"name": "trainfleet-mnist-1a"}
+    secrets = by_name[seen[str(tmp_path / "secrets")]["name"]]["secret"]
+    assert secrets["secretName"] == "the-secret"
+    assert secrets["items"] == [{"key": "trainfleet.file.0", "path": "db/password"}]
+    assert secrets["defaultMode"] == 0o440 and spec["securityContext"]["fsGroup"] == 2002
+    assert by_name[seen[str(tmp_path / "tasks")]["name"]]["emptyDir"] == {}
+    assert by_name[seen["/datasets"]["name"]]["hostPath"] == {"path": "/mnt/datasets"}
+
+    (init,) = spec["initContainers"]
+    assert init["image"] == launch.image and init["imagePullPolicy"] == "Never"
+    assert init["command"][:2] == ["python3", "-c"] and init["command"][3] == "/workspace"
+    assert init["volumeMounts"] == [{"name": "workdir", "mountPath": "/workspace"}]
+    env = {e["name"]: e for e in init["env"]}
+    assert env["TRAINFLEET_WORKDIR_URL"]["value"].endswith("/jobs/MNIST_1a/workdir")
+    token = {"name": "trainfleet-mnist-1a-workdir", "key": volumes.TOKEN_KEY}
+    assert env["TRAINFLEET_WORKDIR_TOKEN"]["valueFrom"] == {"secretKeyRef": token}
+    assert "value" not in env["TRAINFLEET_WORKDIR_TOKEN"], "the token stays in its Secret"
+
+
+def test_a_job_folder_that_starts_empty_is_fetched_from_nowhere(tmp_path: Path) -> None:
+    launch = _launch(tmp_path, mounts=(Mount(tmp_path / "job", tmp_path / "job"),))
+    files = volumes.fetched(launch, _fetched(tmp_path, empty=True), None)
+    assert files.init_containers == []
+    assert files.volumes == [{"name": "workdir", "emptyDir": {}}]
+
+
+def _initialising(**init_state: object) -> dict:
+    pod = _status(waiting={"reason": "PodInitializing"})
+    pod["status"]["initContainerStatuses"] = [{"name": "fetch-workdir", "state": init_state}]
+    return pod
+
+
+def test_an_init_container_stands_for_the_task_until_it_has_ended_well() -> None:
+    fetching = pod_state(_initialising(running={}))
+    assert not fetching.running and fetching.exit is None
+    assert fetching.waiting == "PodInitializing (fetch-workdir)"
+    failed = pod_state(
+        _initialising(terminated={"exitCode": 1, "reason": "Error", "message": "401 no"})
+    )
+    assert failed.running and failed.exit == 1 and failed.init == "fetch-workdir"
+    assert failed.message == "401 no"
+    no_image = pod_state(_initialising(waiting={"reason": "ErrImageNeverPull"}))
+    assert no_image.fatal
+    done = _initialising(terminated={"exitCode": 0})
+    done["status"]["containerStatuses"] = [{"state": {"running": {}}}]
+    assert pod_state(done).running and pod_state(done).init == ""

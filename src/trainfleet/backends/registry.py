@@ -84,7 +84,7 @@ def _kubernetes(settings: BackendSettings) -> Backend:
     from trainfleet.backends.kubernetes.backend import KubernetesBackend
     from trainfleet.spec.backends import KubernetesConfig
 
-    return KubernetesBackend(settings.kubernetes or KubernetesConfig())
+    return KubernetesBackend(settings.kubernetes or KubernetesConfig(), settings.supervised)
 
 
 BACKENDS: dict[str, Factory] = {"local": _local, "slurm": _slurm, "kubernetes": _kubernetes}

@@ -77,6 +77,7 @@ def create_app(engine: Engine, settings: Settings, services: Services | None = N
         reads=service_proxy.PREFIXES,
         public=(f"{API_PREFIX}/openapi.json", f"{API_PREFIX}/docs", f"{API_PREFIX}/session"),
         larger={f"{API_PREFIX}/workdirs/": settings.max_workdir, **service_proxy.LARGER},
+        own_tokens=routes_workdirs.POD_PATHS,
     )
     metrics = Metrics(services.jobs, services.usage, services.queues, services.gpus)
     app.add_middleware(LatencyMiddleware, metrics=metrics)  # outermost: it sees every answer
@@ -108,6 +109,7 @@ def create_app(engine: Engine, settings: Settings, services: Services | None = N
         routes_gpus,
     ):
         app.include_router(routes.router, prefix=API_PREFIX)
+    app.include_router(routes_workdirs.pods, prefix=API_PREFIX)
     ui.install(app)
     service_proxy.install(app, proxy)
 

@@ -8,6 +8,7 @@ hundreds of megabytes. This pure ASGI middleware answers first.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Collection, Mapping
 
 from starlette.datastructures import Headers
@@ -32,11 +33,13 @@ class RequestGuard:
         larger: Mapping[str, int] | None = None,
         refused: OnRefusal | None = None,
         reads: tuple[str, ...] = (),
+        own_tokens: re.Pattern[str] | None = None,
     ) -> None:
         """``larger``: paths (prefixes) whose bodies may be larger, with their limits;
         ``refused``: called with each request refused for its token (to record it);
         ``reads``: paths (prefixes) whose requests only read, whatever their method (a
-        job's TensorBoard), so that a session needs no CSRF token there."""
+        job's TensorBoard), so that a session needs no CSRF token there; ``own_tokens``: paths
+        whose endpoints take tokens of their own, no member's (a job's Pods')."""
         self.app = app
         self.tokens = tokens
         self.max_body = max_body
@@ -45,6 +48,7 @@ class RequestGuard:
         self.public = frozenset(public)
         self.refused = refused
         self.reads = reads
+        self.own_tokens = own_tokens
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -52,7 +56,11 @@ class RequestGuard:
             return
         headers = Headers(scope=scope)
         path: str = scope["path"]
-        if path.startswith(self.guarded) and path not in self.public:
+        if (
+            path.startswith(self.guarded)
+            and path not in self.public
+            and not (self.own_tokens and self.own_tokens.fullmatch(path))
+        ):
             try:
                 read = path.startswith(self.reads) if self.reads else False
                 self.tokens.check_scope({**scope, "method": "GET"} if read else scope)

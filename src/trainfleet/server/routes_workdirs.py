@@ -7,22 +7,31 @@ too); a submission naming the tree (``?tree=``) runs in a copy of it of its own.
 A tree is stored for the teams the caller may submit jobs in (an administrator's, for the
 administrators), and a digest names nothing for anyone else: ``HEAD`` answers 404 until
 the caller's own teams have the tree.
+
+``GET /api/v1/jobs/{job}/workdir`` sends a running job's tree back, to its Pods on a
+cluster that shares no storage with the server (``backends.kubernetes.volumes``): they
+hold that job's token alone (``vault.service_tokens.workdir_token``), no member's.
 """
 
+import re
 import tempfile
-from typing import Annotated
+from collections.abc import Iterator
+from typing import IO, Annotated
 
-from fastapi import APIRouter, Depends, Path, Request, Response
+from fastapi import APIRouter, Depends, Path, Request, Response, Security
 from fastapi.concurrency import run_in_threadpool
+from fastapi.responses import StreamingResponse
+from fastapi.security import HTTPAuthorizationCredentials
 
 from trainfleet.control.services.ownership import tree_owners
 from trainfleet.datadir.space import require_free
 from trainfleet.domain.errors import Forbidden
-from trainfleet.server.auth import Who, authenticate
+from trainfleet.server.auth import Who, authenticate, bearer
 from trainfleet.server.errors import ApiError, responses
-from trainfleet.server.params import known_query_only
-from trainfleet.server.state import WorkdirsDep
-from trainfleet.workdirs.store import DIGEST
+from trainfleet.server.params import JobId, known_query_only
+from trainfleet.server.state import JobsDep, WorkdirsDep
+from trainfleet.wire import API_PREFIX
+from trainfleet.workdirs.store import DIGEST, WorkdirStore
 
 Tree = Annotated[
     str, Path(pattern=DIGEST.pattern, description="The tree's digest (sha256 of its files).")
@@ -92,3 +101,52 @@ async def put_tree(
         upload.seek(0)
         if not await run_in_threadpool(store.add, mine, tree, upload):
             response.status_code = 200
+
+
+pods = APIRouter(prefix="/jobs", tags=["workdirs"], dependencies=[Depends(known_query_only)])
+"""What a job's Pods fetch with the job's own token."""
+POD_PATHS = re.compile(rf"{API_PREFIX}/jobs/[^/]+/workdir")
+"""Its paths, which take no member's token (``guard.RequestGuard``)."""
+
+
+@pods.get(
+    "/{job_id}/workdir",
+    response_class=StreamingResponse,
+    responses=responses(
+        _200="The job's folder as a tar.gz (empty where the job was sent no tree).",
+        _401="Not this job's folder token.",
+        _409="The job has ended.",
+    ),
+)
+async def job_tree(
+    job_id: JobId,
+    jobs: JobsDep,
+    store: WorkdirsDep,
+    credentials: Annotated[HTTPAuthorizationCredentials | None, Security(bearer)],
+) -> StreamingResponse:
+    """The tree a running job's folder was copied from, for its Pods to unpack."""
+    token = credentials.credentials if credentials is not None else ""
+    stored = await run_in_threadpool(jobs.tree_for_pods, job_id, token)
+    archive = tempfile.TemporaryFile()  # noqa: SIM115 (closed once sent)
+    try:
+        await run_in_threadpool(_write_archive, store, stored, archive)
+    except BaseException:
+        archive.close()
+        raise
+    return StreamingResponse(_chunks(archive), media_type="application/gzip")
+
+
+def _write_archive(store: WorkdirStore, stored: str | None, archive: IO[bytes]) -> None:
+    if stored is None:  # an empty folder: an archive of nothing
+        import tarfile
+
+        tarfile.open(fileobj=archive, mode="w:gz").close()
+    else:
+        store.send(stored, archive)
+    archive.seek(0)
+
+
+def _chunks(archive: IO[bytes]) -> Iterator[bytes]:
+    with archive:
+        while chunk := archive.read(1 << 16):
+            yield chunk

@@ -115,7 +115,18 @@ class KubernetesConfig(_Model):
     host_paths: bool = Field(
         default=False,
         description="Every node sees this machine's job folders and data directory at the "
-        "same paths (one node, or a shared file system): they are mounted as hostPath.",
+        "same paths (one node, or a shared file system): they are mounted as hostPath. "
+        "Without, each Pod fetches its job's folder from the server (server_url).",
+    )
+    server_url: Annotated[str, Field(pattern=r"^https?://[^/\s?#]+/?$")] | None = Field(
+        default=None,
+        description="Where Pods reach the trainfleet server (http://host:port): without "
+        "host_paths, each Pod's init container fetches its job's folder from there.",
+    )
+    fetch_image: Image | None = Field(
+        default=None,
+        description="The image whose python3 (3.11.4 or later) fetches a job's folder into "
+        "its Pods (default: each task's own).",
     )
     node_lost_seconds: Annotated[int, Field(ge=1, le=86_400)] = Field(
         default=60,

@@ -1,4 +1,5 @@
-"""The tokens of jobs' own services (a notebook's Jupyter), known to this installation only.
+"""The tokens of jobs' own services (a notebook's Jupyter) and of their Pods' fetch of the
+job's folder (``workdir_token``), known to this installation only.
 
 Each is a keyed hash of its job's id (``spec.notebook.token_of``) under the key in
 ``<data dir>/service.key`` (made on first use, 0600): the launch gives the task its token,
@@ -8,6 +9,8 @@ A new key file changes every token: running notebooks then refuse the proxy unti
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 from pathlib import Path
 
 from trainfleet.spec.notebook import token_of
@@ -19,3 +22,15 @@ KEY_FILE = "service.key"
 def notebook_token(data_root: Path, job_id: str) -> str:
     """The Jupyter token of notebook job ``job_id`` of the data directory ``data_root``."""
     return token_of(read_key_file(data_root / KEY_FILE, create=True)[0], job_id)
+
+
+def workdir_token(data_root: Path, job_id: str) -> str:
+    """The token that fetches job ``job_id``'s folder from the server, and nothing else
+    (``GET /api/v1/jobs/{job}/workdir``): a keyed hash apart from the notebook's."""
+    key = read_key_file(data_root / KEY_FILE, create=True)[0]
+    return hmac.new(key, f"workdir/{job_id}".encode(), hashlib.sha256).hexdigest()
+
+
+def is_workdir_token(data_root: Path, job_id: str, token: str) -> bool:
+    """Whether ``token`` is job ``job_id``'s (compared in constant time)."""
+    return hmac.compare_digest(workdir_token(data_root, job_id), token)

@@ -134,6 +134,16 @@ class WorkdirStore:
         write_new(destination.parent, TREE_MARKER, f"{owner}/{tree}".encode())  # 0600
         os.utime(source)  # used now: swept last
 
+    def send(self, stored: str, out: IO[bytes]) -> None:
+        """Write the tree ``stored`` (``<owner>/<digest>``, as a job's marker names it) to
+        ``out`` as a tar.gz, for a job's Pods to unpack: its files readable by anyone
+        (0644, 0755 where executable), owned by whoever unpacks them."""
+        owner_name, _, tree = stored.rpartition("/")
+        top = self.path(owner_name, tree)
+        with tarfile.open(fileobj=out, mode="w:gz", compresslevel=1) as tar:
+            for path in sorted(walk(top)):
+                tar.add(top / path, arcname=path, recursive=False, filter=_for_anyone)
+
     def sweep(self, used: Iterable[str], after: float = SWEEP_AFTER) -> list[str]:
         """Delete the trees that no job in ``used`` (markers' texts) was copied from, and
         that nothing sent or used for ``after`` seconds; returns them (``<owner>/<digest>``,
@@ -192,6 +202,14 @@ def _owner_only(top: Path) -> None:
             mode = os.lstat(path).st_mode
             if stat.S_ISREG(mode):
                 os.chmod(path, 0o700 if mode & 0o111 else 0o600)
+
+
+def _for_anyone(member: tarfile.TarInfo) -> tarfile.TarInfo:
+    member.uid = member.gid = 0
+    member.uname = member.gname = ""
+    if member.isreg():
+        member.mode = 0o755 if member.mode & 0o100 else 0o644
+    return member
 
 
 def _link(source: str, destination: str) -> None:

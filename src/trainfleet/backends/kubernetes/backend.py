@@ -6,7 +6,9 @@ before any starts; the job's root ConfigMap owns them (and the Secrets that hold
 secret values). One watch of the namespace's Pods of trainfleet follows them all; a Pod's
 finalizer keeps its object until its exit code is read. Logs are copied from the pod log
 API into the data directory while the tasks run (``logs``). A task's attempt's ``.pod``
-record names its Pod, which is how a restarted trainfleet finds it again.
+record names its Pod, which is how a restarted trainfleet finds it again. Where the nodes
+do not see this machine's folders, each Pod fetches its job's from the server
+(``volumes``).
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ from trainfleet.backends.api import (
     TaskReports,
     TaskStatus,
 )
-from trainfleet.backends.kubernetes import manifests
+from trainfleet.backends.kubernetes import manifests, volumes
 from trainfleet.backends.kubernetes.connection import Connection, status_of
 from trainfleet.backends.kubernetes.logs import LogCopy
 from trainfleet.backends.kubernetes.pod_state import PodState, pod_state
@@ -44,12 +46,16 @@ from trainfleet.backends.supervision.shim import write_record
 from trainfleet.datadir import records
 from trainfleet.datadir.layout import DataDir
 from trainfleet.domain.conditions import Code
+from trainfleet.programs import NOTEBOOK, RENDEZVOUS, TF_SERVER
 from trainfleet.scheduling.cluster import Node
 from trainfleet.scheduling.placement import Placement, TaskKey, Unschedulable
 from trainfleet.scheduling.resources import GPU_UNIT, Resources
 from trainfleet.spec.backends import KubernetesConfig
 from trainfleet.spec.frameworks import Framework
 from trainfleet.spec.models import JobSpec
+from trainfleet.vault.service_tokens import workdir_token
+from trainfleet.wire import API_PREFIX
+from trainfleet.workdirs.store import TREE_MARKER
 
 WATCH_SECONDS = 2
 """How long one watch request lasts: between two, overdue deletions are looked at."""
@@ -63,6 +69,8 @@ CLOSE_SECONDS = 3.0
 """How long ``close`` waits for each of its threads."""
 FATAL_EXIT = 127
 """The exit status of a task whose container could not be made (no image, no Secret)."""
+PROGRAMS = {program: program.name for program in (TF_SERVER, NOTEBOOK, RENDEZVOUS)}
+"""trainfleet's programs a task may run, each by its key in the job's root ConfigMap."""
 
 
 def _pod_of(record: Path) -> str | None:
@@ -104,8 +112,10 @@ class KubernetesBackend(PooledAddresses):
     restarts_whole_jobs = True
     queues_tasks = True
 
-    def __init__(self, config: KubernetesConfig) -> None:
+    def __init__(self, config: KubernetesConfig, supervised: bool = False) -> None:
+        """``supervised``: a server's, which sends jobs' folders to their Pods."""
         self.config = config
+        self.supervised = supervised
         self.connection = Connection(config)
         self._tasks: dict[str, _Task] = {}
         """Followed tasks, by Pod name."""
@@ -192,11 +202,7 @@ class KubernetesBackend(PooledAddresses):
         if spec.notebook is not None:
             raise Unschedulable("notebook: notebooks run on the local backend only for now")
         if not self.config.host_paths:
-            raise Unschedulable(
-                "kubernetes.host_paths: the job's folder reaches Pods only through host paths "
-                "for now; set it where every node sees this machine's job folders and data "
-                "directory at their paths (one node, or a shared file system)"
-            )
+            self._check_fetched(spec)
         for name, role in spec.roles.items():
             if spec.image_of(name) is None:
                 raise Unschedulable(
@@ -208,6 +214,26 @@ class KubernetesBackend(PooledAddresses):
                     f"roles.{name}.resources.gpu: Kubernetes hands out whole GPUs "
                     "(nvidia.com/gpu), not fractions of one"
                 )
+
+    def _check_fetched(self, spec: JobSpec) -> None:
+        """Unschedulable where the job's Pods cannot fetch its folder from a server."""
+        if not self.supervised:
+            raise Unschedulable(
+                "kubernetes.host_paths: without host paths each Pod fetches its job's folder "
+                "from a trainfleet server, and `trainfleet run` has none: submit the job to a "
+                "server whose backend is kubernetes, or set host_paths: true where every node "
+                "sees this machine's job folders (one node, or a shared file system)"
+            )
+        if self.config.server_url is None:
+            raise Unschedulable(
+                "kubernetes.server_url: without host_paths each Pod fetches its job's folder "
+                "from the trainfleet server: give the address Pods reach it at (http://host:port)"
+            )
+        if spec.progress is not None:
+            raise Unschedulable(
+                "progress: a task's heartbeats reach trainfleet only through host paths "
+                "(kubernetes.host_paths) for now"
+            )
 
     # -- starting ---------------------------------------------------------------
 
@@ -232,7 +258,8 @@ class KubernetesBackend(PooledAddresses):
         try:
             job.data_dir.run_dir(job.job_id).mkdir(parents=True, exist_ok=True)
             nodes = self._choose_nodes(job)
-            owners = self._root(job.job_id)
+            self._check_folder(job)
+            owners = self._root(job)
         except (OSError, Unschedulable) as error:
             return {key: NotStarted(str(error)) for key in keys}
         hosts = {
@@ -249,6 +276,19 @@ class KubernetesBackend(PooledAddresses):
                 started[key] = NotStarted(str(error))
         return started
 
+    def _check_folder(self, job: JobLaunch) -> None:
+        """Unschedulable where Pods cannot be given the job's folder: one it runs in in
+        place (a shared file system), not a copy of a tree sent, on nodes that see none of
+        this machine's folders."""
+        if self.config.host_paths or self._fetched(job).empty is False:
+            return
+        if any(job.workdir.iterdir()):
+            raise Unschedulable(
+                f"kubernetes.host_paths: the job runs in place in {job.workdir}, which Pods "
+                "see only through host paths; send its folder instead (trainfleet submit "
+                "without --server-workdir)"
+            )
+
     def _peer(self, job: JobLaunch, key: TaskKey) -> str:
         """The host of a task this start does not start (it runs on)."""
         with self._lock:
@@ -263,13 +303,15 @@ class KubernetesBackend(PooledAddresses):
         reports: TaskReports,
     ) -> TaskHandle:
         """The Secret (where the task has secret values) and the Pod of ``launch``."""
-        for mount in launch.mounts:  # else the Pod would wait for it for ever
-            if not mount.source.exists():
+        for mount in launch.mounts if self.config.host_paths else ():
+            if not mount.source.exists():  # else the Pod would wait for it for ever
                 raise BackendError(f"mount source {mount.source} does not exist")
         attempt = job.attempts[launch.key]
         name = manifests.pod_name(job.job_id, launch.key, attempt)
         namespace = self.config.namespace
         hidden = manifests.secret_variables(launch)
+        if not self.config.host_paths:  # its secret files too, where it asks for any
+            hidden |= dict(_secret_files(job).values())
         if hidden:
             body = manifests.secret_manifest(name, namespace, hidden, owners)
             self._replace("create_namespaced_secret", "delete_namespaced_secret", name, body)
@@ -302,6 +344,11 @@ class KubernetesBackend(PooledAddresses):
         owners: list[manifests.Manifest],
         secret: str | None,
     ) -> manifests.Manifest:
+        if self.config.host_paths:
+            kinds = tuple("Directory" if m.source.is_dir() else "File" for m in launch.mounts)
+            files = volumes.on_hosts(launch, kinds)
+        else:
+            files = volumes.fetched(launch, self._fetched(job), secret)
         return manifests.pod_manifest(
             launch,
             job_id=job.job_id,
@@ -311,10 +358,25 @@ class KubernetesBackend(PooledAddresses):
             grace_period=job.spec.grace_period,
             node_lost_seconds=self.config.node_lost_seconds,
             owners=owners,
+            files=files,
             secret=secret,
-            mount_kinds=tuple(
-                "Directory" if mount.source.is_dir() else "File" for mount in launch.mounts
-            ),
+        )
+
+    def _fetched(self, job: JobLaunch) -> volumes.Fetched:
+        """How ``job``'s Pods get its files without host paths (``volumes``)."""
+        server = (self.config.server_url or "").rstrip("/")
+        secret_files = _secret_files(job)
+        return volumes.Fetched(
+            url=f"{server}{API_PREFIX}/jobs/{job.job_id}/workdir",
+            token_secret=manifests.workdir_secret_name(job.job_id),
+            image=self.config.fetch_image,
+            workdir=job.workdir,
+            share=job.data_dir.task_share(job.job_id),
+            root=manifests.root_name(job.job_id),
+            programs=PROGRAMS,
+            secret_dir=job.secret_dir,
+            secret_files={path: key for path, (key, _) in secret_files.items()},
+            empty=not (job.data_dir.job_dir(job.job_id) / TREE_MARKER).is_file(),
         )
 
     def _replace(self, create: str, delete: str, name: str, body: manifests.Manifest) -> None:
@@ -334,14 +396,17 @@ class KubernetesBackend(PooledAddresses):
             time.sleep(0.5)
             self._call(what, create, namespace, body)
 
-    def _root(self, job_id: str) -> list[manifests.Manifest]:
+    def _root(self, job: JobLaunch) -> list[manifests.Manifest]:
         """The owner reference of the job's root ConfigMap, made on its first start."""
+        job_id = job.job_id
         with self._lock:
             known = self._roots.get(job_id)
         if known is not None:
             return known
         namespace = self.config.namespace
-        body = manifests.root_manifest(job_id, namespace)
+        fetched = not self.config.host_paths
+        programs = {key: path.read_text() for path, key in PROGRAMS.items()} if fetched else {}
+        body = manifests.root_manifest(job_id, namespace, programs)
         name = body["metadata"]["name"]
         try:
             made = self._call(
@@ -362,9 +427,29 @@ class KubernetesBackend(PooledAddresses):
                 _preload_content=False,
             )
         owners = manifests.owned_by(json.loads(made.data))
+        if fetched:
+            self._token_secret(job, owners)
         with self._lock:
             self._roots[job_id] = owners
         return owners
+
+    def _token_secret(self, job: JobLaunch, owners: list[manifests.Manifest]) -> None:
+        """The job's Secret that holds its folder's token (the same on every start)."""
+        name = manifests.workdir_secret_name(job.job_id)
+        token = workdir_token(job.data_dir.root, job.job_id)
+        body = manifests.secret_manifest(
+            name, self.config.namespace, {volumes.TOKEN_KEY: token}, owners
+        )
+        try:
+            self._call(
+                f"create Secret {name}",
+                "create_namespaced_secret",
+                body["metadata"]["namespace"],
+                body,
+            )
+        except BackendError as error:
+            if status_of(error) != 409:
+                raise
 
     def _choose_nodes(self, job: JobLaunch) -> dict[TaskKey, tuple[str, str]]:
         """A node (name, address) for each task of the start: the first with room left
@@ -574,7 +659,10 @@ class KubernetesBackend(PooledAddresses):
         outside_delete = Outside(f"{name} was deleted outside trainfleet")
         if state is not None and state.exit is not None:
             outside = None
-            if state.evicted:
+            if state.init:  # the task's container never started
+                words = state.message.strip() or state.reason
+                outside = Outside(f"{name}: its init container {state.init} failed: {words}")
+            elif state.evicted:
                 outside = Outside(f"Kubernetes evicted {name}: {state.message}")
             elif state.deleting_since is not None and not stopped:
                 outside = outside_delete
@@ -829,3 +917,13 @@ def _on_hosts(placement: Placement, hosts: Mapping[TaskKey, str]) -> Placement:
     """``placement`` with each task on the host ``hosts`` names, and no GPUs of this
     machine's (the cluster's device plugin gives each Pod its own)."""
     return Placement(tuple(replace(slot, host=hosts[slot.key], gpus=()) for slot in placement))
+
+
+def _secret_files(job: JobLaunch) -> dict[str, tuple[str, str]]:
+    """Each secret file the job asks for, by its path under its secret folder: its key in
+    a task's Secret, and its value ("" in a dry run)."""
+    wanted = sorted({(ref.secret, ref.key) for _, ref in job.spec.secret_refs() if ref.file})
+    return {
+        f"{secret}/{key}": (f"trainfleet.file.{n}", job.secrets.get((secret, key), ""))
+        for n, (secret, key) in enumerate(wanted)
+    }

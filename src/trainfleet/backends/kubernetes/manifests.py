@@ -2,13 +2,12 @@
 ConfigMap, which owns everything else of the job (deleting it deletes them all), and
 for each task's attempt a Pod and, where its environment holds secret values, a Secret.
 
-A task's mounts are the node's own paths (``hostPath``): the backend asks this only where
-every node sees this machine's job folders at their paths (``kubernetes.host_paths``).
-A Pod runs its container as Kubernetes runs any: the image's ENTRYPOINT, WORKDIR and ENV
-unless the launch says otherwise (as ``supervision.containers`` does with podman), on its
-node's network at the ports trainfleet chose (``network: host``), on the node trainfleet
-chose (``nodeName``: the job's addresses are known before it starts), with a finalizer of
-trainfleet's, so that its exit status is read before the object is gone.
+Its volumes, and where their files come from, are built by ``volumes``. A Pod runs its container
+as Kubernetes runs any: the image's ENTRYPOINT, WORKDIR and ENV unless the launch says
+otherwise (as ``supervision.containers`` does with podman), on its node's network at the
+ports trainfleet chose (``network: host``), on the node trainfleet chose (``nodeName``:
+the job's addresses are known before it starts), with a finalizer of trainfleet's, so that
+its exit status is read before the object is gone.
 """
 
 from __future__ import annotations
@@ -17,6 +16,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from trainfleet.backends.kubernetes.volumes import PodFiles
 from trainfleet.backends.launch import TaskLaunch, task_hostname
 from trainfleet.backends.supervision.containers import GPU_VARIABLES
 from trainfleet.scheduling.placement import TaskKey
@@ -56,7 +56,9 @@ def pod_name(job_id: str, key: TaskKey, attempt: int) -> str:
     return f"{task_hostname(job_id, key)}-{attempt}"
 
 
-def root_manifest(job_id: str, namespace: str) -> Manifest:
+def root_manifest(job_id: str, namespace: str, files: Mapping[str, str] | None = None) -> Manifest:
+    """The job's root ConfigMap; ``files``: more of its data (trainfleet's programs, for
+    Pods that do not see this machine's)."""
     return {
         "apiVersion": "v1",
         "kind": "ConfigMap",
@@ -66,7 +68,7 @@ def root_manifest(job_id: str, namespace: str) -> Manifest:
             "labels": {**MANAGED, JOB_LABEL: label(job_id)},
             "annotations": {JOB_ID: job_id},
         },
-        "data": {"job": job_id},
+        "data": {"job": job_id, **(files or {})},
     }
 
 
@@ -84,6 +86,11 @@ def secret_variables(launch: TaskLaunch) -> dict[str, str]:
         for name, value in launch.env.items()
         if any(secret.decode(errors="replace") in value for secret in launch.mask)
     }
+
+
+def workdir_secret_name(job_id: str) -> str:
+    """The job's Secret that holds its folder's token (``volumes.Fetched``)."""
+    return f"{root_name(job_id)}-workdir"
 
 
 def secret_manifest(
@@ -113,12 +120,11 @@ def pod_manifest(
     grace_period: float,
     node_lost_seconds: int,
     owners: list[Manifest],
+    files: PodFiles,
     secret: str | None = None,
-    mount_kinds: tuple[str, ...] = (),
 ) -> Manifest:
-    """The Pod that runs ``launch`` on ``node``; ``secret``: the Secret that holds its
-    variables with secret values (``secret_variables``); ``mount_kinds``: each mount's
-    source's hostPath type (``Directory``, ``File``), which the node checks."""
+    """The Pod that runs ``launch`` on ``node``, with ``files`` (``volumes``); ``secret``:
+    the Secret that holds its variables with secret values (``secret_variables``)."""
     role, index = launch.key
     name = pod_name(job_id, launch.key, attempt)
     hidden = secret_variables(launch) if secret else {}
@@ -160,11 +166,12 @@ def pod_manifest(
                 for taint in LOST_TAINTS
             ],
             **_security(launch),
-            "containers": [_container(launch, hidden, secret)],
-            "volumes": [
-                {"name": f"mount-{n}", "hostPath": {"path": str(mount.source), "type": kind}}
-                for n, (mount, kind) in enumerate(zip(launch.mounts, mount_kinds, strict=True))
+            "initContainers": [
+                {"imagePullPolicy": PULL_POLICY[launch.pull], **init}
+                for init in files.init_containers
             ],
+            "containers": [_container(launch, hidden, secret, files.mounts)],
+            "volumes": files.volumes,
         },
     }
 
@@ -177,12 +184,15 @@ def _security(launch: TaskLaunch) -> Manifest:
         "securityContext": {
             "runAsUser": launch.account.uid,
             "runAsGroup": launch.account.gid,
+            "fsGroup": launch.account.gid,  # its secret files are its group's to read
             "runAsNonRoot": True,
         }
     }
 
 
-def _container(launch: TaskLaunch, hidden: Mapping[str, str], secret: str | None) -> Manifest:
+def _container(
+    launch: TaskLaunch, hidden: Mapping[str, str], secret: str | None, mounts: list[Manifest]
+) -> Manifest:
     container: Manifest = {
         "name": "task",
         "image": launch.image,
@@ -206,10 +216,7 @@ def _container(launch: TaskLaunch, hidden: Mapping[str, str], secret: str | None
             env.append({"name": variable, "value": value})
     container["env"] = env
     container["resources"] = _resources(launch)
-    container["volumeMounts"] = [
-        {"name": f"mount-{n}", "mountPath": str(mount.target), "readOnly": mount.read_only}
-        for n, mount in enumerate(launch.mounts)
-    ]
+    container["volumeMounts"] = mounts
     container["securityContext"] = {"allowPrivilegeEscalation": False}
     return container
 

@@ -47,6 +47,8 @@ class PodState:
     """How trainfleet asked it to stop (``TERM``, ``KILL``), where it did."""
     held: bool
     """trainfleet's finalizer still holds its object."""
+    init: str = ""
+    """The init container that stands for its task's (``_init_not_done``), where one does."""
 
     @property
     def fatal(self) -> bool:
@@ -60,16 +62,19 @@ class PodState:
 def pod_state(pod: Mapping[str, Any]) -> PodState:
     """The state of ``pod`` (the API's JSON of a Pod)."""
     meta, spec, status = pod.get("metadata", {}), pod.get("spec", {}), pod.get("status") or {}
-    container: Mapping[str, Any] = next(iter(status.get("containerStatuses") or []), {})
+    init = _init_not_done(status)
+    container = init or next(iter(status.get("containerStatuses") or []), {})
     state = container.get("state") or {}
     ended = state.get("terminated")
     waiting = state.get("waiting") or {}
+    if init is not None and not waiting and not ended:  # the task's container is to come
+        waiting = {"reason": f"PodInitializing ({init.get('name')})"}
     deleting = meta.get("deletionTimestamp")
     return PodState(
         name=meta.get("name", ""),
         node=spec.get("nodeName") or "",
         phase=status.get("phase") or "",
-        running=state.get("running") is not None or ended is not None,
+        running=(state.get("running") is not None and init is None) or ended is not None,
         exit=int(ended["exitCode"]) if ended and ended.get("exitCode") is not None else None,
         reason=(ended or {}).get("reason") or status.get("reason") or "",
         message=(ended or {}).get("message") or status.get("message") or "",
@@ -78,7 +83,19 @@ def pod_state(pod: Mapping[str, Any]) -> PodState:
         deleting_since=_time(deleting) if deleting else None,
         stop=(meta.get("annotations") or {}).get(STOP),
         held=FINALIZER in (meta.get("finalizers") or []),
+        init=(init or {}).get("name", ""),
     )
+
+
+def _init_not_done(status: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The first init container (fetching the job's folder) that has not ended well:
+    while it waits or runs, or once it failed, it stands for the task's container, which
+    never starts after it fails."""
+    for init in status.get("initContainerStatuses") or []:
+        ended = (init.get("state") or {}).get("terminated") or {}
+        if ended.get("exitCode") != 0:
+            return init  # type: ignore[no-any-return]
+    return None
 
 
 def _time(text: str) -> datetime:

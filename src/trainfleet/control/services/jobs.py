@@ -13,11 +13,11 @@ from trainfleet.control.access import Action, Caller
 from trainfleet.control.services.links import service_links, service_path
 from trainfleet.control.services.ownership import QueueTeams, allowed_job
 from trainfleet.control.services.reads import JobReads
-from trainfleet.domain.errors import NotFound
+from trainfleet.domain.errors import Conflict, NotFound, Unauthorized
 from trainfleet.domain.links import ServiceLink
 from trainfleet.domain.records import JobPage, JobRecord, State
 from trainfleet.spec.notebook import ROLE as NOTEBOOK
-from trainfleet.vault.service_tokens import notebook_token
+from trainfleet.vault.service_tokens import is_workdir_token, notebook_token
 from trainfleet.workdirs.store import TREE_MARKER
 
 if TYPE_CHECKING:
@@ -141,6 +141,19 @@ class Jobs(JobReads):
         """Forget ``job`` (ended; ``force`` stops it first) and its logs, if the caller may."""
         allowed_job(caller, job, Action.DELETE_JOB)
         self.engine.delete(job.id, force=force)
+
+    def tree_for_pods(self, job_id: str, token: str) -> str | None:
+        """The stored tree (``<owner>/<digest>``) that job ``job_id``'s folder is a copy
+        of, for its Pods (``token``: the job's ``workdir_token``); None where the folder
+        came from none (it starts empty). Unauthorized for another token; Conflict once the
+        job has ended."""
+        if not is_workdir_token(self.engine.data_dir.root, job_id, token):
+            raise Unauthorized(f"not a token of job {job_id}'s folder")
+        job = self.get(job_id)
+        if State(job.state).is_final:
+            raise Conflict(f"job {job_id} has ended ({job.state}): its folder is not sent")
+        marker = self.data_dir.job_dir(job_id) / TREE_MARKER
+        return marker.read_text() if marker.is_file() else None
 
     def trees_in_use(self) -> Iterator[str]:
         """The stored trees (``owner/digest``) that kept jobs run in copies of."""
