@@ -13,6 +13,7 @@ import signal
 import subprocess
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -143,7 +144,7 @@ def test_secret_values_reach_the_task_through_a_secret_and_leave_its_log_masked(
 
 def test_an_api_server_away_for_30_s_fails_no_task(cluster) -> None:
     backend, root = cluster
-    job = _job(backend, root, {"command": ["sh", "-c", "echo ready; sleep 40; exit 3"]})
+    job = _job(backend, root, {"command": ["sh", "-c", "echo ready; sleep 33; exit 3"]})
     reports = Reports()
     backend.start(job, reports)
     _wait_running(reports)
@@ -156,6 +157,37 @@ def test_an_api_server_away_for_30_s_fails_no_task(cluster) -> None:
         os.kill(apiserver, signal.SIGCONT)
     assert reports.next() == (3, None), "the watch went on, and saw the exit"
     assert "ready" in backend.log_path(job.data_dir, job.job_id, WORKER).read_text()
+
+
+def test_a_task_restarted_alone_after_an_adoption_knows_its_peers_host(cluster) -> None:
+    """A new trainfleet (a restarted server) adopts a job's two Pods, then starts one of
+    them again alone: the new Pod is told where its peer runs, and the job's root owns
+    it as it owns the first ones."""
+    backend, root = cluster
+    job = _job(backend, root, {"command": ["sleep", "600"], "replicas": 2})
+    reports = Reports()
+    first = backend.start(job, reports)
+    while len({key for key, _, note in reports.places if "running as pod" in note}) < 2:
+        time.sleep(0.2)
+    again, adopted = KubernetesBackend(backend.config), Reports()
+    try:
+        for key in first:
+            assert again.adopt(job.data_dir, job.job_id, key, 0, adopted) is not None
+        one = ("worker", 1)
+        again.abandon(job.data_dir, job.job_id, one)
+        (handle,) = again.start(replace(job, attempts={one: 1}), adopted).values()
+        pod = json.loads(kubectl("get", "pod", str(handle), "-o", "json").stdout)
+        env = {e["name"]: e.get("value") for e in pod["spec"]["containers"][0]["env"]}
+        peer = json.loads(env["TRAINFLEET_CLUSTER"])["worker"][0]
+        node = json.loads(kubectl("get", "node", pod["spec"]["nodeName"], "-o", "json").stdout)
+        internal = next(a for a in node["status"]["addresses"] if a["type"] == "InternalIP")
+        assert peer.split(":")[0] == internal["address"], peer
+        assert pod["metadata"]["ownerReferences"], "the job's root owns it"
+    finally:
+        for key in first:
+            again.abandon(job.data_dir, job.job_id, key)
+        again.release(job.job_id)
+        again.close()
 
 
 def wait_for_gone(pod: str, timeout: float = 60) -> None:

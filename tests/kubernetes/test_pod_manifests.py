@@ -4,6 +4,7 @@ and what a Pod's status says of its task."""
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from pathlib import Path
 
 from trainfleet.backends.accounts import Account
@@ -48,7 +49,7 @@ def _pod(
         node_lost_seconds=40,
         owners=OWNERS,
         secret=secret,
-        files=files or volumes.on_hosts(launch, ("Directory", "File")),
+        files=files or volumes.on_hosts(launch, ("Directory", "File"), {}),
     )
 
 
@@ -250,3 +251,25 @@ def test_an_init_container_stands_for_the_task_until_it_has_ended_well() -> None
     done = _initialising(terminated={"exitCode": 0})
     done["status"]["containerStatuses"] = [{"state": {"running": {}}}]
     assert pod_state(done).running and pod_state(done).init == ""
+
+
+def test_a_path_a_claim_stands_for_is_that_claim_on_hosts_or_not(tmp_path: Path) -> None:
+    claims = {Path("/mnt/shared"): "shared-data"}
+    mounts = (
+        Mount(tmp_path / "job", tmp_path / "job"),
+        Mount(Path("/mnt/shared/ckpt/run-1"), Path("/ckpt")),
+        Mount(Path("/mnt/shared"), Path("/shared"), True),
+        Mount(Path("/mnt/shared/../elsewhere"), Path("/x")),
+    )
+    launch = _launch(tmp_path, mounts=mounts)
+    on_hosts = volumes.on_hosts(launch, ("Directory",) * 4, claims)
+    fetched = volumes.fetched(launch, replace(_fetched(tmp_path), claims=claims), secret=None)
+    for files in (on_hosts, fetched):
+        by_name = {v["name"]: v for v in files.volumes}
+        seen = {m["mountPath"]: m for m in files.mounts}
+        claim = {"persistentVolumeClaim": {"claimName": "shared-data"}, "name": "claim-shared-data"}
+        assert by_name[seen["/ckpt"]["name"]] == claim
+        assert seen["/ckpt"]["subPath"] == "ckpt/run-1"
+        assert seen["/shared"]["name"] == "claim-shared-data" and "subPath" not in seen["/shared"]
+        assert by_name[seen["/x"]["name"]]["hostPath"]["path"] == "/mnt/shared/../elsewhere"
+        assert len(files.volumes) == 3, "one volume per claim, however many mounts"

@@ -123,10 +123,18 @@ class KubernetesConfig(_Model):
         description="Where Pods reach the trainfleet server (http://host:port): without "
         "host_paths, each Pod's init container fetches its job's folder from there.",
     )
+    claims: dict[
+        Annotated[str, Field(pattern=r"^/.*[^/]$")], Annotated[str, Field(pattern=K8S_NAME)]
+    ] = Field(
+        default_factory=dict,
+        description="PersistentVolumeClaims by the absolute path they stand for: a role's "
+        "mount of that path, or of a folder under it, mounts the claim (that folder of it) "
+        "instead of the node's path (/mnt/shared: shared-data).",
+    )
     fetch_image: Image | None = Field(
         default=None,
-        description="The image whose python3 (3.11.4 or later) fetches a job's folder into "
-        "its Pods (default: each task's own).",
+        description="The image whose python3 fetches a job's folder into its Pods "
+        "(default: each task's own).",
     )
     node_lost_seconds: Annotated[int, Field(ge=1, le=86_400)] = Field(
         default=60,

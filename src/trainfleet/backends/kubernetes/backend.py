@@ -116,6 +116,7 @@ class KubernetesBackend(PooledAddresses):
         """``supervised``: a server's, which sends jobs' folders to their Pods."""
         self.config = config
         self.supervised = supervised
+        self._claims = {Path(path): claim for path, claim in config.claims.items()}
         self.connection = Connection(config)
         self._tasks: dict[str, _Task] = {}
         """Followed tasks, by Pod name."""
@@ -173,15 +174,8 @@ class KubernetesBackend(PooledAddresses):
             if node.get("spec", {}).get("unschedulable") or not _ready(status):
                 continue
             allocatable = status.get("allocatable", {})
-            addresses = {a["type"]: a["address"] for a in status.get("addresses", [])}
-            nodes.append(
-                (
-                    meta["name"],
-                    _resources(allocatable),
-                    meta.get("labels", {}),
-                    addresses.get(self.config.address_type, meta["name"]),
-                )
-            )
+            address = self._address(node)
+            nodes.append((meta["name"], _resources(allocatable), meta.get("labels", {}), address))
         return nodes
 
     def _imaged(self, spec: JobSpec) -> JobSpec:
@@ -304,6 +298,8 @@ class KubernetesBackend(PooledAddresses):
     ) -> TaskHandle:
         """The Secret (where the task has secret values) and the Pod of ``launch``."""
         for mount in launch.mounts if self.config.host_paths else ():
+            if volumes.claimed(mount.source, self._claims):
+                continue  # the claim's, not this machine's
             if not mount.source.exists():  # else the Pod would wait for it for ever
                 raise BackendError(f"mount source {mount.source} does not exist")
         attempt = job.attempts[launch.key]
@@ -346,7 +342,7 @@ class KubernetesBackend(PooledAddresses):
     ) -> manifests.Manifest:
         if self.config.host_paths:
             kinds = tuple("Directory" if m.source.is_dir() else "File" for m in launch.mounts)
-            files = volumes.on_hosts(launch, kinds)
+            files = volumes.on_hosts(launch, kinds, self._claims)
         else:
             files = volumes.fetched(launch, self._fetched(job), secret)
         return manifests.pod_manifest(
@@ -377,6 +373,7 @@ class KubernetesBackend(PooledAddresses):
             secret_dir=job.secret_dir,
             secret_files={path: key for path, (key, _) in secret_files.items()},
             empty=not (job.data_dir.job_dir(job.job_id) / TREE_MARKER).is_file(),
+            claims=self._claims,
         )
 
     def _replace(self, create: str, delete: str, name: str, body: manifests.Manifest) -> None:
@@ -401,7 +398,7 @@ class KubernetesBackend(PooledAddresses):
         job_id = job.job_id
         with self._lock:
             known = self._roots.get(job_id)
-        if known is not None:
+        if known:  # none yet, or only known of (an adopted task's job)
             return known
         namespace = self.config.namespace
         fetched = not self.config.host_paths
@@ -837,11 +834,30 @@ class KubernetesBackend(PooledAddresses):
             return None
         task = _Task(key, job_id, record, pod, reports, data_dir.log_path(job_id, *key))
         task.mask = self._secret_values(pod)
+        seen = json.loads(found.data)
+        node = seen.get("spec", {}).get("nodeName") or ""
+        host = self._address_of(node) if node else ""
         with self._lock:
             self._roots.setdefault(job_id, [])
+            self._hosts[(job_id, key)] = host  # for a peer restarted alone
         handle = self._follow(task)
-        self._seen(json.loads(found.data), gone=False)
+        self._seen(seen, gone=False)
         return handle
+
+    def _address_of(self, node: str) -> str:
+        """The address ``node`` gives its tasks ("" where the API does not say)."""
+        try:
+            found = self._call(f"read node {node}", "read_node", node, _preload_content=False)
+        except BackendError:
+            return ""
+        return self._address(json.loads(found.data))
+
+    def _address(self, node: Mapping[str, Any]) -> str:
+        """Which of ``node``'s addresses its tasks are given (``address_type``; its name
+        where it has none of that type)."""
+        addresses = node.get("status", {}).get("addresses", [])
+        found = (a["address"] for a in addresses if a["type"] == self.config.address_type)
+        return str(next(found, node["metadata"]["name"]))
 
     def _secret_values(self, pod: str) -> tuple[bytes, ...]:
         """The values a Pod's log must not show: its Secret's (see ``secret_variables``)."""

@@ -12,10 +12,15 @@ the nodes' (``fetched``):
 - what trainfleet shares with a task (its stop requests, checkpoints: ``task_share``) is
   the Pod's own ``emptyDir``;
 - a role's mount of an absolute path is that path of the node (a volume every node has).
+
+Either way, a mount of a path under one that ``kubernetes.claims`` names is that folder of
+the PersistentVolumeClaim it names (``claimed``): the same job file mounts a shared file
+system here and on Slurm, and the claim of the same volume on Kubernetes.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,9 +38,7 @@ FILE_MODE = 0o440
 FETCH = r"""
 import os, sys, tarfile, time, urllib.error, urllib.request
 url, target = os.environ["TRAINFLEET_WORKDIR_URL"], sys.argv[1]
-if not hasattr(tarfile, "data_filter"):
-    sys.exit("trainfleet: this image's python3 cannot unpack safely (no tarfile filters, "
-             "before 3.11.4): name another in kubernetes.fetch_image")
+safe = {"filter": "data"} if hasattr(tarfile, "data_filter") else {}
 token = os.environ["TRAINFLEET_WORKDIR_TOKEN"]
 request = urllib.request.Request(url, headers={"Authorization": "Bearer " + token})
 deadline = time.monotonic() + 120
@@ -43,7 +46,7 @@ while True:
     try:
         with urllib.request.urlopen(request, timeout=30) as answer:
             with tarfile.open(fileobj=answer, mode="r|gz") as tar:
-                tar.extractall(target, filter="data")
+                tar.extractall(target, **safe)
         break
     except urllib.error.HTTPError as error:
         if error.code < 500 or time.monotonic() > deadline:
@@ -55,8 +58,10 @@ while True:
     time.sleep(2)
 """
 """The init container's program (Python's standard library only): the job's folder from
-the server, unpacked as the ``data`` filter allows (no links or paths leading out), the
-server retried for 2 minutes (it may be restarting)."""
+the server, retried for 2 minutes (it may be restarting), unpacked as the ``data`` filter
+allows (no links or paths leading out) where its Python has the filter (3.11.4 and later;
+not Debian 12's 3.11.2). Without, a member leading out reaches only the init container's
+own file system, which goes with it; and the server sends only what that filter let in."""
 
 
 @dataclass(frozen=True)
@@ -68,16 +73,47 @@ class PodFiles:
     init_containers: list[Manifest] = field(default_factory=list)
 
 
-def on_hosts(launch: TaskLaunch, kinds: tuple[str, ...]) -> PodFiles:
+Claims = Mapping[Path, str]
+"""PersistentVolumeClaims by the path of this machine (and the nodes) they stand for."""
+
+
+def claimed(source: Path, claims: Claims) -> tuple[str, str] | None:
+    """The claim that holds ``source``, and its folder there ("": the whole volume)."""
+    source = Path(os.path.normpath(source))  # no way out of the claim through ".."
+    for path, claim in claims.items():
+        if source.is_relative_to(path):
+            sub = source.relative_to(path).as_posix()
+            return claim, "" if sub == "." else sub
+    return None
+
+
+def on_hosts(launch: TaskLaunch, kinds: tuple[str, ...], claims: Claims) -> PodFiles:
     """Each mount as its source's ``hostPath``, of ``kinds`` (``Directory``, ``File``),
-    which the node checks."""
+    which the node checks, or as the claim that holds it."""
     files = PodFiles()
+    volumes: dict[str, Manifest] = {}
     for n, (mount, kind) in enumerate(zip(launch.mounts, kinds, strict=True)):
-        files.volumes.append(
-            {"name": f"mount-{n}", "hostPath": {"path": str(mount.source), "type": kind}}
-        )
+        if _claimed(mount, claims, volumes, files):
+            continue
+        volumes[f"mount-{n}"] = {
+            "name": f"mount-{n}",
+            "hostPath": {"path": str(mount.source), "type": kind},
+        }
         files.mounts.append(_mount(f"mount-{n}", mount))
+    files.volumes.extend(volumes.values())
     return files
+
+
+def _claimed(mount: Mount, claims: Claims, volumes: dict[str, Manifest], files: PodFiles) -> bool:
+    """Mount ``mount`` from the claim that holds it, where one does."""
+    found = claimed(mount.source, claims)
+    if found is None:
+        return False
+    claim, sub = found
+    name = f"claim-{claim}"
+    volumes[name] = {"name": name, "persistentVolumeClaim": {"claimName": claim}}
+    files.mounts.append(_mount(name, mount, sub))
+    return True
 
 
 @dataclass(frozen=True)
@@ -103,6 +139,7 @@ class Fetched:
     """Each secret file's path under ``secret_dir``, with its key in the task's Secret."""
     empty: bool = False
     """The job's folder starts empty: nothing to fetch."""
+    claims: Claims = field(default_factory=dict)
 
 
 def fetched(launch: TaskLaunch, how: Fetched, secret: str | None) -> PodFiles:
@@ -129,6 +166,8 @@ def fetched(launch: TaskLaunch, how: Fetched, secret: str | None) -> PodFiles:
         elif source == how.share:
             volumes.setdefault("share", {"name": "share", "emptyDir": {}})
             files.mounts.append(_mount("share", mount))
+        elif _claimed(mount, how.claims, volumes, files):
+            pass
         else:  # a role's mount of an absolute path: the node's own
             name = f"node-{len(volumes)}"
             volumes[name] = {"name": name, "hostPath": {"path": str(source)}}
