@@ -11,7 +11,6 @@ every task in a container of the test image (``scripts/images.sh``).
 from __future__ import annotations
 
 import os
-import queue
 import secrets
 import time
 from collections.abc import Callable, Iterator
@@ -22,11 +21,11 @@ from container_images import base_image
 from helpers import wait_for
 from kube_cluster import kubeconfig
 from slurm_nodes import slurm_conf, wait_until_idle
+from task_reports import EXIT_SECONDS, Reports
 
 from trainfleet.backends.api import (
     Backend,
     NotStarted,
-    Outside,
     TaskHandle,
     TaskStatus,
 )
@@ -45,34 +44,7 @@ READY = "echo ready; "
 WAIT_FOR_GO = "while [ ! -e go ]; do sleep 0.1; done; "
 IGNORE_TERM = "trap '' TERM; " + READY + "while :; do sleep 0.1; done"
 CATCH_TERM = "trap 'echo stopping; exit 7' TERM; " + READY + "while :; do sleep 0.1; done"
-EXIT_SECONDS = 90.0
 """Time for an exit to be reported (a Slurm job may first wait for its nodes)."""
-
-
-class Reports:
-    """The controller's side of ``TaskReports``: every exit and placement, in order."""
-
-    def __init__(self) -> None:
-        self.exits: queue.Queue[tuple[TaskKey, int, Outside | None]] = queue.Queue()
-        self.places: list[tuple[TaskKey, str, str]] = []
-
-    def exited(self, key: TaskKey, returncode: int, outside: Outside | None = None) -> None:
-        self.exits.put((key, returncode, outside))
-
-    def placed(self, key: TaskKey, address: str, note: str) -> None:
-        self.places.append((key, address, note))
-
-    def codes(self, count: int = 1) -> dict[TaskKey, int]:
-        """The next ``count`` exits, by task."""
-        found = {}
-        for _ in range(count):
-            key, returncode, _ = self.exits.get(timeout=EXIT_SECONDS)
-            found[key] = returncode
-        return found
-
-    def none_yet(self, seconds: float) -> bool:
-        time.sleep(seconds)
-        return self.exits.empty()
 
 
 class Site:
@@ -92,7 +64,7 @@ class Site:
         spec = JobSpec.model_validate(
             {
                 "name": "conformance",
-                "grace_period": 30,
+                "grace_period": 8,  # kubelet 1.20 waits it out even when forced
                 "roles": {
                     role: {"command": ["sh", "-c", command], "image": self.image}
                     for role, command in roles.items()

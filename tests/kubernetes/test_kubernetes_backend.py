@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import queue
 import secrets
 import signal
 import subprocess
@@ -18,9 +17,11 @@ from pathlib import Path
 
 import pytest
 from container_images import base_image
+from helpers import wait_for
 from kube_cluster import kubeconfig, kubectl
+from task_reports import EXIT_SECONDS, Reports
 
-from trainfleet.backends.api import NotStarted, Outside
+from trainfleet.backends.api import NotStarted
 from trainfleet.backends.kubernetes.backend import KubernetesBackend
 from trainfleet.backends.launch import JobLaunch
 from trainfleet.datadir.layout import DataDir
@@ -30,23 +31,6 @@ from trainfleet.spec.backends import KubernetesConfig
 from trainfleet.spec.models import JobSpec
 
 WORKER: TaskKey = ("worker", 0)
-EXIT_SECONDS = 90.0
-
-
-class Reports:
-    def __init__(self) -> None:
-        self.exits: queue.Queue[tuple[TaskKey, int, Outside | None]] = queue.Queue()
-        self.places: list[tuple[TaskKey, str, str]] = []
-
-    def exited(self, key: TaskKey, returncode: int, outside: Outside | None = None) -> None:
-        self.exits.put((key, returncode, outside))
-
-    def placed(self, key: TaskKey, address: str, note: str) -> None:
-        self.places.append((key, address, note))
-
-    def next(self) -> tuple[int, Outside | None]:
-        _, returncode, outside = self.exits.get(timeout=EXIT_SECONDS)
-        return returncode, outside
 
 
 @pytest.fixture
@@ -186,6 +170,35 @@ def test_a_task_restarted_alone_after_an_adoption_knows_its_peers_host(cluster) 
     finally:
         for key in first:
             again.abandon(job.data_dir, job.job_id, key)
+        again.release(job.job_id)
+        again.close()
+
+
+def test_a_new_trainfleet_watches_on_from_the_version_the_last_one_reached(cluster) -> None:
+    """The watch keeps the version it reached in the data directory: a new trainfleet (a
+    restarted server) that adopts a task watches on from there, without listing every Pod
+    again, and sees its exit."""
+    backend, root = cluster
+    job = _job(backend, root, {"command": ["sh", "-c", "sleep 8; exit 5"]})
+    reports = Reports()
+    backend.start(job, reports)
+    _wait_running(reports)
+    deadline = time.monotonic() + 10
+    while not (kept := list(job.data_dir.root.glob("kubernetes-watch-*.version"))):
+        assert time.monotonic() < deadline, "no version kept"
+        time.sleep(0.2)
+    backend.close()
+    before = kept[0].read_text()
+    again, adopted = KubernetesBackend(backend.config), Reports()
+    listed: list[str] = []
+    list_pods = again._list
+    again._list = lambda: listed.append("list") or list_pods()  # type: ignore[method-assign]
+    try:
+        assert again.adopt(job.data_dir, job.job_id, WORKER, 0, adopted) is not None
+        assert adopted.next() == (5, None)
+        assert listed == [], "it went on from the version kept"
+        wait_for(lambda: int(kept[0].read_text()) > int(before), 10, "a newer version kept")
+    finally:
         again.release(job.job_id)
         again.close()
 

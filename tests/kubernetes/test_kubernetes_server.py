@@ -90,6 +90,7 @@ roles:
   worker:
     replicas: 2
     command: [python3, task.py]
+    image: localhost/trainfleet/python:3.11
     env:
       CERT_FILE: {secret: db, key: cert, file: true}
     mounts: [{source: /mnt/results/fetched, target: /results}]

@@ -16,6 +16,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import json
+import os
 import signal
 import sys
 import threading
@@ -136,6 +137,9 @@ class KubernetesBackend(PooledAddresses):
         """When the nodes were last asked about (monotonic)."""
         self._nodes_listed_at = -NODES_SECONDS
         """When they last answered (what ``_node_states`` says)."""
+        self._versions: Path | None = None
+        """Where the watch keeps the last resourceVersion it reached, in the data directory,
+        so that a restarted trainfleet goes on from there instead of listing every Pod."""
         self._closing = False
         self._response: Any = None
         """The watch's response being read, which ``close`` cuts short."""
@@ -330,7 +334,7 @@ class KubernetesBackend(PooledAddresses):
             launch.mask,
             f"{host}:{port}" if port else "",
         )
-        return self._follow(task)
+        return self._follow(task, job.data_dir)
 
     def _pod(
         self,
@@ -493,11 +497,22 @@ class KubernetesBackend(PooledAddresses):
 
     # -- following --------------------------------------------------------------
 
-    def _follow(self, task: _Task) -> TaskHandle:
+    def _follow(self, task: _Task, data_dir: DataDir) -> TaskHandle:
         with self._lock:
             self._tasks[task.pod] = task
+            if self._versions is None:
+                self._versions = self._versions_file(data_dir)
             self._watch()
         return TaskHandle(task.pod)
+
+    def _versions_file(self, data_dir: DataDir) -> Path:
+        """This cluster's and namespace's file of the watch's version (another cluster's
+        versions mean nothing here)."""
+        import hashlib
+
+        host = self._core.api_client.configuration.host  # asked already: it answered
+        which = hashlib.sha256(f"{host}\0{self.config.namespace}".encode()).hexdigest()[:16]
+        return data_dir.root / f"kubernetes-watch-{which}.version"
 
     def _forget(self, pod: str) -> None:
         with self._lock:
@@ -524,7 +539,7 @@ class KubernetesBackend(PooledAddresses):
                 thread.join(CLOSE_SECONDS)
 
     def _loop(self) -> None:
-        version: str | None = None
+        version = kept = self._kept_version()
         pause = RETRY_SECONDS[0]
         said = ""
         while not self._closing:
@@ -532,6 +547,9 @@ class KubernetesBackend(PooledAddresses):
                 if version is None:
                     version = self._list()
                 version = self._watch_from(version)
+                if version != kept:
+                    self._keep_version(version)
+                    kept = version
                 pause, said = RETRY_SECONDS[0], ""
             except Exception as error:  # the API is away: nothing is counted as failed
                 if self._closing:
@@ -543,6 +561,28 @@ class KubernetesBackend(PooledAddresses):
                 time.sleep(pause)
                 pause = min(2 * pause, RETRY_SECONDS[1])
             self._sweep()
+
+    def _kept_version(self) -> str | None:
+        """The version an earlier trainfleet's watch reached, where it kept one."""
+        try:
+            return self._versions.read_text().strip() or None if self._versions else None
+        except OSError:
+            return None
+
+    def _keep_version(self, version: str | None) -> None:
+        """Keep ``version`` for a later trainfleet; what cannot be written (a full disk)
+        only costs that one a list of the Pods."""
+        if self._versions is None:
+            return
+        staging = self._versions.with_suffix(".new")
+        try:
+            if version is None:
+                self._versions.unlink(missing_ok=True)
+            else:
+                staging.write_text(version)
+                os.replace(staging, self._versions)
+        except OSError:
+            staging.unlink(missing_ok=True)
 
     def _list(self) -> str:
         found = self._call(
@@ -840,7 +880,7 @@ class KubernetesBackend(PooledAddresses):
         with self._lock:
             self._roots.setdefault(job_id, [])
             self._hosts[(job_id, key)] = host  # for a peer restarted alone
-        handle = self._follow(task)
+        handle = self._follow(task, data_dir)
         self._seen(seen, gone=False)
         return handle
 
