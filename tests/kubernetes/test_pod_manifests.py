@@ -273,3 +273,28 @@ def test_a_path_a_claim_stands_for_is_that_claim_on_hosts_or_not(tmp_path: Path)
         assert seen["/shared"]["name"] == "claim-shared-data" and "subPath" not in seen["/shared"]
         assert by_name[seen["/x"]["name"]]["hostPath"]["path"] == "/mnt/shared/../elsewhere"
         assert len(files.volumes) == 3, "one volume per claim, however many mounts"
+
+
+def test_a_claimed_data_directory_holds_the_job_folder_and_share_nothing_fetched(
+    tmp_path: Path,
+) -> None:
+    """Where the data directory is a claim (a volume the server mounts too), the job's
+    folder and what trainfleet shares with its tasks (checkpoints) come from it."""
+    mounts = (
+        Mount(tmp_path / "job", Path("/workspace")),
+        Mount(tmp_path / "tasks", tmp_path / "tasks"),
+        Mount(tmp_path / "programs" / "tf_server.py", tmp_path / "programs" / "tf_server.py"),
+    )
+    launch = _launch(tmp_path, mounts=mounts)
+    how = replace(_fetched(tmp_path), claims={tmp_path: "trainfleet-data"})
+    files = volumes.fetched(launch, how, secret=None)
+    assert files.init_containers == []
+    seen = {m["mountPath"]: m for m in files.mounts}
+    assert (
+        seen["/workspace"]["name"]
+        == seen[str(tmp_path / "tasks")]["name"]
+        == "claim-trainfleet-data"
+    )
+    assert seen["/workspace"]["subPath"] == "job"
+    assert seen[str(tmp_path / "tasks")]["subPath"] == "tasks"
+    assert seen[str(tmp_path / "programs" / "tf_server.py")]["name"] == "programs"

@@ -278,7 +278,9 @@ class KubernetesBackend(PooledAddresses):
         """Unschedulable where Pods cannot be given the job's folder: one it runs in in
         place (a shared file system), not a copy of a tree sent, on nodes that see none of
         this machine's folders."""
-        if self.config.host_paths or self._fetched(job).empty is False:
+        if self.config.host_paths or volumes.claimed(job.workdir, self._claims):
+            return
+        if self._fetched(job).empty is False:
             return
         if any(job.workdir.iterdir()):
             raise Unschedulable(

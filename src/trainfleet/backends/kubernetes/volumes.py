@@ -10,12 +10,14 @@ the nodes' (``fetched``):
 - trainfleet's programs (a TensorFlow server's, a rendezvous store's) come from the job's
   root ConfigMap, and the secret files the job asks for from the task's Secret;
 - what trainfleet shares with a task (its stop requests, checkpoints: ``task_share``) is
-  the Pod's own ``emptyDir``;
+  the Pod's own ``emptyDir``: tasks share no checkpoint, and none outlives its Pod;
 - a role's mount of an absolute path is that path of the node (a volume every node has).
 
 Either way, a mount of a path under one that ``kubernetes.claims`` names is that folder of
 the PersistentVolumeClaim it names (``claimed``): the same job file mounts a shared file
-system here and on Slurm, and the claim of the same volume on Kubernetes.
+system here and on Slurm, and the claim of the same volume on Kubernetes. Where the data
+directory itself is claimed (a volume the server mounts too), the job's folder and share
+come from the claim: nothing is fetched, and checkpoints are shared and kept.
 """
 
 from __future__ import annotations
@@ -149,11 +151,7 @@ def fetched(launch: TaskLaunch, how: Fetched, secret: str | None) -> PodFiles:
     volumes: dict[str, Manifest] = {}
     for mount in launch.mounts:
         source = mount.source
-        if source == how.workdir or source.is_relative_to(how.workdir):
-            volumes.setdefault("workdir", {"name": "workdir", "emptyDir": {}})
-            sub = source.relative_to(how.workdir).as_posix()
-            files.mounts.append(_mount("workdir", mount, "" if sub == "." else sub))
-        elif source in how.programs:
+        if source in how.programs:
             volumes.setdefault("programs", {"name": "programs", "configMap": {"name": how.root}})
             files.mounts.append(_mount("programs", mount, how.programs[source]))
         elif source == how.secret_dir and secret is not None:
@@ -163,18 +161,22 @@ def fetched(launch: TaskLaunch, how: Fetched, secret: str | None) -> PodFiles:
                 "secret": {"secretName": secret, "items": items, "defaultMode": FILE_MODE},
             }
             files.mounts.append(_mount("secrets", mount))
+        elif _claimed(mount, how.claims, volumes, files):
+            pass  # the data directory's claim holds the job's folder and share too
+        elif source.is_relative_to(how.workdir):
+            volumes.setdefault("workdir", {"name": "workdir", "emptyDir": {}})
+            sub = source.relative_to(how.workdir).as_posix()
+            files.mounts.append(_mount("workdir", mount, "" if sub == "." else sub))
         elif source == how.share:
             volumes.setdefault("share", {"name": "share", "emptyDir": {}})
             files.mounts.append(_mount("share", mount))
-        elif _claimed(mount, how.claims, volumes, files):
-            pass
         else:  # a role's mount of an absolute path: the node's own
             name = f"node-{len(volumes)}"
             volumes[name] = {"name": name, "hostPath": {"path": str(source)}}
             files.mounts.append(_mount(name, mount))
     files.volumes.extend(volumes.values())
     folder = next((m.target for m in launch.mounts if m.source == how.workdir), None)
-    if folder is not None and not how.empty:
+    if folder is not None and "workdir" in volumes and not how.empty:
         files.init_containers.append(_fetcher(launch, how, folder))
     return files
 
