@@ -59,6 +59,7 @@ OPERATIONS = [
     ("POST", "/api/v1/gpus/{index}/clear"),
     ("HEAD", "/api/v1/workdirs/{tree}"),
     ("PUT", "/api/v1/workdirs/{tree}"),
+    ("GET", "/api/v1/jobs/{job_id}/workdir"),  # a job's token, no member's
     ("GET", "/api/v1/whoami"),
     ("GET", "/api/v1/users"),
     ("POST", "/api/v1/users"),

@@ -58,6 +58,8 @@ def test_a_jobs_pods_fetch_its_tree_with_its_own_token_alone(
         refused = _fetch(live, job.id, token)
         assert refused.status_code == 401, (token, refused.text)
         assert "data" not in refused.text
+    refusals = [r for r in client.audit() if r.outcome == "401 not the job's folder token"]
+    assert len(refusals) == 4, "each refusal is in the audit trail"
     empty = _fetch(live, bare.id, workdir_token(root, bare.id))
     assert empty.status_code == 200 and _members(empty) == {}
     unknown = "held-0123456789abcdef"

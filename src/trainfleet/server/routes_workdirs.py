@@ -25,8 +25,8 @@ from fastapi.security import HTTPAuthorizationCredentials
 
 from trainfleet.control.services.ownership import tree_owners
 from trainfleet.datadir.space import require_free
-from trainfleet.domain.errors import Forbidden
-from trainfleet.server.auth import Who, authenticate, bearer
+from trainfleet.domain.errors import Forbidden, Unauthorized
+from trainfleet.server.auth import TokenRefused, Who, authenticate, bearer
 from trainfleet.server.errors import ApiError, responses
 from trainfleet.server.params import JobId, known_query_only
 from trainfleet.server.state import JobsDep, WorkdirsDep
@@ -120,13 +120,19 @@ POD_PATHS = re.compile(rf"{API_PREFIX}/jobs/[^/]+/workdir")
 )
 async def job_tree(
     job_id: JobId,
+    request: Request,
     jobs: JobsDep,
     store: WorkdirsDep,
     credentials: Annotated[HTTPAuthorizationCredentials | None, Security(bearer)],
 ) -> StreamingResponse:
     """The tree a running job's folder was copied from, for its Pods to unpack."""
     token = credentials.credentials if credentials is not None else ""
-    stored = await run_in_threadpool(jobs.tree_for_pods, job_id, token)
+    try:
+        stored = await run_in_threadpool(jobs.tree_for_pods, job_id, token)
+    except Unauthorized as error:  # answered, and recorded, as any refused token
+        refused = TokenRefused("not the job's folder token", str(error))
+        await request.app.state.auditor.refused(request.scope, refused)
+        raise refused from None
     archive = tempfile.TemporaryFile()  # noqa: SIM115 (closed once sent)
     try:
         await run_in_threadpool(_write_archive, store, stored, archive)
