@@ -118,7 +118,7 @@ class KubernetesConfig(_Model):
         "same paths (one node, or a shared file system): they are mounted as hostPath. "
         "Without, each Pod fetches its job's folder from the server (server_url).",
     )
-    server_url: Annotated[str, Field(pattern=r"^https?://[^/\s?#]+/?$")] | None = Field(
+    server_url: Annotated[str, Field(pattern=r"^https?://[^/\s?#]+(/[^\s?#]*)?$")] | None = Field(
         default=None,
         description="Where Pods reach the trainfleet server (http://host:port): without "
         "host_paths, each Pod's init container fetches its job's folder from there.",

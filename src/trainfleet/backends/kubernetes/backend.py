@@ -227,11 +227,6 @@ class KubernetesBackend(PooledAddresses):
                 "kubernetes.server_url: without host_paths each Pod fetches its job's folder "
                 "from the trainfleet server: give the address Pods reach it at (http://host:port)"
             )
-        if spec.progress is not None:
-            raise Unschedulable(
-                "progress: a task's heartbeats reach trainfleet only through host paths "
-                "(kubernetes.host_paths) for now"
-            )
 
     # -- starting ---------------------------------------------------------------
 
@@ -256,7 +251,7 @@ class KubernetesBackend(PooledAddresses):
         try:
             job.data_dir.run_dir(job.job_id).mkdir(parents=True, exist_ok=True)
             nodes = self._choose_nodes(job)
-            self._check_folder(job)
+            self._check_files(job)
             owners = self._root(job)
         except (OSError, Unschedulable) as error:
             return {key: NotStarted(str(error)) for key in keys}
@@ -274,19 +269,25 @@ class KubernetesBackend(PooledAddresses):
                 started[key] = NotStarted(str(error))
         return started
 
-    def _check_folder(self, job: JobLaunch) -> None:
-        """Unschedulable where Pods cannot be given the job's folder: one it runs in in
-        place (a shared file system), not a copy of a tree sent, on nodes that see none of
-        this machine's folders."""
-        if self.config.host_paths or volumes.claimed(job.workdir, self._claims):
+    def _check_files(self, job: JobLaunch) -> None:
+        """Unschedulable where the nodes see none of this machine's folders (nor a claim
+        of them) and the job needs them: it runs in place in a folder (a shared file
+        system), not in a copy of a tree it was sent with; or its heartbeats must reach
+        trainfleet (``progress``)."""
+        if self.config.host_paths:
             return
-        if self._fetched(job).empty is False:
-            return
-        if any(job.workdir.iterdir()):
+        in_place = not _sent(job) and any(job.workdir.iterdir())
+        if in_place and not volumes.claimed(job.workdir, self._claims):
             raise Unschedulable(
                 f"kubernetes.host_paths: the job runs in place in {job.workdir}, which Pods "
-                "see only through host paths; send its folder instead (trainfleet submit "
-                "without --server-workdir)"
+                "see only through host paths (or kubernetes.claims); send its folder instead "
+                "(trainfleet submit without --server-workdir)"
+            )
+        share = job.data_dir.task_share(job.job_id)
+        if job.spec.progress is not None and not volumes.claimed(share, self._claims):
+            raise Unschedulable(
+                "progress: a task's heartbeats reach trainfleet only where its Pods see the "
+                "data directory: through host paths, or a claim of it (kubernetes.claims)"
             )
 
     def _peer(self, job: JobLaunch, key: TaskKey) -> str:
@@ -378,7 +379,7 @@ class KubernetesBackend(PooledAddresses):
             programs=PROGRAMS,
             secret_dir=job.secret_dir,
             secret_files={path: key for path, (key, _) in secret_files.items()},
-            empty=not (job.data_dir.job_dir(job.job_id) / TREE_MARKER).is_file(),
+            empty=not _sent(job),
             claims=self._claims,
         )
 
@@ -985,3 +986,8 @@ def _secret_files(job: JobLaunch) -> dict[str, tuple[str, str]]:
         f"{secret}/{key}": (f"trainfleet.file.{n}", job.secrets.get((secret, key), ""))
         for n, (secret, key) in enumerate(wanted)
     }
+
+
+def _sent(job: JobLaunch) -> bool:
+    """Whether the job's folder is a copy of a tree it was sent with (the server's)."""
+    return (job.data_dir.job_dir(job.job_id) / TREE_MARKER).is_file()
