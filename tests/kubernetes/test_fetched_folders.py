@@ -70,3 +70,22 @@ def test_heartbeats_need_the_data_directory_in_the_pods(tmp_path: Path) -> None:
     KubernetesBackend(
         KubernetesConfig(server_url=URL, claims=claims), supervised=True
     )._check_files(job)
+
+
+def test_a_path_of_the_nodes_is_mounted_only_through_a_claim() -> None:
+    """A hostPath follows the node's links as root: a task that may write under it could
+    lead the next job's mount anywhere on the node. Through a claim, Kubernetes resolves a
+    folder of it (subPath) within the volume."""
+    role = {
+        "command": "true",
+        "image": IMAGE,
+        "mounts": [{"source": "/mnt/shared/run", "target": "/r"}],
+    }
+    spec = JobSpec.model_validate({"name": "j", "roles": {"worker": role}})
+    bare = KubernetesBackend(KubernetesConfig(server_url=URL), supervised=True)
+    with pytest.raises(Unschedulable, match=r"^roles.worker.mounts\[0\].source: /mnt/shared/run "):
+        bare.check(spec)
+    claims = {"/mnt/shared": "shared-data"}
+    KubernetesBackend(KubernetesConfig(server_url=URL, claims=claims), supervised=True).check(spec)
+    inside = {"command": "true", "image": IMAGE, "mounts": [{"source": "data", "target": "/d"}]}
+    bare.check(JobSpec.model_validate({"name": "j", "roles": {"worker": inside}}))

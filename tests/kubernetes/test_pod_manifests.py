@@ -7,6 +7,8 @@ import re
 from dataclasses import replace
 from pathlib import Path
 
+import pytest
+
 from trainfleet.backends.accounts import Account
 from trainfleet.backends.kubernetes import manifests, volumes
 from trainfleet.backends.kubernetes.pod_state import pod_state
@@ -179,7 +181,7 @@ def test_without_host_paths_no_path_of_this_machine_reaches_a_node(tmp_path: Pat
     """Each mount's source becomes what a node can have: the job's folder (and a role's
     mount of a folder in it) the emptyDir an init container fills from the server, the
     programs the root ConfigMap, the secret files the task's Secret, trainfleet's share an
-    emptyDir, an absolute path the node's own."""
+    emptyDir; no path of the node's (the backend refuses a job that mounts one)."""
     job = tmp_path / "job"
     mounts = (
         Mount(job, Path("/workspace")),
@@ -187,7 +189,6 @@ def test_without_host_paths_no_path_of_this_machine_reaches_a_node(tmp_path: Pat
         Mount(tmp_path / "programs" / "tf_server.py", tmp_path / "programs" / "tf_server.py"),
         Mount(tmp_path / "secrets", tmp_path / "secrets", True),
         Mount(tmp_path / "tasks", tmp_path / "tasks"),
-        Mount(Path("/mnt/datasets"), Path("/datasets"), True),
     )
     launch = _launch(tmp_path, mounts=mounts, account=Account("team-a", 2001, 2002))
     files = volumes.fetched(launch, _fetched(tmp_path), "the-secret")
@@ -211,7 +212,10 @@ def test_without_host_paths_no_path_of_this_machine_reaches_a_node(tmp_path: Pat
     assert secrets["items"] == [{"key": "trainfleet.file.0", "path": "db/password"}]
     assert secrets["defaultMode"] == 0o440 and spec["securityContext"]["fsGroup"] == 2002
     assert by_name[seen[str(tmp_path / "tasks")]["name"]]["emptyDir"] == {}
-    assert by_name[seen["/datasets"]["name"]]["hostPath"] == {"path": "/mnt/datasets"}
+    assert not any("hostPath" in volume for volume in spec["volumes"])
+    node_path = _launch(tmp_path, mounts=(*mounts, Mount(Path("/mnt/data"), Path("/data"))))
+    with pytest.raises(ValueError, match="/mnt/data"):
+        volumes.fetched(node_path, _fetched(tmp_path), "the-secret")
 
     (init,) = spec["initContainers"]
     assert init["image"] == launch.image and init["imagePullPolicy"] == "Never"
@@ -259,10 +263,9 @@ def test_a_path_a_claim_stands_for_is_that_claim_on_hosts_or_not(tmp_path: Path)
         Mount(tmp_path / "job", tmp_path / "job"),
         Mount(Path("/mnt/shared/ckpt/run-1"), Path("/ckpt")),
         Mount(Path("/mnt/shared"), Path("/shared"), True),
-        Mount(Path("/mnt/shared/../elsewhere"), Path("/x")),
     )
     launch = _launch(tmp_path, mounts=mounts)
-    on_hosts = volumes.on_hosts(launch, ("Directory",) * 4, claims)
+    on_hosts = volumes.on_hosts(launch, ("Directory",) * 3, claims)
     fetched = volumes.fetched(launch, replace(_fetched(tmp_path), claims=claims), secret=None)
     for files in (on_hosts, fetched):
         by_name = {v["name"]: v for v in files.volumes}
@@ -271,8 +274,10 @@ def test_a_path_a_claim_stands_for_is_that_claim_on_hosts_or_not(tmp_path: Path)
         assert by_name[seen["/ckpt"]["name"]] == claim
         assert seen["/ckpt"]["subPath"] == "ckpt/run-1"
         assert seen["/shared"]["name"] == "claim-shared-data" and "subPath" not in seen["/shared"]
-        assert by_name[seen["/x"]["name"]]["hostPath"]["path"] == "/mnt/shared/../elsewhere"
-        assert len(files.volumes) == 3, "one volume per claim, however many mounts"
+        assert len(files.volumes) == 2, "one volume per claim, however many mounts"
+    out = Mount(Path("/mnt/shared/../elsewhere"), Path("/x"))
+    (volume,) = volumes.on_hosts(_launch(tmp_path, mounts=(out,)), ("Directory",), claims).volumes
+    assert volume["hostPath"]["path"] == "/mnt/shared/../elsewhere", "no way out through '..'"
 
 
 def test_a_claimed_data_directory_holds_the_job_folder_and_share_nothing_fetched(

@@ -214,7 +214,8 @@ class KubernetesBackend(PooledAddresses):
                 )
 
     def _check_fetched(self, spec: JobSpec) -> None:
-        """Unschedulable where the job's Pods cannot fetch its folder from a server."""
+        """Unschedulable where the job's Pods cannot fetch its folder from a server, or
+        would mount a path of their node's that no claim holds."""
         if not self.supervised:
             raise Unschedulable(
                 "kubernetes.host_paths: without host paths each Pod fetches its job's folder "
@@ -227,6 +228,17 @@ class KubernetesBackend(PooledAddresses):
                 "kubernetes.server_url: without host_paths each Pod fetches its job's folder "
                 "from the trainfleet server: give the address Pods reach it at (http://host:port)"
             )
+        for name, role in spec.roles.items():
+            for index, mount in enumerate(role.mounts):
+                source = Path(mount.source)
+                if source.is_absolute() and not volumes.claimed(source, self._claims):
+                    # A hostPath follows the node's links, as root: a task that may write
+                    # there could lead the next one anywhere on the node.
+                    raise Unschedulable(
+                        f"roles.{name}.mounts[{index}].source: {source} is no folder of the job's "
+                        "and no claim holds it (kubernetes.claims): without host_paths a Pod "
+                        "mounts no path of its node's"
+                    )
 
     # -- starting ---------------------------------------------------------------
 

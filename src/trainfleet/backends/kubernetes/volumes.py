@@ -11,7 +11,7 @@ the nodes' (``fetched``):
   root ConfigMap, and the secret files the job asks for from the task's Secret;
 - what trainfleet shares with a task (its stop requests, checkpoints: ``task_share``) is
   the Pod's own ``emptyDir``: tasks share no checkpoint, and none outlives its Pod;
-- a role's mount of an absolute path is that path of the node (a volume every node has).
+- no path of the node's is mounted (a ``hostPath`` follows the node's links, as root).
 
 Either way, a mount of a path under one that ``kubernetes.claims`` names is that folder of
 the PersistentVolumeClaim it names (``claimed``): the same job file mounts a shared file
@@ -170,10 +170,8 @@ def fetched(launch: TaskLaunch, how: Fetched, secret: str | None) -> PodFiles:
         elif source == how.share:
             volumes.setdefault("share", {"name": "share", "emptyDir": {}})
             files.mounts.append(_mount("share", mount))
-        else:  # a role's mount of an absolute path: the node's own
-            name = f"node-{len(volumes)}"
-            volumes[name] = {"name": name, "hostPath": {"path": str(source)}}
-            files.mounts.append(_mount(name, mount))
+        else:  # the backend refuses a job with any other (a path of the node's)
+            raise ValueError(f"no volume of a Pod's holds {source}")
     files.volumes.extend(volumes.values())
     folder = next((m.target for m in launch.mounts if m.source == how.workdir), None)
     if folder is not None and "workdir" in volumes and not how.empty:
