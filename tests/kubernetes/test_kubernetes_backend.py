@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 from container_images import base_image
-from helpers import wait_for
+from helpers import fill_disk, tmpfs, wait_for
 from kube_cluster import kubeconfig, kubectl
 from task_reports import EXIT_SECONDS, Reports
 
@@ -201,6 +201,35 @@ def test_a_new_trainfleet_watches_on_from_the_version_the_last_one_reached(clust
     finally:
         again.release(job.job_id)
         again.close()
+
+
+def test_a_full_disk_under_the_log_copy_loses_and_repeats_no_line(tmp_path: Path) -> None:
+    """The data directory on a real 8 MB tmpfs, filled while the task writes a line every
+    0.05 s, then given room again: every line is in the log once, in order, and the exit
+    is reported."""
+    lines = (  # 300 bytes a line: more than a write buffer's 8 KiB while the disk is full
+        'i=0; while [ $i -lt 80 ]; do printf "line-%d-%0290d\\n" $i 0; i=$((i+1)); sleep 0.05; '
+        "done; exit 3"
+    )
+    with tmpfs(tmp_path / "disk", "8m") as disk:
+        backend = KubernetesBackend(KubernetesConfig(kubeconfig=kubeconfig(), host_paths=True))
+        (disk / "work").mkdir()
+        job = _job(backend, disk, {"command": ["sh", "-c", lines]})
+        reports = Reports()
+        try:
+            backend.start(job, reports)
+            log = backend.log_path(job.data_dir, job.job_id, WORKER)
+            wait_for(lambda: log.exists() and b"line-3" in log.read_bytes(), 60, "line-3")
+            fill_disk(disk / "filler")
+            time.sleep(4)  # lines come and find no room
+            (disk / "filler").unlink()
+            assert reports.next() == (3, None)
+            wait_for(lambda: b"line-79-" in log.read_bytes(), 30, "the last line")
+            written = [line.split("-")[1] for line in log.read_text().splitlines()]
+            assert written == [str(i) for i in range(80)]
+        finally:
+            backend.release(job.job_id)
+            backend.close()
 
 
 def wait_for_gone(pod: str, timeout: float = 60) -> None:

@@ -4,12 +4,17 @@ container runs, so that it outlives the Pod: one thread per running task.
 Lines are asked for with the kubelet's timestamps, which are dropped as they are written
 and remembered (``<record>.logged``): a copy that starts again (the API went away, or a
 restarted server adopts the task) asks for the lines since then and skips those written.
-Secret values are masked as the local shim masks them (``supervision.masking``).
+Secret values are masked as the local shim masks them (``supervision.masking``). A write
+that finds the disk full leaves the log as it was, and its lines are asked for again,
+every ``FULL_SECONDS``, until they fit: none is lost or written twice.
 """
 
 from __future__ import annotations
 
 import contextlib
+import copy
+import errno
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -21,6 +26,8 @@ from trainfleet.backends.kubernetes.connection import Connection, status_of
 from trainfleet.backends.supervision.masking import Masker
 
 RETRY_SECONDS = 0.3
+FULL_SECONDS = 2.0
+"""How long a copy waits before it tries again where the disk was full."""
 QUIET_SECONDS = 300
 """How long a stream may stay silent before it is asked for again (a task may be quiet
 that long; a connection that died silently is found out then)."""
@@ -59,6 +66,8 @@ class LogCopy:
         self.logged = record.with_name(record.name + ".logged")
         self.ended = ended
         self.last: Stamp | None = _read_stamp(self.logged)
+        self.full = False
+        """The last write found the disk full."""
         self.done = threading.Event()
         self._closing = False
         self._response: Any = None
@@ -80,13 +89,14 @@ class LogCopy:
     def _run(self) -> None:
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            with self.path.open("ab") as out:
+            with self.path.open("ab", buffering=0) as out:
                 while True:
                     finished = self.ended()  # before the read: what it reads is then whole
-                    if not self._copy_once(out) or finished or self._closing:
-                        out.write(self.masker.flush())
+                    if not self._copy_once(out) or (finished and not self.full) or self._closing:
+                        with contextlib.suppress(OSError):
+                            _append(out, self.masker.flush())
                         return
-                    time.sleep(RETRY_SECONDS)
+                    time.sleep(FULL_SECONDS if self.full else RETRY_SECONDS)
         finally:
             self.done.set()
 
@@ -113,7 +123,10 @@ class LogCopy:
             return status_of(error) != 404
         self._response = response
         try:
+            self.full = False
             self._copy(response, out)
+        except OSError as error:  # a full disk, or the connection broke
+            self.full = _out_of_room(error)
         except Exception:  # the connection broke: read again from the last line
             pass
         finally:
@@ -131,18 +144,41 @@ class LogCopy:
             self._write([held], out, end=b"")
 
     def _write(self, lines: list[bytes], out: BinaryIO, end: bytes = b"\n") -> None:
-        written = b""
+        """Append ``lines`` not written yet, whole or not at all (a full disk: OSError, and
+        they are written by a later read)."""
+        last, written = self.last, b""
         for line in lines:
             text, _, rest = line.partition(b" ")
             when = stamp(text)
-            if when is None or (self.last is not None and when <= self.last):
+            if when is None or (last is not None and when <= last):
                 continue  # written already, or the API's words (a container removed)
-            self.last = when
+            last = when
             written += rest + end
-        if written:
-            out.write(self.masker.feed(written))
-            out.flush()
-            _write_stamp(self.logged, self.last)
+        if not written:
+            return
+        masker = copy.copy(self.masker)  # what it holds back stays as it was on a failure
+        _append(out, masker.feed(written))
+        self.masker, self.last = masker, last
+        with contextlib.suppress(OSError):  # only a later copy's start depends on it
+            _write_stamp(self.logged, last)
+
+
+def _append(out: BinaryIO, data: bytes) -> None:
+    """Append all of ``data`` to ``out`` (unbuffered), or none of it: a write the disk
+    cut short is taken back before the error goes on."""
+    start = os.fstat(out.fileno()).st_size
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[out.write(view) or 0 :]
+    except OSError:
+        with contextlib.suppress(OSError):
+            os.ftruncate(out.fileno(), start)
+        raise
+
+
+def _out_of_room(error: OSError) -> bool:
+    return error.errno in (errno.ENOSPC, errno.EDQUOT)
 
 
 def _read_stamp(path: Path) -> Stamp | None:
