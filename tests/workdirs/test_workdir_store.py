@@ -13,7 +13,9 @@ import time
 from pathlib import Path
 
 import pytest
+from helpers import fill_disk, tmpfs
 
+from trainfleet.datadir.space import DiskFull
 from trainfleet.domain.errors import BadInput
 from trainfleet.workdirs.pack import WorkdirTooLarge, pack
 from trainfleet.workdirs.store import TREE_MARKER, BadArchive, WorkdirStore, owner
@@ -157,3 +159,47 @@ def test_sweep_keeps_used_and_recent_trees(tmp_path: Path) -> None:
     )
     assert store.has(VISION, trees[0]) and legacy_used.exists() and not legacy.exists()
     assert store.has(VISION, trees[2]) and store.has(AUDIO, trees[2])  # too recent
+
+
+def test_a_trees_archive_for_pods_is_made_once_and_swept_with_it(tmp_path: Path) -> None:
+    store = WorkdirStore(tmp_path / "trees", 1 << 20)
+    top = tmp_path / "job"
+    (top / "bin").mkdir(parents=True)
+    (top / "f").write_text("data")
+    (top / "bin" / "run").write_text("#!/bin/sh\n")
+    (top / "bin" / "run").chmod(0o700)
+    tree, archive = _packed(top, tmp_path)
+    store.add([VISION], tree, io.BytesIO(archive))
+    made = store.archive(f"{VISION}/{tree}")
+    assert made == store.path(VISION, tree).with_name(f"{tree}.tar.gz")
+    assert made.stat().st_mode & 0o777 == 0o600, "the server's alone"
+    with tarfile.open(made) as tar:
+        modes = {member.name: member.mode for member in tar}
+        assert {m.uid for m in tar.getmembers()} == {0} and {m.uname for m in tar} == {""}
+    assert modes == {"bin/run": 0o755, "f": 0o644}, "readable by any user of a Pod"
+    inode = made.stat().st_ino
+    assert store.archive(f"{VISION}/{tree}").stat().st_ino == inode, "made once"
+    left = store.root / "teams" / "vision" / ".archive-left"  # a server killed making one
+    left.write_bytes(b"x")
+    old = time.time() - 7200
+    for path in (store.path(VISION, tree), left):
+        os.utime(path, (old, old))
+    assert store.sweep(used=[]) == [f"{VISION}/{tree}"]
+    assert not made.exists() and not left.exists()
+
+
+def test_an_archive_that_does_not_fit_leaves_nothing_half_made(tmp_path: Path) -> None:
+    """On a real 1 MB tmpfs, filled once the tree is stored."""
+    top = tmp_path / "job"
+    top.mkdir()
+    (top / "noise").write_bytes(os.urandom(300_000))  # does not compress
+    tree, archive = _packed(top, tmp_path)
+    with tmpfs(tmp_path / "disk", "1m") as disk:
+        store = WorkdirStore(disk / "trees", 1 << 20)
+        store.add([VISION], tree, io.BytesIO(archive))
+        fill_disk(disk / "filler")
+        with pytest.raises(DiskFull):
+            store.archive(f"{VISION}/{tree}")
+        assert sorted(p.name for p in store.path(VISION, tree).parent.iterdir()) == [tree]
+        (disk / "filler").unlink()
+        assert store.archive(f"{VISION}/{tree}").is_file()

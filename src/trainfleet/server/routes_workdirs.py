@@ -13,14 +13,15 @@ cluster that shares no storage with the server (``backends.kubernetes.volumes``)
 hold that job's token alone (``vault.service_tokens.workdir_token``), no member's.
 """
 
+import io
 import re
+import tarfile
 import tempfile
-from collections.abc import Iterator
-from typing import IO, Annotated
+from typing import Annotated
 
 from fastapi import APIRouter, Depends, Path, Request, Response, Security
 from fastapi.concurrency import run_in_threadpool
-from fastapi.responses import StreamingResponse
+from fastapi.responses import FileResponse
 from fastapi.security import HTTPAuthorizationCredentials
 
 from trainfleet.control.services.ownership import tree_owners
@@ -31,7 +32,7 @@ from trainfleet.server.errors import ApiError, responses
 from trainfleet.server.params import JobId, known_query_only
 from trainfleet.server.state import JobsDep, WorkdirsDep
 from trainfleet.wire import API_PREFIX
-from trainfleet.workdirs.store import DIGEST, WorkdirStore
+from trainfleet.workdirs.store import DIGEST
 
 Tree = Annotated[
     str, Path(pattern=DIGEST.pattern, description="The tree's digest (sha256 of its files).")
@@ -111,7 +112,7 @@ POD_PATHS = re.compile(rf"{API_PREFIX}/jobs/[^/]+/workdir")
 
 @pods.get(
     "/{job_id}/workdir",
-    response_class=StreamingResponse,
+    response_class=FileResponse,
     responses=responses(
         _200="The job's folder as a tar.gz (empty where the job was sent no tree).",
         _401="Not this job's folder token.",
@@ -124,7 +125,7 @@ async def job_tree(
     jobs: JobsDep,
     store: WorkdirsDep,
     credentials: Annotated[HTTPAuthorizationCredentials | None, Security(bearer)],
-) -> StreamingResponse:
+) -> Response:
     """The tree a running job's folder was copied from, for its Pods to unpack."""
     token = credentials.credentials if credentials is not None else ""
     try:
@@ -133,26 +134,16 @@ async def job_tree(
         refused = TokenRefused("not the job's folder token", str(error))
         await request.app.state.auditor.refused(request.scope, refused)
         raise refused from None
-    archive = tempfile.TemporaryFile()  # noqa: SIM115 (closed once sent)
-    try:
-        await run_in_threadpool(_write_archive, store, stored, archive)
-    except BaseException:
-        archive.close()
-        raise
-    return StreamingResponse(_chunks(archive), media_type="application/gzip")
+    if stored is None:  # the job was sent no folder: it starts empty
+        return Response(EMPTY_ARCHIVE, media_type="application/gzip")
+    archive = await run_in_threadpool(store.archive, stored)
+    return FileResponse(archive, media_type="application/gzip")
 
 
-def _write_archive(store: WorkdirStore, stored: str | None, archive: IO[bytes]) -> None:
-    if stored is None:  # an empty folder: an archive of nothing
-        import tarfile
-
-        tarfile.open(fileobj=archive, mode="w:gz").close()
-    else:
-        store.send(stored, archive)
-    archive.seek(0)
+def _empty_archive() -> bytes:
+    out = io.BytesIO()
+    tarfile.open(fileobj=out, mode="w:gz").close()
+    return out.getvalue()
 
 
-def _chunks(archive: IO[bytes]) -> Iterator[bytes]:
-    with archive:
-        while chunk := archive.read(1 << 16):
-            yield chunk
+EMPTY_ARCHIVE = _empty_archive()

@@ -42,6 +42,8 @@ ADMINS = "admin"
 """The owner of trees that administrators send."""
 TREE_MARKER = "workdir.tree"
 """Beside a job's copy: its tree, ``<owner>/<digest>`` (kept while the job is; owner-only)."""
+ARCHIVE = ".tar.gz"
+"""Beside a tree sent to Pods: its archive (``WorkdirStore.archive``)."""
 SWEEP_AFTER = 3600.0
 """Seconds a tree no job uses is kept, for the submission that follows its upload."""
 
@@ -134,15 +136,31 @@ class WorkdirStore:
         write_new(destination.parent, TREE_MARKER, f"{owner}/{tree}".encode())  # 0600
         os.utime(source)  # used now: swept last
 
-    def send(self, stored: str, out: IO[bytes]) -> None:
-        """Write the tree ``stored`` (``<owner>/<digest>``, as a job's marker names it) to
-        ``out`` as a tar.gz, for a job's Pods to unpack: its files readable by anyone
-        (0644, 0755 where executable), owned by whoever unpacks them."""
+    def archive(self, stored: str) -> Path:
+        """The tree ``stored`` (``<owner>/<digest>``, as a job's marker names it) as a
+        tar.gz for a job's Pods to unpack, made once beside it and kept as long as the tree:
+        its files readable by anyone (0644, 0755 where executable), owned by whoever
+        unpacks them. DiskFull where it does not fit."""
         owner_name, _, tree = stored.rpartition("/")
         top = self.path(owner_name, tree)
-        with tarfile.open(fileobj=out, mode="w:gz", compresslevel=1) as tar:
-            for path in sorted(walk(top)):
-                tar.add(top / path, arcname=path, recursive=False, filter=_for_anyone)
+        made = top.with_name(top.name + ARCHIVE)
+        if made.is_file():
+            return made
+        handle, name = tempfile.mkstemp(dir=top.parent, prefix=".archive-")  # 0600
+        try:
+            with (
+                os.fdopen(handle, "wb") as out,
+                tarfile.open(fileobj=out, mode="w:gz", compresslevel=1) as tar,
+            ):
+                for path in sorted(walk(top)):
+                    tar.add(top / path, arcname=path, recursive=False, filter=_for_anyone)
+        except BaseException as error:
+            os.unlink(name)
+            if isinstance(error, OSError) and error.errno == errno.ENOSPC:
+                raise DiskFull(f"no room to send the job's directory: {error}") from None
+            raise
+        os.replace(name, made)  # whole, or not there (0600: the server's)
+        return made
 
     def sweep(self, used: Iterable[str], after: float = SWEEP_AFTER) -> list[str]:
         """Delete the trees that no job in ``used`` (markers' texts) was copied from, and
@@ -155,7 +173,11 @@ class WorkdirStore:
                 continue
             if now - path.stat().st_mtime >= after:
                 shutil.rmtree(path, ignore_errors=True)
+                path.with_name(path.name + ARCHIVE).unlink(missing_ok=True)
                 gone.append(name)
+        for left in self.root.glob("**/.archive-*"):  # a server stopped while it made one
+            if now - left.stat().st_mtime >= after:
+                left.unlink(missing_ok=True)
         return gone
 
     def _trees(self) -> Iterator[tuple[str, Path]]:
