@@ -15,6 +15,7 @@ from trainfleet.backends.kubernetes.pod_state import pod_state
 from trainfleet.backends.launch import Mount, TaskLaunch
 from trainfleet.spec.models import Resources
 
+DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
 OWNERS = [{"apiVersion": "v1", "kind": "ConfigMap", "name": "trainfleet-j", "uid": "u-1"}]
 
@@ -258,7 +259,8 @@ def test_an_init_container_stands_for_the_task_until_it_has_ended_well() -> None
 
 
 def test_a_path_a_claim_stands_for_is_that_claim_on_hosts_or_not(tmp_path: Path) -> None:
-    claims = {Path("/mnt/shared"): "shared-data"}
+    shared = "shared-data-" + "x" * 51  # a claim's name may be 63 long, as a volume's
+    claims = {Path("/mnt/shared"): shared}
     mounts = (
         Mount(tmp_path / "job", tmp_path / "job"),
         Mount(Path("/mnt/shared/ckpt/run-1"), Path("/ckpt")),
@@ -270,10 +272,11 @@ def test_a_path_a_claim_stands_for_is_that_claim_on_hosts_or_not(tmp_path: Path)
     for files in (on_hosts, fetched):
         by_name = {v["name"]: v for v in files.volumes}
         seen = {m["mountPath"]: m for m in files.mounts}
-        claim = {"persistentVolumeClaim": {"claimName": "shared-data"}, "name": "claim-shared-data"}
+        claim = {"persistentVolumeClaim": {"claimName": shared}, "name": "claim-0"}
+        assert all(DNS_LABEL.match(volume["name"]) for volume in files.volumes)
         assert by_name[seen["/ckpt"]["name"]] == claim
         assert seen["/ckpt"]["subPath"] == "ckpt/run-1"
-        assert seen["/shared"]["name"] == "claim-shared-data" and "subPath" not in seen["/shared"]
+        assert seen["/shared"]["name"] == "claim-0" and "subPath" not in seen["/shared"]
         assert len(files.volumes) == 2, "one volume per claim, however many mounts"
     out = Mount(Path("/mnt/shared/../elsewhere"), Path("/x"))
     (volume,) = volumes.on_hosts(_launch(tmp_path, mounts=(out,)), ("Directory",), claims).volumes
@@ -295,11 +298,7 @@ def test_a_claimed_data_directory_holds_the_job_folder_and_share_nothing_fetched
     files = volumes.fetched(launch, how, secret=None)
     assert files.init_containers == []
     seen = {m["mountPath"]: m for m in files.mounts}
-    assert (
-        seen["/workspace"]["name"]
-        == seen[str(tmp_path / "tasks")]["name"]
-        == "claim-trainfleet-data"
-    )
+    assert seen["/workspace"]["name"] == seen[str(tmp_path / "tasks")]["name"] == "claim-0"
     assert seen["/workspace"]["subPath"] == "job"
     assert seen[str(tmp_path / "tasks")]["subPath"] == "tasks"
     assert seen[str(tmp_path / "programs" / "tf_server.py")]["name"] == "programs"

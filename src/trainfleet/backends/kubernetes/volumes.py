@@ -112,7 +112,7 @@ def _claimed(mount: Mount, claims: Claims, volumes: dict[str, Manifest], files: 
     if found is None:
         return False
     claim, sub = found
-    name = f"claim-{claim}"
+    name = f"claim-{list(claims.values()).index(claim)}"  # a claim's name may take 63
     volumes[name] = {"name": name, "persistentVolumeClaim": {"claimName": claim}}
     files.mounts.append(_mount(name, mount, sub))
     return True
