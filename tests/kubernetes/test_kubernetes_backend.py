@@ -232,6 +232,22 @@ def test_a_full_disk_under_the_log_copy_loses_and_repeats_no_line(tmp_path: Path
             backend.close()
 
 
+def test_a_pod_stopped_before_its_container_starts_ends_and_goes(cluster) -> None:
+    """A stop that comes while the kubelet is still making the container (a job cancelled
+    as it starts): the task ends, and its Pod does not wait for ever on trainfleet's
+    finalizer for an exit the kubelet never reports."""
+    backend, root = cluster
+    for delay in (0.0, 0.3, 0.8):  # each time a little later in the Pod's start
+        job = _job(backend, root, {"command": ["sleep", "600"]})
+        reports = Reports()
+        (handle,) = backend.start(job, reports).values()
+        time.sleep(delay)
+        backend.stop(handle)
+        code, _ = reports.next()
+        assert code != 0
+        wait_for_gone(str(handle))
+
+
 def wait_for_gone(pod: str, timeout: float = 60) -> None:
     """The Pod's object is gone (trainfleet let go of its finalizer)."""
     deadline = time.monotonic() + timeout

@@ -496,6 +496,7 @@ def test_every_route_and_every_rule_is_walked(world: World) -> None:
     covered = {(m, p) for m, p in operations if "workdirs" in p or p in PUBLIC}
     covered.add(("DELETE", f"{API}/tokens/{{token_id}}"))  # test_tokens_are_their_users_own
     covered.add(("GET", f"{API}/events/follow"))  # each change as RULES say: test_changes.py
+    covered.add(("GET", f"{API}/jobs/{{job_id}}/workdir"))  # its Pods' token: test_pod_workdir.py
     covered |= {(m, f"{API}/session") for m in ("GET", "POST", "DELETE")}  # test_sessions.py
     for case in CASES:
         for relation in _relations(case):

@@ -732,6 +732,12 @@ class KubernetesBackend(PooledAddresses):
             return FATAL_EXIT, Outside(why, cause=Code.PROGRAM_FAILED)
         if state.phase in ("Failed", "Succeeded"):  # ended with no container status
             return -signal.SIGKILL, Outside(f"Kubernetes ended {name}: {state.reason}")
+        deleting = state.deleting_since
+        if deleting is not None and not state.running and datetime.now(UTC) >= deleting:
+            # Deleted before its container ran, and its grace over: the kubelet (1.20)
+            # says no more of a container it did not start, and the Pod would wait on our
+            # finalizer for ever.
+            return -signal.SIGKILL, None if stopped else outside_delete
         # A Pod's kubelet says how its container ended, even when it was deleted and however
         # long its grace (kubelet 1.20 does not shorten one begun); only a lost node never does.
         # Kubernetes evicts from a lost node only while others of its zone are well (not
