@@ -23,7 +23,7 @@ import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -68,6 +68,8 @@ LOG_SECONDS = 10.0
 """How long an exit waits for the last of its task's log."""
 CLOSE_SECONDS = 3.0
 """How long ``close`` waits for each of its threads."""
+OVERDUE = timedelta(seconds=2)
+"""How long past its deletion's grace a Pod's container may run before it is asked again."""
 FATAL_EXIT = 127
 """The exit status of a task whose container could not be made (no image, no Secret)."""
 PROGRAMS = {program: program.name for program in (TF_SERVER, NOTEBOOK, RENDEZVOUS)}
@@ -99,6 +101,8 @@ class _Task:
     placed: bool = False
     note: str = ""
     stopping: bool = False
+    asked_again: bool = False
+    """Its Pod, still running past the end of its deletion's grace, was deleted again."""
     final: bool = False
     followed_at: float = field(default_factory=time.monotonic)
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
@@ -733,11 +737,16 @@ class KubernetesBackend(PooledAddresses):
         if state.phase in ("Failed", "Succeeded"):  # ended with no container status
             return -signal.SIGKILL, Outside(f"Kubernetes ended {name}: {state.reason}")
         deleting = state.deleting_since
-        if deleting is not None and not state.running and datetime.now(UTC) >= deleting:
-            # Deleted before its container ran, and its grace over: the kubelet (1.20)
-            # says no more of a container it did not start, and the Pod would wait on our
-            # finalizer for ever.
-            return -signal.SIGKILL, None if stopped else outside_delete
+        if deleting is not None and datetime.now(UTC) >= deleting + OVERDUE:
+            if not state.running:
+                # Deleted before its container ran: the kubelet (1.20) says no more of a
+                # container it did not start, and the Pod would wait on our finalizer.
+                return -signal.SIGKILL, None if stopped else outside_delete
+            if not task.asked_again:
+                # Deleted while its container was being made, the kubelet (1.20) started
+                # it anyway and kills it only much later (75-90 s): ask again, at once.
+                task.asked_again = True
+                self._delete(task.pod, force=True)
         # A Pod's kubelet says how its container ended, even when it was deleted and however
         # long its grace (kubelet 1.20 does not shorten one begun); only a lost node never does.
         # Kubernetes evicts from a lost node only while others of its zone are well (not
