@@ -16,7 +16,6 @@ from __future__ import annotations
 import atexit
 import contextlib
 import json
-import os
 import signal
 import sys
 import threading
@@ -43,7 +42,7 @@ from trainfleet.backends.kubernetes.pod_state import PodState, pod_state
 from trainfleet.backends.launch import JobLaunch, TaskLaunch
 from trainfleet.backends.supervision.containers import Containers, ImageUnavailable
 from trainfleet.backends.supervision.ports import PooledAddresses
-from trainfleet.backends.supervision.shim import write_record
+from trainfleet.backends.supervision.shim import write_atomically, write_record
 from trainfleet.datadir import records
 from trainfleet.datadir.layout import DataDir
 from trainfleet.domain.conditions import Code
@@ -593,15 +592,11 @@ class KubernetesBackend(PooledAddresses):
         only costs that one a list of the Pods."""
         if self._versions is None:
             return
-        staging = self._versions.with_suffix(".new")
-        try:
+        with contextlib.suppress(OSError):
             if version is None:
                 self._versions.unlink(missing_ok=True)
             else:
-                staging.write_text(version)
-                os.replace(staging, self._versions)
-        except OSError:
-            staging.unlink(missing_ok=True)
+                write_atomically(str(self._versions), version)
 
     def _list(self) -> str:
         found = self._call(

@@ -24,6 +24,7 @@ from typing import Any, BinaryIO
 
 from trainfleet.backends.kubernetes.connection import Connection, status_of
 from trainfleet.backends.supervision.masking import Masker
+from trainfleet.backends.supervision.shim import write_atomically
 
 RETRY_SECONDS = 0.3
 FULL_SECONDS = 2.0
@@ -193,6 +194,4 @@ def _write_stamp(path: Path, last: Stamp | None) -> None:
         return
     second, nanos = last
     text = f"{second.strftime('%Y-%m-%dT%H:%M:%S')}.{nanos:09d}Z"
-    temporary = path.with_name(path.name + ".tmp")
-    temporary.write_text(text)
-    temporary.replace(path)
+    write_atomically(str(path), text, durable=False)  # at worst, a line copied twice

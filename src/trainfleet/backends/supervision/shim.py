@@ -89,7 +89,7 @@ def write_record(path: str, text: str) -> None:
     pause = RETRY_FIRST
     while True:
         try:
-            _write_atomically(path, text)
+            write_atomically(path, text)
             return
         except OSError as error:
             if error.errno not in DISK_FULL:
@@ -98,7 +98,9 @@ def write_record(path: str, text: str) -> None:
         pause = min(2 * pause, RETRY_MOST)
 
 
-def _write_atomically(path: str, text: str) -> None:
+def write_atomically(path: str, text: str, durable: bool | None = None) -> None:
+    """Write a record file atomically, once (OSError as it came, nothing left behind);
+    ``durable``: synced to disk (default ``DURABLE``)."""
     temporary = f"{path}.tmp"
     try:
         # Owner-only, like every file of the data directory.
@@ -106,7 +108,7 @@ def _write_atomically(path: str, text: str) -> None:
         with open(descriptor, "w") as handle:
             handle.write(text)
             handle.flush()
-            if DURABLE:
+            if DURABLE if durable is None else durable:
                 os.fsync(handle.fileno())
         os.replace(temporary, path)
     except OSError:
