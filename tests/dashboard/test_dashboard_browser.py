@@ -205,13 +205,17 @@ def test_hostile_output_shows_as_text_and_a_deleted_job_says_so(
     member, _ = add_user(server.engine.store, "hal", role=TeamRole.MEMBER)
     hostile = b"x" * 10_000_000 + b"\nbad \xff\xfe bytes\n<script>window.pwned=1</script>\n"
     (tmp_path / "hostile.txt").write_bytes(hostile)
-    script = "sleep 3; cat hostile.txt; echo done; sleep 600"  # after the page follows it
+    go = tmp_path / "go"  # made once the page follows, so the long line comes live, whole
+    wait = f"until [ -e {go} ]; do sleep 0.1; done"
+    script = f"echo waiting; {wait}; cat hostile.txt; echo done; sleep 600"
     text = f"name: hostile\nroles:\n  worker:\n    command: {json.dumps(script)}\n"
     (tmp_path / "job.yaml").write_text(text)
     job_id = cli_submit_file(server, member, tmp_path / "job.yaml")
     page = sign_in(browser, server, member)
     page.goto(f"{server.url}/#/jobs/{job_id}")
     log = page.locator(".log")
+    expect(log).to_contain_text("waiting", timeout=20_000)
+    go.touch()
     expect(log).to_contain_text("done", timeout=20_000)
     expect(log).to_contain_text("more characters")  # the long line, cut for the page
     expect(log).to_contain_text("bad \ufffd\ufffd bytes")
