@@ -16,10 +16,10 @@ LAYERS: list[set[str]] = [
     {"datadir", "store"},
     {"spec"},
     {"vault", "workdirs", "wire", "scheduling", "environments"},
-    {"frameworks"},
+    {"frameworks", "functions"},
     {"backends"},
     {"control"},
-    {"cli", "server", "client", "__main__", "starter"},
+    {"cli", "server", "client", "__main__", "starter", "notebook"},
 ]
 """Lowest first: a package imports its own modules and packages of lower layers."""
 
@@ -30,6 +30,9 @@ SIDEWAYS = {
     ("cli", "client"),  # the CLI talks to a server through the SDK
     ("__main__", "cli"),
     ("starter", "cli"),  # the console script runs the CLI, warm or in its own process
+    ("trainfleet", "domain"),  # ``trainfleet.RemoteError``
+    ("notebook", "client"),  # ``%%trainfleet`` on a server
+    ("notebook", "cli"),  # ``%%trainfleet`` on this machine (``trainfleet.run``)
 }
 """Imports within one layer that are part of the design."""
 
@@ -41,8 +44,9 @@ FORBIDDEN = {
 """Beyond the order of the layers: the faces call the engine's services, never the store
 or a backend (nor does the SDK know the engine at all)."""
 
-ENTRY_POINTS = {("trainfleet.cli.server_command", "server")}
-"""The one door from one face into another: ``trainfleet server`` starts the server."""
+ENTRY_POINTS = {("trainfleet.cli.server_command", "server"), ("trainfleet", "cli")}
+"""The doors from one face into another: ``trainfleet server`` starts the server, and
+``trainfleet.run`` is the embedded engine's (``cli.functions``)."""
 
 
 def _package(module: str) -> str:

@@ -34,9 +34,17 @@ import httpx
 from httpx_sse import ServerSentEvent, connect_sse
 from pydantic import TypeAdapter, ValidationError
 
+from trainfleet.datadir.logs import CHUNK, LogTail
 from trainfleet.domain import errors
 from trainfleet.domain.errors import TrainfleetError
-from trainfleet.domain.records import AuditRecord, EventRecord, JobPage, JobRecord, State
+from trainfleet.domain.records import (
+    AuditRecord,
+    EventRecord,
+    JobPage,
+    JobRecord,
+    State,
+    TaskRecord,
+)
 from trainfleet.spec.models import JobSpec
 from trainfleet.wire import (
     API_PREFIX,
@@ -50,6 +58,7 @@ from trainfleet.wire import (
     MemberBody,
     NewToken,
     NewUser,
+    OutputFile,
     Problem,
     QueueBody,
     QueueState,
@@ -82,6 +91,8 @@ log = logging.getLogger("trainfleet.client")
 
 T = TypeVar("T")
 _ADAPTERS: dict[object, TypeAdapter[Any]] = {}
+SERVER_VARIABLE, TOKEN_VARIABLE = "TRAINFLEET_SERVER", "TRAINFLEET_TOKEN"
+"""Where ``Client()`` finds its server and token when given none."""
 RECONNECTS = 3
 """How often a follow resumes (from its last offset or event) after the connection drops."""
 
@@ -165,7 +176,7 @@ class Client:
 
     def __init__(
         self,
-        url: str,
+        url: str | None = None,
         token: str | None = None,
         *,
         timeout: float = 30.0,
@@ -174,7 +185,13 @@ class Client:
         ca_cert: str | os.PathLike[str] | None = None,
     ) -> None:
         """``ca_cert``: a PEM file of the CA(s) that signed an HTTPS server's certificate,
-        trusted instead of the usual ones; BadInput when it cannot be loaded."""
+        trusted instead of the usual ones; BadInput when it cannot be loaded. ``url`` and
+        ``token`` left out: ``TRAINFLEET_SERVER`` and ``TRAINFLEET_TOKEN`` (as in a
+        trainfleet notebook)."""
+        url = url or os.environ.get(SERVER_VARIABLE)
+        if not url:
+            raise errors.BadInput(f"url: no server given, and {SERVER_VARIABLE} is not set")
+        token = token if token is not None else os.environ.get(TOKEN_VARIABLE)
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         self.url = url.rstrip("/")
         self.timeout = timeout
@@ -223,6 +240,15 @@ class Client:
         if workdir is not None and server_workdir is not None:
             raise errors.BadInput("give workdir (sent) or server_workdir (in place), not both")
         tree = self.upload_workdir(workdir) if workdir is not None else None
+        return self._submit(job, tree, server_workdir, filename)
+
+    def _submit(
+        self,
+        job: str | bytes | JobSpec,
+        tree: str | None,
+        server_workdir: str | os.PathLike[str] | None = None,
+        filename: str | None = None,
+    ) -> JobRecord:
         if isinstance(job, JobSpec):
             content, media_type = job.model_dump_json().encode(), "application/json"
         else:
@@ -242,9 +268,16 @@ class Client:
             self.on_warning(warning)
         return submitted.job
 
-    def upload_workdir(self, folder: str | os.PathLike[str], cap: int | None = None) -> str:
+    def upload_workdir(
+        self,
+        folder: str | os.PathLike[str],
+        cap: int | None = None,
+        *,
+        extra: Mapping[str, bytes] | None = None,
+    ) -> str:
         """Send a job's directory, less what its ``.gitignore`` and ``.trainfleetignore``
-        files leave behind, unless the server has the same tree already; returns its digest.
+        files leave behind, with ``extra`` files (path: content) in it, unless the server
+        has the same tree already; returns its digest.
 
         Raises BadInput for a folder over ``cap`` bytes (TRAINFLEET_MAX_WORKDIR, else
         100 MiB; the server holds its own cap too) or an ignore file with a bad pattern.
@@ -256,7 +289,7 @@ class Client:
             raise errors.BadInput(f"workdir: {os.fspath(folder)!r} is not a directory")
         with tempfile.TemporaryDirectory(prefix="trainfleet-upload-") as scratch:
             cap = cap or client_cap(os.environ.get(CAP_VARIABLE))
-            packed = pack(top, cap, Path(scratch) / "workdir.tar.gz")
+            packed = pack(top, cap, Path(scratch) / "workdir.tar.gz", extra)
             for path in packed.left_out:
                 self.on_warning(f"{path} is not sent: a link that leads out of {top}")
             path = f"{API_PREFIX}/workdirs/{packed.digest}"
@@ -514,6 +547,17 @@ class Client:
         """The job's ``setup`` phase: the output of its Python environments' builds."""
         return self._read_range(f"{self._job(job_id)}/setup/log", 0, None)
 
+    def job_outputs(self, job_id: str) -> list[OutputFile]:
+        """The files the job's tasks left in its output folder (``$TRAINFLEET_OUTPUT_DIR``),
+        by name."""
+        return _parse(list[OutputFile], self._request("GET", f"{self._job(job_id)}/outputs"))
+
+    def job_output(self, job_id: str, name: str) -> bytes:
+        """The bytes of the job's output ``name``: NotFound (naming its outputs) where it
+        has none of that name, BadRequest for a name that is no plain file name."""
+        path = f"{self._job(job_id)}/outputs/{_segment(name)}"
+        return self._request("GET", path).content
+
     def _read_range(self, path: str, start: int, end: int | None) -> bytes:
         data = bytearray()
         while True:
@@ -555,6 +599,37 @@ class Client:
         for _ in self.follow_events(job_id, after=2**62):
             pass
         return self.get(job_id)
+
+    def run(
+        self,
+        fn: Callable[..., Any],
+        /,
+        *args: Any,
+        workers: int = 1,
+        framework: str = "pytorch",
+        workdir: str | os.PathLike[str] | None = None,
+        **options: Any,
+    ) -> Any:
+        """Call ``fn(*args)`` in ``workers`` tasks of a job on the server, with
+        ``framework``'s variables set in each (``pytorch``: ``init_process_group`` works as
+        it is), and return rank 0's result; the tasks' logs are printed as they come, each
+        line prefixed ``worker/N``; Ctrl-C cancels the job. The function goes pickled with
+        cloudpickle (by value where it is ``__main__``'s or a module of ``workdir``), with
+        ``workdir`` (default: the current folder) as the job's directory.
+
+        ``options``: ``resources``, ``environment`` (built with uv; its Python is this
+        one's), ``queue``, ``name``, ``env``, ``image``, ``restart``, ``labels``, and
+        ``kwargs`` for ``fn``. Raises Unpicklable (naming the object) before anything is
+        sent, and RemoteError with the remote type, message and traceback where ``fn``
+        raised.
+        """
+        from trainfleet.functions.call import call
+        from trainfleet.functions.job import RunOptions
+
+        kwargs = options.pop("kwargs", {})
+        chosen = RunOptions.of(workers=workers, framework=framework, **options)
+        folder = Path(workdir) if workdir is not None else None
+        return call(_ServerHost(self), fn, args, kwargs, chosen, folder)
 
     def _follow(self, path: str, params: dict[str, int]) -> Iterator[ServerSentEvent]:
         """The stream's events up to its ``end``, resuming where it stopped if it drops."""
@@ -628,6 +703,88 @@ class Client:
         return Unreachable(f"cannot reach the server at {self.url}: {error}")
 
 
+class ServerTail(LogTail):
+    """A ``LogTail`` that reads a task's log from the server by byte range; ``call`` makes
+    each request (the CLI's says the server's refusals its own way).
+
+    The log's size takes a request, so it is asked only before the first read, after a
+    read that filled its limit (the view may be behind: see ``LogFollower``) and after
+    one that found nothing (the log may have been cut back).
+    """
+
+    def __init__(
+        self,
+        client: Client,
+        job_id: str,
+        role: str,
+        index: int,
+        call: Callable[[Callable[[], Any]], Any] = lambda request: request(),
+    ) -> None:
+        super().__init__(Path(f"{job_id}/{role}-{index}.log"))
+        self.client, self.call, self.task = client, call, (job_id, role, index)
+        self._filled = True  # the last read took all it asked for (or none was made)
+
+    def _read(self, limit: int = CHUNK) -> bytes:
+        start = self.offset
+        data = self._range(start, start + limit)
+        self._filled = len(data) == limit
+        if not data and start and (size := self._size()) < start:  # cut back at its cap:
+            self.offset, self._partial = size, b""  # go on from its new end
+        return data
+
+    def pending(self) -> int:
+        return super().pending() if self._filled else len(self._partial)
+
+    def _size(self) -> int:
+        size: int = self.call(lambda: self.client.log_size(*self.task))
+        return size
+
+    def _range(self, start: int, end: int) -> bytes:
+        data: bytes = self.call(lambda: self.client.read_log(*self.task, start, end))
+        return data
+
+
+class _ServerHost:
+    """A function's job on the server a client talks to (``functions.call``)."""
+
+    poll_interval = 0.25
+
+    def __init__(self, client: Client) -> None:
+        self.client = client
+
+    def submit_call(self, spec: JobSpec, folder: Path, payload: bytes) -> str:
+        from trainfleet.spec.functions import PAYLOAD
+
+        tree = self.client.upload_workdir(folder, extra={PAYLOAD: payload})
+        return self.client._submit(spec, tree).id
+
+    def tasks(self, job_id: str) -> list[TaskRecord]:
+        return self.client.describe(job_id).tasks
+
+    def log_tail(self, job_id: str, role: str, index: int) -> LogTail:
+        return ServerTail(self.client, job_id, role, index)
+
+    def wait(self, job_id: str, timeout: float) -> bool:
+        deadline = time.monotonic() + timeout
+        while not State(self.get(job_id).state).is_final:
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(min(self.poll_interval, max(0.0, deadline - time.monotonic())))
+        return True
+
+    def get(self, job_id: str) -> JobRecord:
+        return self.client.get(job_id)
+
+    def interrupt(self, job_id: str) -> None:
+        self.client.cancel(job_id)
+
+    def output_names(self, job_id: str) -> list[str]:
+        return [found.name for found in self.client.job_outputs(job_id)]
+
+    def output(self, job_id: str, name: str) -> bytes:
+        return self.client.job_output(job_id, name)
+
+
 def trusting(ca_cert: str | os.PathLike[str]) -> ssl.SSLContext:
     """A client context that trusts the CA certificate(s) in ``ca_cert`` (PEM) only;
     BadInput when the file cannot be read or holds no certificate."""
@@ -657,8 +814,10 @@ def _ssl_words(error: ssl.SSLError) -> str:
 
 
 def _segment(value: str) -> str:
-    """``value`` as one path segment: ``../x`` stays one segment, which the server refuses."""
-    return quote(value, safe="")
+    """``value`` as one path segment: ``../x`` stays one segment, which the server refuses,
+    and so does ``..`` (its dots escaped: no client resolves it as the folder above)."""
+    quoted = quote(value, safe="")
+    return quoted.replace(".", "%2E") if value in (".", "..") else quoted
 
 
 def _raise_for_status(response: httpx.Response) -> None:

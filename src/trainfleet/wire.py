@@ -277,6 +277,14 @@ class LogHits(_Model):
     next: int | None = Field(description="Search again from here (`start`); null: done.")
 
 
+class OutputFile(_Model):
+    """A file a job's tasks left in its output folder (``$TRAINFLEET_OUTPUT_DIR``)."""
+
+    name: str = Field(description="Its name: a plain file name, no folder.")
+    size: int = Field(description="Its size in bytes, when it was listed.")
+    modified: float = Field(description="When it last changed, in seconds since the epoch.")
+
+
 class NoticeCode(StrEnum):
     """What a change feed's ``notice`` says."""
 

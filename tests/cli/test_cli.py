@@ -254,7 +254,7 @@ def test_task_states_are_stored_for_other_terminals(job_file, engine: Engine) ->
 
 def test_live_logs_skip_a_burst_they_cannot_keep_up_with(engine: Engine, tmp_path: Path) -> None:
     from trainfleet.cli.embedded import EngineService
-    from trainfleet.cli.follow import LogFollower
+    from trainfleet.datadir.follow import LogFollower
 
     service = EngineService(engine)
     log = engine.log_path("burst-1", "worker", 0)
@@ -278,7 +278,7 @@ def test_live_logs_take_a_bounded_piece_of_each_task_per_read(engine: Engine) ->
     rest at the next reads: a task that prints fast never has its view copying all it
     prints."""
     from trainfleet.cli.embedded import EngineService
-    from trainfleet.cli.follow import LogFollower
+    from trainfleet.datadir.follow import LogFollower
 
     log = engine.log_path("fast-1", "worker", 0)
     log.parent.mkdir(parents=True)

@@ -363,9 +363,9 @@ def test_a_remote_view_far_behind_skips_to_the_end(server: ServerProcess, client
     """The live view of a job on a server, like the local one, skips a task that printed
     more than it can show to its last lines, saying so; once it has caught up, its reads
     take what is new (the skip is only for a view that is behind)."""
-    from trainfleet.cli.follow import LogFollower
     from trainfleet.cli.remote import RemoteService
     from trainfleet.control.settings import Target
+    from trainfleet.datadir.follow import LogFollower
 
     printer = "python -c 'for n in range(200_000): print(\"step %06d\" % n)'"  # 2.4 MB
     job = client.submit(f"name: burst\nroles:\n  worker: {{command: {json.dumps(printer)}}}\n")

@@ -213,6 +213,10 @@ def test_without_host_paths_no_path_of_this_machine_reaches_a_node(tmp_path: Pat
     assert secrets["items"] == [{"key": "trainfleet.file.0", "path": "db/password"}]
     assert secrets["defaultMode"] == 0o440 and spec["securityContext"]["fsGroup"] == 2002
     assert by_name[seen[str(tmp_path / "tasks")]["name"]]["emptyDir"] == {}
+    # The job's output folder is there, empty, for its tasks to write: none is collected.
+    output = seen[str(tmp_path / "tasks" / "output")]
+    assert by_name[output["name"]]["emptyDir"] == {} and not output["readOnly"]
+    assert output["name"] != seen[str(tmp_path / "tasks")]["name"]
     assert not any("hostPath" in volume for volume in spec["volumes"])
     node_path = _launch(tmp_path, mounts=(*mounts, Mount(Path("/mnt/data"), Path("/data"))))
     with pytest.raises(ValueError, match="/mnt/data"):
@@ -301,4 +305,5 @@ def test_a_claimed_data_directory_holds_the_job_folder_and_share_nothing_fetched
     assert seen["/workspace"]["name"] == seen[str(tmp_path / "tasks")]["name"] == "claim-0"
     assert seen["/workspace"]["subPath"] == "job"
     assert seen[str(tmp_path / "tasks")]["subPath"] == "tasks"
+    assert str(tmp_path / "tasks" / "output") not in seen, "the claim's: outputs are kept"
     assert seen[str(tmp_path / "programs" / "tf_server.py")]["name"] == "programs"

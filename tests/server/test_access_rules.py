@@ -37,7 +37,11 @@ ROLES = {
     "member": TeamRole.MEMBER,
     "viewer": TeamRole.VIEWER,
 }
-JOB = "name: {name}\nqueue: {queue}\nroles:\n  worker: {{command: 'true'}}\n"
+JOB = (
+    "name: {name}\nqueue: {queue}\nroles:\n"
+    "  worker: {{command: 'echo done > \"$TRAINFLEET_OUTPUT_DIR/result.txt\"'}}\n"
+)
+"""A job whose task leaves an output, ``result.txt``."""
 
 
 def test_the_rules_say_what_the_policy_is() -> None:
@@ -227,6 +231,8 @@ CASES = [
     _job_case("search log", Action.READ_JOB, 200, "GET", "/tasks/worker/0/log/search?q=x"),
     _job_case("download log", Action.READ_JOB, 200, "GET", "/tasks/worker/0/log/download"),
     _job_case("setup log", Action.READ_JOB, 200, "GET", "/setup/log"),
+    _job_case("outputs", Action.READ_JOB, 200, "GET", "/outputs"),
+    _job_case("output", Action.READ_JOB, 200, "GET", "/outputs/result.txt"),
     _job_case("usage", Action.READ_JOB, 200, "GET", "/usage"),
     _job_case("cancel", Action.STOP_JOB, 200, "POST", "/cancel"),
     _job_case("delete", Action.DELETE_JOB, 204, "DELETE", ""),
@@ -337,6 +343,8 @@ SDK: dict[str, Callable[[Client, str, Any], object]] = {
     "events": lambda c, p, b: c.events(_job_of(p)),
     "log": lambda c, p, b: c.read_log(_job_of(p), "worker", 0),
     "setup log": lambda c, p, b: c.read_setup_log(_job_of(p)),
+    "outputs": lambda c, p, b: c.job_outputs(_job_of(p)),
+    "output": lambda c, p, b: c.job_output(_job_of(p), "result.txt"),
     "usage": lambda c, p, b: c.usage(_job_of(p)),
     "cancel": lambda c, p, b: c.cancel(_job_of(p)),
     "delete": lambda c, p, b: c.delete(_job_of(p)),
@@ -364,6 +372,8 @@ CLI: dict[str, Callable[[str, Any, Path], list[str]]] = {
     "describe": lambda p, b, folder: ["describe", _job_of(p)],
     "events": lambda p, b, folder: ["events", _job_of(p)],
     "log": lambda p, b, folder: ["logs", _job_of(p)],
+    "outputs": lambda p, b, folder: ["logs", _job_of(p), "--output"],
+    "output": lambda p, b, folder: ["logs", _job_of(p), "--output", "result.txt"],
     "usage": lambda p, b, folder: ["top", _job_of(p)],
     "cancel": lambda p, b, folder: ["stop", _job_of(p)],
     "delete": lambda p, b, folder: ["delete", _job_of(p)],

@@ -48,6 +48,8 @@ OPERATIONS = [
     ("GET", f"{JOB}/usage"),
     ("GET", f"{LOG}/search"),
     ("GET", f"{LOG}/download"),
+    ("GET", f"{JOB}/outputs"),
+    ("GET", f"{JOB}/outputs/{{name}}"),
     ("GET", "/api/v1/session"),
     ("POST", "/api/v1/session"),
     ("DELETE", "/api/v1/session"),

@@ -12,16 +12,23 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 
-from trainfleet import checkpoint
+import trainfleet.checkpoint as checkpoint
 from trainfleet.backends.accounts import Account
 from trainfleet.backends.supervision.shim import ATTEMPT_VARIABLE
 from trainfleet.checkpoint import HEARTBEAT_VARIABLE, KEEP_VARIABLE, PATH_VARIABLE, latest
 from trainfleet.datadir.files import fresh_dir, plain_folder, write_new
-from trainfleet.datadir.layout import DataDir
+from trainfleet.datadir.layout import OUTPUT_VARIABLE, DataDir
 from trainfleet.environments.task_base import SERVERS, TaskBase
 from trainfleet.frameworks import task_argv, task_environment
 from trainfleet.frameworks.base import TaskContext
-from trainfleet.programs import NOTEBOOK, RENDEZVOUS, TF_SERVER, WRITABLE_PROBE
+from trainfleet.programs import (
+    NOTEBOOK,
+    RENDEZVOUS,
+    RUN_FUNCTION,
+    RUN_NOTEBOOK,
+    TF_SERVER,
+    WRITABLE_PROBE,
+)
 from trainfleet.scheduling.placement import Placement, TaskKey
 from trainfleet.spec.checkpoints import RESTART_VARIABLE, RESUME_VARIABLE, STOP_VARIABLE
 from trainfleet.spec.models import JobSpec, Resources, SecretRef
@@ -157,7 +164,8 @@ class JobLaunch:
             for mount in role.mounts
         ]
         argv = task_argv(context)
-        for program in (TF_SERVER, NOTEBOOK, RENDEZVOUS):  # trainfleet's, run from their files
+        # trainfleet's own programs, run from their files
+        for program in (TF_SERVER, NOTEBOOK, RENDEZVOUS, RUN_FUNCTION, RUN_NOTEBOOK):
             if str(program) in argv:
                 mounts.append(Mount(program, program, read_only=True))
         python_dir = self.python_dirs.get(key[0])
@@ -186,6 +194,7 @@ class JobLaunch:
         if share.is_dir():  # made by make_task_folders (a dry run's launch has none)
             mounts.append(Mount(share, share))
             env[STOP_VARIABLE] = str(self.data_dir.stop_file(self.job_id, *key, attempt))
+            env[OUTPUT_VARIABLE] = str(self.data_dir.output_dir(self.job_id))
             if self.spec.progress is not None:
                 env[HEARTBEAT_VARIABLE] = str(self.data_dir.heartbeat(self.job_id, *key))
             if image is None:  # an image's own PYTHONPATH is not to be replaced
@@ -277,14 +286,14 @@ class JobLaunch:
 
     def make_task_folders(self) -> None:
         """The folder shared with the job's tasks (theirs to read, not to change), and in
-        it the job's own checkpoint folder (where it names none) and, where its progress
-        is watched, their heartbeats' (theirs to write), each made once."""
+        it the job's output folder, its own checkpoint folder (where it names none) and,
+        where its progress is watched, their heartbeats' (theirs to write), each made once."""
         group = self.account.gid if self.account is not None else None
         share = self.data_dir.task_share(self.job_id)
         if not share.is_dir():
             share.parent.mkdir(parents=True, exist_ok=True)  # the job's, as its logs'
             fresh_dir(share, 0o750 if group is not None else 0o700, group)
-        writable = []
+        writable = [self.data_dir.output_dir(self.job_id)]
         if self.spec.progress is not None:
             writable.append(self.data_dir.heartbeat(self.job_id, "", 0).parent)
         if self.spec.checkpoint_path is None:

@@ -14,9 +14,9 @@ import click
 
 from trainfleet.cli.errors import UserError
 from trainfleet.cli.factory import embedded, open_reader, open_service
-from trainfleet.cli.follow import LogFollower
 from trainfleet.cli.options import Options
 from trainfleet.cli.service import JobInput, JobReader, JobService
+from trainfleet.datadir.follow import LogFollower
 from trainfleet.domain.errors import TrainfleetError
 from trainfleet.domain.records import JobRecord, State
 
@@ -187,8 +187,15 @@ def logs(
     index: int | None,
     follow: bool,
     setup: bool = False,
+    output: str | None = None,
 ) -> int:
+    """``trainfleet logs``: the tasks' logs, the ``setup`` phase's, or (``output``) the
+    job's outputs: "" lists them, a name prints that one's bytes as they are."""
     with reader_of(options) as service:
+        if output is not None:
+            if setup or follow or role is not None or index is not None:
+                raise UserError("--output takes no --role, --index, --follow or --setup")
+            return _outputs(service, job_id, output)
         if setup:
             sys.stdout.buffer.write(service.setup_log(job_id))
             sys.stdout.flush()
@@ -209,6 +216,22 @@ def logs(
             time.sleep(max(FOLLOW_SECONDS, service.poll_interval))
         out.writelines(follower.read(final=True))
         out.flush()
+    return 0
+
+
+def _outputs(service: JobReader, job_id: str, name: str) -> int:
+    """The job's outputs as a table (``name`` ""), or the bytes of output ``name``."""
+    if name:
+        sys.stdout.buffer.write(service.output(job_id, name))
+        sys.stdout.flush()
+        return 0
+    found = service.outputs(job_id)
+    if not found:
+        click.echo(f"job {job_id}: no output")
+        return 0
+    from trainfleet.cli import tables
+
+    tables.print_outputs(found)
     return 0
 
 

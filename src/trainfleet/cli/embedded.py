@@ -12,7 +12,7 @@ from __future__ import annotations
 import subprocess
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Self
 
 import click
 
@@ -65,7 +65,7 @@ class EngineService(StoreReader):
         self.engine = engine
 
     @classmethod
-    def of(cls, settings: Settings) -> EngineService:
+    def of(cls, settings: Settings) -> Self:
         """The engine the settings describe, on the backend the config file names (this
         machine by default)."""
         from trainfleet.control.assembly import embedded_engine

@@ -67,6 +67,14 @@ def checkpoints(options: Options, job_id: str, output: str) -> None:
 @click.option("--index", type=click.IntRange(0), help="Only this replica of --role.")
 @click.option("--follow", "-f", is_flag=True, help="Keep printing until the job ends.")
 @click.option("--setup", is_flag=True, help="The setup phase instead: its environments' builds.")
+@click.option(
+    "--output",
+    is_flag=False,
+    flag_value="",
+    default=None,
+    metavar="[NAME]",
+    help="The job's outputs instead ($TRAINFLEET_OUTPUT_DIR): list them, or print output NAME.",
+)
 @click.pass_obj
 def logs(
     options: Options,
@@ -75,11 +83,15 @@ def logs(
     index: int | None,
     follow: bool,
     setup: bool,
+    output: str | None,
 ) -> None:
-    """Print the logs of a job's tasks, prefixed role/index."""
+    """Print the logs of a job's tasks, prefixed role/index.
+
+    With --output, the job's outputs instead (the files its tasks wrote to
+    $TRAINFLEET_OUTPUT_DIR): a table of them, or output NAME's bytes as they are."""
     from trainfleet.cli import commands
 
-    sys.exit(commands.logs(options, job_id, role, index, follow, setup))
+    sys.exit(commands.logs(options, job_id, role, index, follow, setup, output))
 
 
 @click.command()

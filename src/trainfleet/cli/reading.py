@@ -1,5 +1,5 @@
 """``JobReader`` on this machine's jobs (``control.services.reads``), for ``list``, ``describe``,
-``logs``, ``events``.
+``logs`` (and a job's outputs), ``events``.
 
 The read commands need no engine: building one loads the backends, the scheduler and the
 controller, which cost most of a read command's time. A job whose runner is gone is still
@@ -23,6 +23,7 @@ from trainfleet.domain.records import (
     EventRecord,
     JobDetails,
     JobRecord,
+    OutputFile,
     TaskRecord,
 )
 
@@ -31,7 +32,7 @@ if TYPE_CHECKING:
 
 
 class StoreReader:
-    """Jobs, tasks, events and logs in a data directory on this machine, read only."""
+    """Jobs, tasks, events, logs and outputs in a data directory on this machine, read only."""
 
     poll_interval = 0.05
 
@@ -106,6 +107,12 @@ class StoreReader:
     def setup_log(self, job_id: str) -> bytes:
         self.get(job_id)
         return read_range(self.jobs.setup_log(job_id))
+
+    def outputs(self, job_id: str) -> list[OutputFile]:
+        return self.jobs.outputs(self.get(job_id))
+
+    def output(self, job_id: str, name: str) -> bytes:
+        return self.jobs.read_output(self.get(job_id), name)
 
     def close(self) -> None:
         self.jobs.close()

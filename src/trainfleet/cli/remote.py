@@ -23,14 +23,22 @@ from trainfleet.cli.service import JobInput
 from trainfleet.client import (
     Client,
     ServerError,
+    ServerTail,
     Unauthorized,
     Untrusted,
 )
 from trainfleet.control.settings import Target
-from trainfleet.datadir.logs import CHUNK, LogTail
+from trainfleet.datadir.logs import LogTail
 from trainfleet.domain.errors import BadInput
 from trainfleet.domain.links import ServiceLink
-from trainfleet.domain.records import EventRecord, JobDetails, JobRecord, State, TaskRecord
+from trainfleet.domain.records import (
+    EventRecord,
+    JobDetails,
+    JobRecord,
+    OutputFile,
+    State,
+    TaskRecord,
+)
 from trainfleet.spec.documents import read_job_text
 from trainfleet.spec.loading import load_job_file
 from trainfleet.spec.models import JobSpec
@@ -207,6 +215,13 @@ class RemoteService:
     def setup_log(self, job_id: str) -> bytes:
         return self.call(lambda: self.client.read_setup_log(job_id))
 
+    def outputs(self, job_id: str) -> list[OutputFile]:
+        found = self.call(lambda: self.client.job_outputs(job_id))
+        return [OutputFile(output.name, output.size, output.modified) for output in found]
+
+    def output(self, job_id: str, name: str) -> bytes:
+        return self.call(lambda: self.client.job_output(job_id, name))
+
     def queues(self) -> list[QueueState]:
         return self.call(self.client.queues)
 
@@ -223,34 +238,8 @@ class RemoteService:
         self.client.close()
 
 
-class RemoteTail(LogTail):
-    """A ``LogTail`` that reads the log from the server by byte range.
-
-    The log's size takes a request, so it is asked only before the first read, after a
-    read that filled its limit (the view may be behind: see ``LogFollower``) and after
-    one that found nothing (the log may have been cut back).
-    """
+class RemoteTail(ServerTail):
+    """A ``ServerTail`` whose requests fail as the CLI says it (``RemoteService.call``)."""
 
     def __init__(self, service: RemoteService, job_id: str, role: str, index: int) -> None:
-        super().__init__(Path(f"{job_id}/{role}-{index}.log"))
-        self.service, self.job_id, self.role, self.index = service, job_id, role, index
-        self._filled = True  # the last read took all it asked for (or none was made)
-
-    def _read(self, limit: int = CHUNK) -> bytes:
-        start = self.offset
-        data = self._range(start, start + limit)
-        self._filled = len(data) == limit
-        if not data and start and (size := self._size()) < start:  # cut back at its cap:
-            self.offset, self._partial = size, b""  # go on from its new end
-        return data
-
-    def pending(self) -> int:
-        return super().pending() if self._filled else len(self._partial)
-
-    def _size(self) -> int:
-        task = (self.job_id, self.role, self.index)
-        return self.service.call(lambda: self.service.client.log_size(*task))
-
-    def _range(self, start: int, end: int) -> bytes:
-        task = (self.job_id, self.role, self.index)
-        return self.service.call(lambda: self.service.client.read_log(*task, start, end))
+        super().__init__(service.client, job_id, role, index, service.call)

@@ -14,8 +14,9 @@ import time
 from collections.abc import Callable, Sequence
 from types import FrameType
 
-from trainfleet.cli.follow import EventFollower, LogFollower, describe_event
+from trainfleet.cli.follow import EventFollower, describe_event
 from trainfleet.cli.service import JobService
+from trainfleet.datadir.follow import LogFollower
 from trainfleet.domain.records import State, TaskRecord
 
 EXIT_CODES = {State.SUCCEEDED: 0, State.FAILED: 1, State.CANCELLED: 130}

@@ -14,7 +14,13 @@ from typing import TYPE_CHECKING, Protocol
 if TYPE_CHECKING:
     from trainfleet.datadir.logs import LogTail
     from trainfleet.domain.links import ServiceLink
-    from trainfleet.domain.records import EventRecord, JobDetails, JobRecord, TaskRecord
+    from trainfleet.domain.records import (
+        EventRecord,
+        JobDetails,
+        JobRecord,
+        OutputFile,
+        TaskRecord,
+    )
     from trainfleet.spec.models import JobSpec
     from trainfleet.spec.submarine import SubmarineArgs
     from trainfleet.wire import GpuState, JobUsage, QueueBody, QueueState
@@ -74,6 +80,14 @@ class JobReader(Protocol):
 
     def setup_log(self, job_id: str) -> bytes:
         """The output of the job's ``setup`` phase (its Python environments' builds)."""
+        ...
+
+    def outputs(self, job_id: str) -> list[OutputFile]:
+        """The files the job's tasks left in its output folder, by name."""
+        ...
+
+    def output(self, job_id: str, name: str) -> bytes:
+        """The bytes of the job's output ``name`` (NotFound, BadInput: see ``datadir.outputs``)."""
         ...
 
     def usage(self, job_id: str, history: bool = False) -> JobUsage:

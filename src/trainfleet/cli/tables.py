@@ -13,7 +13,14 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from trainfleet.domain.records import CheckpointStep, JobDetails, JobRecord, State, TaskRecord
+from trainfleet.domain.records import (
+    CheckpointStep,
+    JobDetails,
+    JobRecord,
+    OutputFile,
+    State,
+    TaskRecord,
+)
 
 if TYPE_CHECKING:
     from trainfleet.control.dry_run import DryRun
@@ -191,6 +198,18 @@ def print_rows(rows: Sequence[tuple[str, ...]]) -> None:
         click.echo(
             "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
         )
+
+
+def print_outputs(outputs: Sequence[OutputFile]) -> None:
+    """One row per output of a job, by name."""
+    from trainfleet.cli.usage_view import size
+
+    table = Table(box=None, pad_edge=False)
+    for column in ("NAME", "SIZE", "MODIFIED"):
+        table.add_column(column)
+    for output in outputs:
+        table.add_row(escape(output.name), size(output.size), _when(output.modified))
+    console.print(table)
 
 
 def print_checkpoints(steps: list[CheckpointStep]) -> None:

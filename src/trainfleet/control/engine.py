@@ -29,6 +29,7 @@ from trainfleet.datadir.checkpoints import committed_steps
 from trainfleet.datadir.layout import DataDir
 from trainfleet.datadir.space import require_free
 from trainfleet.domain.conditions import Code, Condition
+from trainfleet.domain.errors import BadInput
 from trainfleet.domain.records import (
     EventRecord,
     JobActive,
@@ -51,6 +52,7 @@ from trainfleet.scheduling.placement import (
     task_keys,
 )
 from trainfleet.spec.errors import SpecError
+from trainfleet.spec.functions import python_problem
 from trainfleet.spec.models import JobSpec, Resources
 from trainfleet.store.database import Store
 from trainfleet.store.errors import StoreConflict
@@ -191,6 +193,8 @@ class Engine:
         directory's disk has no room for it.
         """
         require_free(self.data_dir.root)
+        if (problem := python_problem(spec)) is not None:
+            raise BadInput(problem)
         self._check_secrets(spec, team)
         self._check_checkpoint_folder(spec, workdir, team)
         spec = sized_by_memory(spec, self.backend.gpu_memory)

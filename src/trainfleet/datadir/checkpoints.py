@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from trainfleet import checkpoint
+import trainfleet.checkpoint as checkpoint
 from trainfleet.datadir.files import modified, plain_folder
 from trainfleet.datadir.layout import DataDir
 from trainfleet.domain.records import CheckpointStep, JobRecord

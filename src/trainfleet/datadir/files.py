@@ -11,7 +11,10 @@ links nor walk through them, so everything here works through directory descript
 - ``fresh_dir``: a folder for an account to read is made afresh (whatever was at its path
   removed first, without following), ours, and only then opened to its group;
 - ``read_inside``: a file named by a user, relative to a folder, is read with no link on
-  the way (a link to ``/etc/shadow`` is refused, not read), and at most ``limit`` bytes;
+  the way (a link to ``/etc/shadow`` is refused, not read), and at most ``limit`` bytes
+  (``open_inside``: its descriptor, for a caller that streams it; a FIFO or a device is
+  never opened);
+- ``plain_files``: the regular files directly in a folder, no link, FIFO or device;
 - ``own_tree``: a folder is handed to an account, or taken back from one, by a walk by
   descriptor (``os.fwalk``) that changes each entry itself, never what a link points to.
 
@@ -25,9 +28,11 @@ import errno
 import os
 import shutil
 import stat
+from collections.abc import Iterator
 from pathlib import Path
 
 _DIRECTORY = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+_PLAIN_FILE = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
 NO_WRITE = ~0o022 & 0o7777
 """Mode bits kept by ``own_tree(..., read_only=True)``: group and others lose write."""
 
@@ -116,6 +121,20 @@ def read_inside(root: Path, relative: str, limit: int) -> bytes:
 
     Raises LinkRefused where a component is a link, ValueError past ``limit`` bytes or
     for a path that leaves ``root``, OSError where it cannot be read."""
+    with os.fdopen(open_inside(root, relative), "rb") as file:
+        data = file.read(limit + 1)
+    if len(data) > limit:
+        raise ValueError(f"{relative!r} holds more than {limit} bytes")
+    return data
+
+
+def open_inside(root: Path, relative: str) -> int:
+    """A read-only descriptor of the regular file ``root/relative``, reached with no link
+    anywhere below ``root``: a FIFO, a device or a socket is not opened (looked at first,
+    then opened ``O_NONBLOCK`` and looked at again, in case it was swapped meanwhile).
+
+    Raises LinkRefused where a component is a link, ValueError for what is no regular
+    file or a path that leaves ``root``, OSError (FileNotFoundError...) otherwise."""
     parts = [part for part in relative.split("/") if part not in ("", ".")]
     if not parts or ".." in parts:
         raise ValueError(f"{relative!r} is not a path inside the folder")
@@ -125,25 +144,45 @@ def read_inside(root: Path, relative: str, limit: int) -> bytes:
             inner = _open_dir(part, dir_fd=directory)
             os.close(directory)
             directory = inner
+        seen = os.stat(parts[-1], dir_fd=directory, follow_symlinks=False)
+        if stat.S_ISLNK(seen.st_mode):
+            raise LinkRefused(errno.ELOOP, "a link, not a file", relative)
+        if not stat.S_ISREG(seen.st_mode):
+            raise ValueError(f"{relative!r} is not a regular file")
         try:
-            descriptor = os.open(
-                parts[-1],
-                os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC,
-                dir_fd=directory,
-            )
+            descriptor = os.open(parts[-1], _PLAIN_FILE, dir_fd=directory)
         except OSError as error:
             if error.errno == errno.ELOOP:
                 raise LinkRefused(errno.ELOOP, "a link, not a file", relative) from None
             raise
     finally:
         os.close(directory)
-    with os.fdopen(descriptor, "rb") as file:
-        if not stat.S_ISREG(os.fstat(descriptor).st_mode):
-            raise ValueError(f"{relative!r} is not a regular file")
-        data = file.read(limit + 1)
-    if len(data) > limit:
-        raise ValueError(f"{relative!r} holds more than {limit} bytes")
-    return data
+    opened = os.fstat(descriptor)
+    if not stat.S_ISREG(opened.st_mode) or not os.path.samestat(opened, seen):
+        os.close(descriptor)
+        raise ValueError(f"{relative!r} is not a regular file")
+    return descriptor
+
+
+def plain_files(folder: Path) -> Iterator[tuple[str, os.stat_result]]:
+    """The regular files directly in ``folder`` (itself no link), each with its status:
+    no link, folder, FIFO or device among them, nothing followed; none where ``folder``
+    is missing or a link."""
+    try:
+        directory = _open_dir(folder)
+    except (FileNotFoundError, NotADirectoryError, LinkRefused):
+        return
+    try:
+        with os.scandir(directory) as entries:
+            for entry in entries:
+                try:
+                    info = entry.stat(follow_symlinks=False)
+                except FileNotFoundError:  # gone meanwhile
+                    continue
+                if stat.S_ISREG(info.st_mode):
+                    yield entry.name, info
+    finally:
+        os.close(directory)
 
 
 def own_tree(

@@ -15,6 +15,12 @@ PRIVATE_DIR = 0o700
 PASSABLE_DIR = 0o711
 """Others may pass through, not list (see ``backends.accounts``)."""
 PRIVATE_FILE = 0o600
+OUTPUT_VARIABLE = "TRAINFLEET_OUTPUT_DIR"
+"""Where a task writes the files its job returns (``DataDir.output_dir``)."""
+OUTPUT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+"""The name of an output: a plain file name (no folder in it, no leading dot)."""
+MAX_OUTPUT = 256 << 20
+"""The most bytes of one output that are read; a larger one is refused, with its size."""
 
 
 def create_private(path: Path) -> int:
@@ -76,6 +82,14 @@ class DataDir:
         if named is None:
             return str(self.checkpoint_dir(job_id))
         return named if "://" in named else str(Path(workdir) / named)
+
+    OUTPUT = "output"
+    """Under ``task_share``: the job's output folder (``output_dir``)."""
+
+    def output_dir(self, job_id: str) -> Path:
+        """The files the job returns (``$TRAINFLEET_OUTPUT_DIR``): written by its tasks,
+        read back by the user (``datadir.outputs``: plain files directly in it, no link)."""
+        return self.task_share(job_id) / self.OUTPUT
 
     def heartbeat(self, job_id: str, role: str, index: int) -> Path:
         """The file a task touches to say it makes progress (``$TRAINFLEET_HEARTBEAT``)."""

@@ -82,3 +82,16 @@ class Forbidden(TrainfleetError):
 
     status = 403
     exit_code = USAGE_ERROR
+
+
+class RemoteError(TrainfleetError):
+    """The function failed in a task, or its job ended without a result: ``str()`` says the
+    task, the remote type and message, and the remote traceback."""
+
+    def __init__(
+        self, message: str, *, task: str = "", remote_type: str = "", traceback: str = ""
+    ) -> None:
+        self.task, self.remote_type, self.remote_message = task, remote_type, message
+        self.remote_traceback = traceback
+        head = f"{task}: {remote_type}: {message}" if remote_type else message
+        super().__init__(f"{head}\n\nRemote traceback:\n{traceback}" if traceback else head)

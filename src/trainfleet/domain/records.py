@@ -329,6 +329,17 @@ class CheckpointStep:
     """When its ``COMMITTED`` marker was written."""
 
 
+@dataclass(frozen=True, slots=True)
+class OutputFile:
+    """A file a job's tasks left in its output folder (``$TRAINFLEET_OUTPUT_DIR``)."""
+
+    name: str
+    size: int
+    """Its size in bytes, when it was listed."""
+    modified: float
+    """When it last changed (seconds since the epoch)."""
+
+
 @dataclass(frozen=True)
 class JobDetails:
     """A job with its tasks and events, as ``describe`` shows it."""

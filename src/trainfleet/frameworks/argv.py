@@ -10,8 +10,17 @@ import re
 import sys
 
 from trainfleet.frameworks.base import TaskContext
-from trainfleet.programs import NOTEBOOK, RENDEZVOUS, TENSORBOARD, TF_SERVER
+from trainfleet.programs import (
+    NOTEBOOK,
+    RENDEZVOUS,
+    RUN_FUNCTION,
+    RUN_NOTEBOOK,
+    TENSORBOARD,
+    TF_SERVER,
+)
+from trainfleet.spec.functions import PROGRAM_WORDS as FUNCTION_WORDS
 from trainfleet.spec.notebook import PROGRAM_WORDS as NOTEBOOK_WORDS
+from trainfleet.spec.notebook_runs import PROGRAM_WORDS as RUN_NOTEBOOK_WORDS
 from trainfleet.spec.rendezvous import PROGRAM_WORDS as RENDEZVOUS_WORDS
 from trainfleet.spec.rendezvous import ROLE as RENDEZVOUS_ROLE
 from trainfleet.spec.rendezvous import agents_python
@@ -43,6 +52,9 @@ def task_argv(ctx: TaskContext) -> list[str]:
     if ctx.role == RENDEZVOUS_ROLE and ctx.spec.hosts_rendezvous() and words[:1] == ["python3"]:
         peer = ctx.spec.master_role() or "worker"
         return [agents_python(ctx.spec.roles[peer].argv()), *words[1:]]
+    own_python = not ctx.spec.image_of(ctx.role) and ctx.spec.environment_of(ctx.role) is None
+    if words[1:2] == [str(RUN_FUNCTION)] and own_python:  # the Python python_problem checked
+        return [sys.executable, *words[1:]]
     return words
 
 
@@ -62,6 +74,10 @@ def standalone(argv: list[str]) -> list[str]:
         return ["python3", str(NOTEBOOK)]
     if tuple(argv[:2]) == RENDEZVOUS_WORDS:  # torch's store: the agents' python (task_argv)
         return ["python3", str(RENDEZVOUS)]
+    if tuple(argv[:2]) == RUN_NOTEBOOK_WORDS:  # a notebook run headless: the task's python
+        return ["python3", str(RUN_NOTEBOOK), *argv[2:]]
+    if tuple(argv[:2]) == FUNCTION_WORDS:  # a function: the task's python (task_argv)
+        return ["python3", str(RUN_FUNCTION), *argv[2:]]
     if tuple(argv[:2]) == PROGRAM_WORDS:  # a job's TensorBoard: trainfleet's own python
         return [sys.executable, str(TENSORBOARD), *argv[2:]]
     return argv

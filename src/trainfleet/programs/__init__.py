@@ -17,6 +17,14 @@ RENDEZVOUS = Path(__file__).with_name("rendezvous_store.py")
 """An elastic PyTorch job's c10d store (role ``rendezvous``), run by the task's own
 ``python3``, which has torch."""
 
+RUN_FUNCTION = Path(__file__).with_name("run_function.py")
+"""A function sent as a job (``trainfleet run-function``), run by the task's python:
+trainfleet's own where the role has no image or environment, else that one's ``python3``."""
+
+RUN_NOTEBOOK = Path(__file__).with_name("run_notebook.py")
+"""A notebook run headless (a role's ``notebook:``), by the task's own ``python3``, which
+needs nbclient and ipykernel."""
+
 WRITABLE_PROBE = str(Path(__file__).with_name("writable.sh"))
 """``writable.sh FOLDER``: run as a job's account, says whether it could make ``FOLDER`` (or
 write in it), from what that account can see."""

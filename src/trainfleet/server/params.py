@@ -7,13 +7,16 @@ from typing import Annotated
 
 from fastapi import Path, Request
 
-from trainfleet.datadir.layout import JOB_ID
+from trainfleet.datadir.layout import JOB_ID, OUTPUT_NAME
 from trainfleet.server.errors import ApiError
 from trainfleet.spec.models import ROLE_NAME
 
 JobId = Annotated[str, Path(pattern=JOB_ID.pattern, description="The job's id.")]
 Role = Annotated[str, Path(pattern=ROLE_NAME.pattern, description="A role of the job.")]
 Index = Annotated[int, Path(ge=0, le=1_000_000, description="The replica's index.")]
+OutputName = Annotated[
+    str, Path(pattern=OUTPUT_NAME.pattern, description="An output's name: a plain file name.")
+]
 
 
 async def known_query_only(request: Request) -> None:

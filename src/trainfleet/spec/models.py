@@ -26,6 +26,7 @@ from pydantic import (
     BeforeValidator,
     ConfigDict,
     Field,
+    JsonValue,
     PlainSerializer,
     ValidationInfo,
     WithJsonSchema,
@@ -50,6 +51,7 @@ from trainfleet.spec.notebook import LABEL as NOTEBOOK_LABEL
 from trainfleet.spec.notebook import PROGRAM_WORDS as NOTEBOOK_PROGRAM
 from trainfleet.spec.notebook import ROLE as NOTEBOOK_ROLE
 from trainfleet.spec.notebook import NotebookSpec, notebook_role
+from trainfleet.spec.notebook_runs import checked_notebook, checked_parameter, with_command
 from trainfleet.spec.quantity import (
     CPU_LIMIT,
     CPU_SCHEMA_PATTERN,
@@ -408,12 +410,27 @@ class RoleSpec(_Model):
         description="When its tasks restart (the job's restart.policy by default), as a "
         "Kubeflow replica type's restartPolicy; restart.max_restarts and backoff still apply.",
     )
+    notebook: Annotated[Text, AfterValidator(checked_notebook)] | None = Field(
+        default=None,
+        description="Instead of a command: a notebook (.ipynb, in the job's directory) that "
+        "every task runs headless under nbclient (its Python needs nbclient and ipykernel); "
+        "the executed notebook is the job's output <name>.ipynb (rank 0's; another task's "
+        "<name>-<role>-<index>.ipynb). A failing cell fails the task, naming the cell.",
+    )
+    parameters: dict[Annotated[str, AfterValidator(checked_parameter)], JsonValue] = Field(
+        default_factory=dict,
+        description="The notebook's parameters: assigned in a cell injected after the cell "
+        "tagged 'parameters', else first (papermill's convention).",
+    )
 
     @model_validator(mode="before")
     @classmethod
     def _entrypoint(cls, data: Any) -> Any:
         """A role with an image may leave out its command (the image's ENTRYPOINT runs);
-        any other role must give one, and is told so at the field."""
+        a notebook makes the command; any other role must give one, and is told so at the
+        field."""
+        if isinstance(data, dict) and ("notebook" in data or "parameters" in data):
+            data = with_command(data)
         if isinstance(data, dict) and data.get("image") and "command" not in data:
             return {**data, "command": None}
         return data

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import io
 import os
+import shutil
 import tarfile
+import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -84,21 +88,51 @@ def select(top: Path, left_out: list[str] | None = None) -> list[str]:
     return chosen
 
 
-def pack(top: Path, cap: int, archive: Path) -> Packed:
-    """Write the kept files of ``top`` to ``archive`` (tar, gzip).
+def pack(top: Path, cap: int, archive: Path, extra: Mapping[str, bytes] | None = None) -> Packed:
+    """Write the kept files of ``top`` to ``archive`` (tar, gzip), with ``extra`` files
+    (path: content) in place of any of the same name.
 
     Raises WorkdirTooLarge, before writing anything, when they hold more than ``cap`` bytes.
     """
+    extra = extra or {}
     left_out: list[str] = []
-    paths = select(top, left_out)
+    paths = [path for path in select(top, left_out) if path not in extra]
+    size = _check_size(top, paths, extra, cap)
+    with tarfile.open(archive, "w:gz", compresslevel=1) as tar:
+        for path in paths:
+            tar.add(top / path, arcname=path, recursive=False)
+        for path, content in extra.items():
+            member = tarfile.TarInfo(path)
+            member.size, member.mode, member.mtime = len(content), 0o644, int(time.time())
+            tar.addfile(member, io.BytesIO(content))
+    return Packed(digest(top, paths, extra), archive, len(paths) + len(extra), size, left_out)
+
+
+def copy_kept(top: Path, target: Path, cap: int, extra: Mapping[str, bytes]) -> None:
+    """Copy the kept files of ``top`` into the new folder ``target``, as ``pack`` would send
+    them (links that stay inside as links), with ``extra`` files; WorkdirTooLarge as ``pack``."""
+    paths = [path for path in select(top) if path not in extra]
+    _check_size(top, paths, extra, cap)
+    target.mkdir(parents=True)
+    for path in paths:
+        (target / path).parent.mkdir(parents=True, exist_ok=True)
+        if (top / path).is_symlink():
+            os.symlink(os.readlink(top / path), target / path)
+        else:
+            shutil.copy2(top / path, target / path)
+    for path, content in extra.items():
+        (target / path).parent.mkdir(parents=True, exist_ok=True)
+        (target / path).write_bytes(content)
+
+
+def _check_size(top: Path, paths: list[str], extra: Mapping[str, bytes], cap: int) -> int:
+    """The bytes to send; WorkdirTooLarge over ``cap``."""
     size = sum((top / p).lstat().st_size for p in paths if not (top / p).is_symlink())
+    size += sum(map(len, extra.values()))
     if size > cap:
         raise WorkdirTooLarge(
             f"the job's directory {top} holds {size / 2**20:.2f} MiB to send, over the cap of "
             f"{cap / 2**20:.2f} MiB: leave large files out with .trainfleetignore or "
             ".gitignore, or run in place with --server-workdir"
         )
-    with tarfile.open(archive, "w:gz", compresslevel=1) as tar:
-        for path in paths:
-            tar.add(top / path, arcname=path, recursive=False)
-    return Packed(digest(top, paths), archive, len(paths), size, left_out)
+    return size

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 
 CHUNK = 1 << 20
@@ -23,18 +23,23 @@ def walk(top: Path) -> Iterator[str]:
             yield name if relative == "." else f"{relative}/{name}".replace(os.sep, "/")
 
 
-def digest(top: Path, paths: Iterable[str]) -> str:
-    """The tree digest of ``paths`` under ``top`` (sha256, hex)."""
+def digest(top: Path, paths: Iterable[str], extra: Mapping[str, bytes] | None = None) -> str:
+    """The tree digest of ``paths`` under ``top`` (sha256, hex), with ``extra`` files (path:
+    content; not executable) added, in place of any of ``paths`` of the same name."""
+    extra = extra or {}
     tree = hashlib.sha256()
-    for path in sorted(paths):
+    for path in sorted({*paths, *extra}):
         full = top / path
-        if full.is_symlink():
+        if path in extra:
+            content, executable = hashlib.sha256(extra[path]), "-"
+        elif full.is_symlink():
             tree.update(f"L {os.readlink(full)}\t{path}\n".encode())
             continue
-        content = hashlib.sha256()
-        with open(full, "rb") as handle:
-            while chunk := handle.read(CHUNK):
-                content.update(chunk)
-        executable = "x" if os.access(full, os.X_OK) else "-"
+        else:
+            content = hashlib.sha256()
+            with open(full, "rb") as handle:
+                while chunk := handle.read(CHUNK):
+                    content.update(chunk)
+            executable = "x" if os.access(full, os.X_OK) else "-"
         tree.update(f"F {executable} {content.hexdigest()}\t{path}\n".encode())
     return tree.hexdigest()

@@ -46,7 +46,7 @@ from trainfleet.backends.supervision.shim import write_atomically, write_record
 from trainfleet.datadir import records
 from trainfleet.datadir.layout import DataDir
 from trainfleet.domain.conditions import Code
-from trainfleet.programs import NOTEBOOK, RENDEZVOUS, TF_SERVER
+from trainfleet.programs import NOTEBOOK, RENDEZVOUS, RUN_FUNCTION, RUN_NOTEBOOK, TF_SERVER
 from trainfleet.scheduling.cluster import Node
 from trainfleet.scheduling.placement import Placement, TaskKey, Unschedulable
 from trainfleet.scheduling.resources import GPU_UNIT, Resources
@@ -71,7 +71,10 @@ OVERDUE = timedelta(seconds=2)
 """How long past its deletion's grace a Pod's container may run before it is asked again."""
 FATAL_EXIT = 127
 """The exit status of a task whose container could not be made (no image, no Secret)."""
-PROGRAMS = {program: program.name for program in (TF_SERVER, NOTEBOOK, RENDEZVOUS)}
+PROGRAMS = {
+    program: program.name
+    for program in (TF_SERVER, NOTEBOOK, RENDEZVOUS, RUN_FUNCTION, RUN_NOTEBOOK)
+}
 """trainfleet's programs a task may run, each by its key in the job's root ConfigMap."""
 
 

@@ -10,7 +10,8 @@ the nodes' (``fetched``):
 - trainfleet's programs (a TensorFlow server's, a rendezvous store's) come from the job's
   root ConfigMap, and the secret files the job asks for from the task's Secret;
 - what trainfleet shares with a task (its stop requests, checkpoints: ``task_share``) is
-  the Pod's own ``emptyDir``: tasks share no checkpoint, and none outlives its Pod;
+  the Pod's own ``emptyDir``: tasks share no checkpoint, and none outlives its Pod; its
+  output folder is another, empty: a task may write its outputs, none is collected;
 - no path of the node's is mounted (a ``hostPath`` follows the node's links, as root).
 
 Either way, a mount of a path under one that ``kubernetes.claims`` names is that folder of
@@ -29,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from trainfleet.backends.launch import Mount, TaskLaunch
+from trainfleet.datadir.layout import DataDir
 
 Manifest = dict[str, Any]
 
@@ -170,6 +172,10 @@ def fetched(launch: TaskLaunch, how: Fetched, secret: str | None) -> PodFiles:
         elif source == how.share:
             volumes.setdefault("share", {"name": "share", "emptyDir": {}})
             files.mounts.append(_mount("share", mount))
+            # Its output folder ($TRAINFLEET_OUTPUT_DIR) is there too, empty, for the task
+            # to write to as anywhere; gone with the Pod: no output is collected.
+            volumes.setdefault("output", {"name": "output", "emptyDir": {}})
+            files.mounts.append(_mount("output", Mount(source, mount.target / DataDir.OUTPUT)))
         else:  # the backend refuses a job with any other (a path of the node's)
             raise ValueError(f"no volume of a Pod's holds {source}")
     files.volumes.extend(volumes.values())

@@ -1,5 +1,8 @@
-"""Jobs: submit, find, read, stop and delete them, read their events and logs, each call
-checked against the caller (``access.RULES``; which team owns a job: ``ownership``)."""
+"""Jobs: submit, find, read, stop and delete them, read their events, logs and outputs, each
+call checked against the caller (``access.RULES``; which team owns a job: ``ownership``).
+
+A job's logs and outputs are read as the job is: ``readable`` finds it for the caller
+(READ_JOB), then ``task_log`` or ``outputs``/``open_output`` (``JobReads``) take it."""
 
 from __future__ import annotations
 

@@ -1,20 +1,23 @@
-"""Reading a data directory's jobs, their tasks, events and logs, with the store alone:
-the CLI's read commands must not pay for an engine (``Jobs`` adds what needs one)."""
+"""Reading a data directory's jobs, their tasks, events, logs and outputs, with the store
+alone: the CLI's read commands must not pay for an engine (``Jobs`` adds what needs one)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, BinaryIO
 
 from trainfleet.datadir.checkpoints import committed_steps
 from trainfleet.datadir.layout import DataDir
+from trainfleet.datadir.outputs import list_outputs, open_output
+from trainfleet.domain.errors import NotFound
 from trainfleet.domain.records import (
     EventRecord,
     JobDetails,
     JobNotFound,
     JobPage,
     JobRecord,
+    OutputFile,
     State,
     TaskRecord,
 )
@@ -28,7 +31,7 @@ if TYPE_CHECKING:
 
 
 class JobReads:
-    """The jobs stored in ``store``, their tasks, events and logs under ``data_dir``."""
+    """The jobs stored in ``store``, their tasks, events, logs and outputs under ``data_dir``."""
 
     def __init__(self, store: Store, data_dir: DataDir) -> None:
         self.store = store
@@ -148,6 +151,25 @@ class JobReads:
     def setup_log(self, job_id: str) -> Path:
         """Where the job's ``setup`` phase wrote its output."""
         return self.data_dir.setup_log(job_id)
+
+    def outputs(self, job: JobRecord) -> list[OutputFile]:
+        """The files ``job``'s tasks left in its output folder (``datadir.outputs``), by
+        name; ``job``: as found for, and checked against, the caller."""
+        return list_outputs(self.data_dir.output_dir(job.id))
+
+    def open_output(self, job: JobRecord, name: str) -> tuple[BinaryIO, int]:
+        """``job``'s output ``name``, opened, with its size: NotFound naming the job's
+        outputs where it has no such one, BadInput for a bad name or a file too large."""
+        try:
+            return open_output(self.data_dir.output_dir(job.id), name)
+        except NotFound as error:
+            raise NotFound(f"job {job.id} has {error}") from None
+
+    def read_output(self, job: JobRecord, name: str) -> bytes:
+        """The bytes of ``job``'s output ``name`` (as ``open_output`` finds it)."""
+        file, size = self.open_output(job, name)
+        with file:
+            return file.read(size)
 
     def count_jobs(self) -> dict[str, int]:
         """Stored jobs by state."""
