@@ -15,8 +15,9 @@ from trainfleet.functions.outcome import outcome
 from trainfleet.functions.payload import dumps_call
 from trainfleet.spec.models import JobSpec
 
-POLL = 0.2
-"""Seconds between two looks at the job (and its logs) while it runs."""
+FIRST_POLL, POLL = 0.02, 0.25
+"""Seconds between two looks at the job (and its logs) while it runs: the first soon (a
+short call ends in a fraction of a second), each later one longer, up to ``POLL``."""
 STOP_WAIT = 60.0
 """Seconds a call interrupted (Ctrl-C) waits for its job to stop before it gives up."""
 
@@ -59,8 +60,10 @@ def call(
     shown = out or sys.stdout
     try:
         logs = LogFollower(host, job_id, [(task.role, task.index) for task in host.tasks(job_id)])
-        while not host.wait(job_id, POLL):
+        poll = FIRST_POLL
+        while not host.wait(job_id, poll):
             _show(logs, shown, final=False)
+            poll = min(POLL, poll * 1.5)
         _show(logs, shown, final=True)
     except KeyboardInterrupt:
         host.interrupt(job_id)

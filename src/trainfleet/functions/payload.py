@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import inspect
 import json
+import os
 import sys
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
@@ -42,17 +43,14 @@ def dumps_call(
 
 def _local_modules(folder: Path) -> list[ModuleType]:
     """The imported modules whose files are in ``folder`` (not an environment in it)."""
-    top = folder.resolve()
+    tops = tuple({os.path.join(os.path.abspath(folder), ""), os.path.join(folder.resolve(), "")})
     found = []
     for module in list(sys.modules.values()):
         file = getattr(module, "__file__", None)
-        if not file or "site-packages" in file or "dist-packages" in file:
+        if not isinstance(file, str) or "site-packages" in file or "dist-packages" in file:
             continue
-        try:
-            if Path(file).resolve().is_relative_to(top):
-                found.append(module)
-        except OSError:
-            continue
+        if os.path.abspath(file).startswith(tops):  # no file system call per module
+            found.append(module)
     return found
 
 

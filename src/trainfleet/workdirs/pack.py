@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import io
 import os
 import shutil
@@ -10,8 +11,12 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, BinaryIO
 
 from trainfleet.domain.errors import BadInput
+
+if TYPE_CHECKING:
+    from typing_extensions import Buffer
 from trainfleet.spec.quantity import size_setting
 from trainfleet.workdirs.ignore import IgnoreRules, read_rules
 from trainfleet.workdirs.tree import digest
@@ -98,14 +103,46 @@ def pack(top: Path, cap: int, archive: Path, extra: Mapping[str, bytes] | None =
     left_out: list[str] = []
     paths = [path for path in select(top, left_out) if path not in extra]
     size = _check_size(top, paths, extra, cap)
-    with tarfile.open(archive, "w:gz", compresslevel=1) as tar:
+    with (
+        open(archive, "wb") as raw,
+        _GzipMembers(raw) as gz,
+        tarfile.open(fileobj=gz, mode="w|") as tar,
+    ):
         for path in paths:
             tar.add(top / path, arcname=path, recursive=False)
+        gz.start(level=0)  # extra files (a pickled call) rarely compress: stored
         for path, content in extra.items():
             member = tarfile.TarInfo(path)
             member.size, member.mode, member.mtime = len(content), 0o644, int(time.time())
             tar.addfile(member, io.BytesIO(content))
     return Packed(digest(top, paths, extra), archive, len(paths) + len(extra), size, left_out)
+
+
+class _GzipMembers(io.RawIOBase):
+    """A file that gzips what is written to it into ``raw``, as gzip members one after
+    another, each at its own level (one gzip file to any reader: ``tarfile``'s ``r:gz``
+    reads every member); 10 MiB of random bytes take 0.3 s at level 1, none at level 0."""
+
+    def __init__(self, raw: BinaryIO, level: int = 1) -> None:
+        super().__init__()
+        self.raw = raw
+        self.member = gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=level, mtime=0)
+
+    def start(self, level: int) -> None:
+        """Go on in a new member at ``level``."""
+        self.member.close()  # ends the member; ``raw`` stays open
+        self.member = gzip.GzipFile(fileobj=self.raw, mode="wb", compresslevel=level, mtime=0)
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, data: Buffer) -> int:
+        return self.member.write(data)
+
+    def close(self) -> None:
+        if not self.closed:
+            self.member.close()
+        super().close()
 
 
 def copy_kept(top: Path, target: Path, cap: int, extra: Mapping[str, bytes]) -> None:
