@@ -8,9 +8,7 @@ from collections.abc import Callable
 from typing import Any
 
 from trainfleet.domain.errors import NotFound, RemoteError
-
-RESULT = "result.pkl"
-"""Rank 0's result in the job's output (as ``programs/run_function.py`` writes it)."""
+from trainfleet.programs.run_function import RESULT
 
 
 def outcome(

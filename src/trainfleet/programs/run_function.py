@@ -18,6 +18,7 @@ import traceback
 from pathlib import Path
 
 RESULT = "result.pkl"
+"""Rank 0's result in the job's output (read back by ``functions.outcome``)."""
 MAX_RESULT = 64 << 20
 """Bytes a result may take once pickled; a bigger one is refused with its size."""
 
