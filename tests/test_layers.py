@@ -16,7 +16,7 @@ LAYERS: list[set[str]] = [
     {"datadir", "store"},
     {"spec"},
     {"vault", "workdirs", "wire", "scheduling", "environments"},
-    {"frameworks", "functions"},
+    {"frameworks", "functions", "workflows"},
     {"backends"},
     {"control"},
     {"cli", "server", "client", "__main__", "starter", "notebook"},

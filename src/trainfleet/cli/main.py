@@ -40,6 +40,10 @@ COMMANDS = {
         "trainfleet.cli.notebook_commands:notebook",
         "Start, list and stop JupyterLab notebooks (jobs, admitted by queues like any).",
     ),
+    "workflow": Lazy(
+        "trainfleet.cli.workflow_commands:workflow",
+        "Run workflows: named steps, each a job, in the order their needs allow.",
+    ),
     "logs": Lazy(
         "trainfleet.cli.job_commands:logs", "Print the logs of a job's tasks, prefixed role/index."
     ),
