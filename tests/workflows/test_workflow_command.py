@@ -90,3 +90,28 @@ def test_bad_files_and_parameters_exit_2_with_the_line_and_run_nothing(
     for said in (unknown, looped, refused):
         assert "Traceback" not in said.stderr and "started" not in said.stdout
     assert "demo-" not in run_cli("list").stdout  # no job was made
+
+
+def test_file_notebook_and_timeout_steps(tmp_path: Path, data_dir: Path, reap: Path) -> None:
+    import nbformat
+    from nbformat.v4 import new_code_cell, new_notebook
+
+    (tmp_path / "echo.yaml").write_text(
+        "name: ignored\nroles:\n  worker: {command: 'echo from the file %greeting%'}\n"
+    )
+    notebook = new_notebook(cells=[new_code_cell("print('notebook says', word)")])
+    nbformat.write(notebook, str(tmp_path / "say.ipynb"))
+    (tmp_path / "flow.yaml").write_text(
+        "kind: Workflow\nname: kinds\nparameters: {greeting: hey}\nsteps:\n"
+        "  from-file: {file: echo.yaml}\n"
+        "  notebook: {notebook: say.ipynb, parameters: {word: hi}, needs: [from-file]}\n"
+        "  late: {job: {roles: {worker: {command: 'sleep 60'}}}, timeout: 2s}\n"
+    )
+    ran = run_cli("workflow", "run", tmp_path / "flow.yaml", timeout=180)
+    assert ran.returncode == 1, ran.stdout + ran.stderr
+    said = ran.stdout
+    assert "step from-file succeeded" in said and "step notebook succeeded" in said
+    assert re.search(r"step late failed: .*deadline", said), said
+    assert run_cli("logs", _job_of(said, "from-file")).stdout == "worker/0 | from the file hey\n"
+    kept = run_cli("logs", _job_of(said, "notebook"), "--output", "say.ipynb").stdout
+    assert "notebook says hi" in kept
