@@ -48,6 +48,7 @@ LOCAL = {
     ("ui",): "serves this machine's data directory (with a server, it names the server's page)",
     ("tensorboard",): "serves this machine's folders (with a server, it prints each job's "
     "address: tests/cli/test_tensorboard_command.py)",
+    ("workflow", "run"): "runs a workflow's steps on this machine's engine, in the foreground",
 }
 """Commands that never talk to a trainfleet server, and why."""
 
