@@ -84,9 +84,11 @@ class Forbidden(TrainfleetError):
     exit_code = USAGE_ERROR
 
 
-class RemoteError(TrainfleetError):
+class RemoteError(Exception):
     """The function failed in a task, or its job ended without a result: ``str()`` says the
-    task, the remote type and message, and the remote traceback."""
+    task, the remote type and message, and the remote traceback. Raised only to the caller
+    of ``trainfleet.run`` or ``Client.run`` (no face answers it), so of no kind above: the
+    caller's own code failed, not trainfleet."""
 
     def __init__(
         self, message: str, *, task: str = "", remote_type: str = "", traceback: str = ""
