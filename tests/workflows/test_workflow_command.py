@@ -74,6 +74,9 @@ def test_bad_files_and_parameters_exit_2_with_the_line_and_run_nothing(
     unknown = run_cli("workflow", "run", flow, "--param", "colour=red")
     assert unknown.returncode == 2
     assert "--param colour: no such parameter (parameters: greeting)" in unknown.stderr
+    malformed = run_cli("workflow", "run", flow, "--param", "colour")
+    assert malformed.returncode == 2
+    assert malformed.stderr == "error: --param 'colour': expected NAME=VALUE\n"
     cycle = FLOW.replace("ON_FAILURE", "cancel-all").replace(
         "  prepare:\n", "  prepare:\n    needs: [alert]\n"
     )
@@ -87,7 +90,7 @@ def test_bad_files_and_parameters_exit_2_with_the_line_and_run_nothing(
     refused = run_cli("workflow", "run", flow)
     assert refused.returncode == 2
     assert re.search(r"flow.yaml:4: on_failure: ", refused.stderr), refused.stderr
-    for said in (unknown, looped, refused):
+    for said in (unknown, malformed, looped, refused):
         assert "Traceback" not in said.stderr and "started" not in said.stdout
     assert "demo-" not in run_cli("list").stdout  # no job was made
 

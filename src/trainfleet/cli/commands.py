@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import sys
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import closing, contextmanager
 from dataclasses import asdict
 from typing import TYPE_CHECKING
@@ -136,13 +136,19 @@ def list_jobs(
 
 
 def _labels(pairs: tuple[str, ...]) -> Mapping[str, str]:
-    labels = {}
+    return key_values(pairs, "--label")
+
+
+def key_values(pairs: Iterable[str], flag: str, key: str = "KEY") -> dict[str, str]:
+    """``KEY=VALUE`` words of a repeated flag as a mapping (the last of a key wins);
+    UserError naming the flag for a word without ``=`` or a key."""
+    found = {}
     for pair in pairs:
-        key, equals, value = pair.partition("=")
-        if not equals or not key:
-            raise UserError(f"--label {pair!r}: expected KEY=VALUE")
-        labels[key] = value
-    return labels
+        name, equals, value = pair.partition("=")
+        if not equals or not name:
+            raise UserError(f"{flag} {pair!r}: expected {key}=VALUE")
+        found[name] = value
+    return found
 
 
 def describe(options: Options, job_id: str, output: str) -> int:

@@ -36,20 +36,14 @@ def run(options: Options, /, workflow_file: str, params: tuple[str, ...]) -> Non
     Exits 0 when no step failed, 1 otherwise; Ctrl-C stops the running steps."""
     from trainfleet.cli import commands
     from trainfleet.cli.embedded import EngineService
-    from trainfleet.cli.errors import UserError
     from trainfleet.cli.factory import embedded
     from trainfleet.spec.documents import read_job_text
     from trainfleet.spec.workflows import load_workflow_text
     from trainfleet.workflows.run import run_workflow
     from trainfleet.workflows.steps import parameters_of
 
-    given = {}
-    for param in params:
-        name, equals, value = param.partition("=")
-        if not equals or not name:
-            raise UserError(f"--param {param!r}: write NAME=VALUE")
-        given[name] = value
     with commands.user_errors():
+        given = commands.key_values(params, "--param", "NAME")
         spec = load_workflow_text(read_job_text(workflow_file), workflow_file)
         parameters = parameters_of(spec, given)
         with closing(embedded(options)) as service:
