@@ -42,7 +42,7 @@ def main(argv: list[str]) -> int:
         function, args, kwargs = pickle.loads(body)
         result = function(*args, **kwargs)
         if _is_rank_zero():
-            _keep(_pickled(result))
+            _keep(RESULT, _pickled(result))
     except BaseException as error:  # every failure is the caller's to see
         _report(error)
         return 130 if isinstance(error, KeyboardInterrupt) else 1
@@ -71,11 +71,12 @@ def _pickled(result: object) -> bytes:
     return data
 
 
-def _keep(data: bytes) -> None:
+def _keep(name: str, data: bytes) -> None:
+    """Write output ``name`` whole, or not at all (a reader never sees half of it)."""
     folder = _output_dir()
-    partial = folder / f".{RESULT}.{os.getpid()}"
+    partial = folder / f".{name}.{os.getpid()}"
     partial.write_bytes(data)
-    os.replace(partial, folder / RESULT)
+    os.replace(partial, folder / name)
 
 
 def _report(error: BaseException) -> None:
@@ -91,10 +92,7 @@ def _report(error: BaseException) -> None:
         "traceback": text,
     }
     try:
-        folder = _output_dir()
-        partial = folder / f".error.{os.getpid()}"
-        partial.write_text(json.dumps(report))
-        os.replace(partial, folder / f"error-{role}-{index}.json")
+        _keep(f"error-{role}-{index}.json", json.dumps(report).encode())
     except (OSError, FunctionFailed) as problem:
         print(f"trainfleet: could not keep the error: {problem}", file=sys.stderr)
 

@@ -6,10 +6,11 @@
 
 from __future__ import annotations
 
-import posixpath
 import re
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from trainfleet.spec.names import relative_inside
 
 PYTHON_VERSION = re.compile(r"^3\.\d{1,2}(\.\d{1,3})?$")
 
@@ -59,8 +60,7 @@ class PythonEnvironment(BaseModel):
     def _relative(cls, value: str | None) -> str | None:
         if value is None:
             return value
-        normal = posixpath.normpath(value)
-        if not value.strip() or "\0" in value or posixpath.isabs(value) or normal.startswith(".."):
+        if not relative_inside(value):
             raise ValueError(
                 f"requirements {value!r} must be a file inside the job's directory "
                 "(a relative path)"

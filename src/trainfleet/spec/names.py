@@ -14,6 +14,7 @@ ValueError: invalid key '..': a key is a file name, and '..' is none
 
 from __future__ import annotations
 
+import posixpath
 import re
 from typing import Annotated
 
@@ -78,3 +79,15 @@ SecretKey = Annotated[
     WithJsonSchema({"type": "string", "pattern": SECRET_KEY_SCHEMA}),
 ]
 """A secret's key, as job files, manifests and the API take it."""
+
+
+def relative_inside(value: str) -> bool:
+    """Whether ``value`` names a path inside a folder: relative, not empty, no NUL, and
+    not leading out of it once normalised (``a/../b`` stays inside; ``../b`` does not)."""
+    normal = posixpath.normpath(value)
+    return (
+        bool(value.strip())
+        and "\0" not in value
+        and not posixpath.isabs(value)
+        and not normal.startswith("..")
+    )

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import json
 import keyword
-import posixpath
 from typing import Any
+
+from trainfleet.spec.names import relative_inside
 
 PROGRAM_WORDS = ("trainfleet", "run-notebook")
 """The command, made standalone at launch (``frameworks.argv``)."""
@@ -42,8 +43,7 @@ def with_command(data: dict[str, Any]) -> dict[str, Any]:
 
 def checked_notebook(value: str) -> str:
     """A notebook inside the job's folder: a relative ``.ipynb`` path."""
-    normal = posixpath.normpath(value)
-    if posixpath.isabs(value) or normal.startswith("..") or not value.endswith(".ipynb"):
+    if not relative_inside(value) or not value.endswith(".ipynb"):
         raise ValueError(
             f"notebook {value!r} must be a .ipynb file inside the job's directory (a relative path)"
         )
