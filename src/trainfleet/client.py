@@ -626,10 +626,8 @@ class Client:
         from trainfleet.functions.call import call
         from trainfleet.functions.job import RunOptions
 
-        kwargs = options.pop("kwargs", {})
-        chosen = RunOptions.of(workers=workers, framework=framework, **options)
-        folder = Path(workdir) if workdir is not None else None
-        return call(_ServerHost(self), fn, args, kwargs, chosen, folder)
+        chosen, kwargs = RunOptions.split(workers=workers, framework=framework, **options)
+        return call(_ServerHost(self), fn, args, kwargs, chosen, workdir)
 
     def _follow(self, path: str, params: dict[str, int]) -> Iterator[ServerSentEvent]:
         """The stream's events up to its ``end``, resuming where it stopped if it drops."""

@@ -54,13 +54,11 @@ def run(
     """
     from trainfleet.control.settings import Settings
 
-    kwargs = options.pop("kwargs", {})
-    chosen = RunOptions.of(workers=workers, framework=framework, **options)
+    chosen, kwargs = RunOptions.split(workers=workers, framework=framework, **options)
     settings = Settings.resolve(data_dir=str(data_dir) if data_dir is not None else None)
     host = EngineHost.of(settings)
     try:
-        folder = Path(workdir) if workdir is not None else None
-        return call(host, fn, args, kwargs, chosen, folder)
+        return call(host, fn, args, kwargs, chosen, workdir)
     finally:
         host.engine.shutdown()  # its job has ended, unless this call failed: then stop it
         host.close()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Callable, Mapping
 from contextlib import suppress
@@ -48,13 +49,13 @@ def call(
     args: tuple[Any, ...],
     kwargs: Mapping[str, Any],
     options: RunOptions,
-    folder: Path | None = None,
+    workdir: str | os.PathLike[str] | None = None,
     out: IO[str] | None = None,
 ) -> Any:
     """Run ``fn(*args, **kwargs)`` in every task of a job on ``host``, the tasks' logs
     written to ``out`` (stdout) as they come; rank 0's result, or RemoteError. Ctrl-C
     stops the job (and waits for it to end) before it goes on."""
-    folder = (folder or Path.cwd()).resolve()
+    folder = Path(workdir if workdir is not None else os.getcwd()).resolve()
     spec = function_spec(fn, options)
     job_id = host.submit_call(spec, folder, dumps_call(fn, args, kwargs, folder))
     shown = out or sys.stdout

@@ -44,8 +44,10 @@ class RunOptions:
     labels: Mapping[str, str] = field(default_factory=dict)
 
     @classmethod
-    def of(cls, **given: Any) -> RunOptions:
-        """The options given to ``run``; BadInput naming any it does not know."""
+    def split(cls, **given: Any) -> tuple[RunOptions, dict[str, Any]]:
+        """The options given to ``run``, and its ``kwargs`` for the function; BadInput
+        naming any option it does not know."""
+        kwargs = dict(given.pop("kwargs", None) or {})
         known = {option.name for option in fields(cls)}
         unknown = sorted(set(given) - known)
         if unknown:
@@ -53,7 +55,7 @@ class RunOptions:
                 f"run(): no option {', '.join(map(repr, unknown))} (options: "
                 f"{', '.join(sorted(known))}, and kwargs for the function)"
             )
-        return cls(**given)
+        return cls(**given), kwargs
 
 
 def function_spec(fn: Callable[..., Any], options: RunOptions) -> JobSpec:
