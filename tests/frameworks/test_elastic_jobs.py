@@ -125,12 +125,13 @@ def test_an_elastic_group_loses_rank_0_and_grows_back_without_a_job_restart(
     assert "exit barrier" not in said.lower(), said
 
 
-def test_twenty_ddp_runs_print_no_exit_barrier_error(tmp_path: Path) -> None:
+def test_eight_ddp_runs_print_no_exit_barrier_error(tmp_path: Path) -> None:
     """torchrun's agents used to fail their exit barrier when rank 0's agent (holding the
-    store) left first (pytorch#69520): with the store outside every agent, 20 runs end clean."""
+    store) left first (pytorch#69520): with the store outside every agent, 8 runs end clean.
+    (It was 20 runs: 264 s of CI time.)"""
     env = {**os.environ, "TRAINFLEET_DATA_DIR": str(tmp_path / "data")}
     job = _job(tmp_path, 2, 3, 1)
-    for run in range(20):
+    for run in range(8):
         done = _trainfleet(env, "run", str(job))
         assert done.returncode == 0, done.stdout + done.stderr
         printed = (done.stdout + done.stderr).lower()
