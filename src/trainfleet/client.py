@@ -45,6 +45,14 @@ from trainfleet.domain.records import (
     State,
     TaskRecord,
 )
+from trainfleet.domain.workflow_records import (
+    RunDetails,
+    RunRecord,
+    RunState,
+    WorkflowDetails,
+    WorkflowRecord,
+    WorkflowSubmitted,
+)
 from trainfleet.spec.models import JobSpec
 from trainfleet.wire import (
     API_PREFIX,
@@ -93,6 +101,8 @@ T = TypeVar("T")
 _ADAPTERS: dict[object, TypeAdapter[Any]] = {}
 SERVER_VARIABLE, TOKEN_VARIABLE = "TRAINFLEET_SERVER", "TRAINFLEET_TOKEN"
 """Where ``Client()`` finds its server and token when given none."""
+CA_VARIABLE = "TRAINFLEET_CA_CERT"
+"""Where it finds the CA certificate file to verify an HTTPS server with, given none."""
 RECONNECTS = 3
 """How often a follow resumes (from its last offset or event) after the connection drops."""
 
@@ -185,9 +195,9 @@ class Client:
         ca_cert: str | os.PathLike[str] | None = None,
     ) -> None:
         """``ca_cert``: a PEM file of the CA(s) that signed an HTTPS server's certificate,
-        trusted instead of the usual ones; BadInput when it cannot be loaded. ``url`` and
-        ``token`` left out: ``TRAINFLEET_SERVER`` and ``TRAINFLEET_TOKEN`` (as in a
-        trainfleet notebook)."""
+        trusted instead of the usual ones; BadInput when it cannot be loaded. ``url``,
+        ``token`` and ``ca_cert`` left out: ``TRAINFLEET_SERVER``, ``TRAINFLEET_TOKEN`` and
+        ``TRAINFLEET_CA_CERT`` (as a trainfleet notebook has them)."""
         url = url or os.environ.get(SERVER_VARIABLE)
         if not url:
             raise errors.BadInput(f"url: no server given, and {SERVER_VARIABLE} is not set")
@@ -196,6 +206,7 @@ class Client:
         self.url = url.rstrip("/")
         self.timeout = timeout
         self.on_warning = on_warning or log.warning
+        ca_cert = ca_cert if ca_cert is not None else os.environ.get(CA_VARIABLE) or None
         verify = trusting(ca_cert) if ca_cert is not None else True
         self._http = httpx.Client(
             base_url=self.url, headers=headers, timeout=timeout, transport=transport, verify=verify
@@ -480,6 +491,94 @@ class Client:
     def delete_secret(self, team: str, name: str) -> None:
         self._request("DELETE", f"{API_PREFIX}/secrets/{_segment(team)}/{_segment(name)}")
 
+    # -- workflows --------------------------------------------------------------
+
+    def submit_workflow(
+        self,
+        workflow: str | os.PathLike[str],
+        *,
+        params: Mapping[str, str] | None = None,
+        team: str | None = None,
+        run: bool = True,
+        send_folder: bool = True,
+    ) -> WorkflowSubmitted:
+        """Store the workflow file at ``workflow`` on the server with its folder (sent as
+        ``upload_workdir`` sends a job's; ``send_folder`` False: none, its steps start in
+        empty folders), replacing the one of its name in ``team`` (default: the caller's
+        only team); without a schedule, and with ``run``, a run of it starts at once with
+        ``params`` over its defaults."""
+        path = Path(workflow)
+        text = path.read_bytes()
+        query = {"filename": str(path), "run": str(run).lower()}
+        if send_folder:
+            query["tree"] = self.upload_workdir(path.resolve().parent)
+        query |= {"team": team} if team else {}
+        response = self._request(
+            "POST",
+            f"{API_PREFIX}/workflows",
+            content=text,
+            headers={"Content-Type": "application/yaml"},
+            params=[*query.items(), *(("param", f"{k}={v}") for k, v in (params or {}).items())],
+        )
+        return _parse(WorkflowSubmitted, response)
+
+    def workflows(self, team: str | None = None) -> list[WorkflowRecord]:
+        """The workflows of the caller's teams (of ``team`` only), by team and name."""
+        params = {"team": team} if team else {}
+        response = self._request("GET", f"{API_PREFIX}/workflows", params=params)
+        return _parse(list[WorkflowRecord], response)
+
+    def workflow(self, team: str, name: str) -> WorkflowDetails:
+        """A workflow with its schedule, next run times and latest runs."""
+        return _parse(WorkflowDetails, self._request("GET", self._workflow(team, name)))
+
+    def run_workflow(
+        self, team: str, name: str, params: Mapping[str, str] | None = None
+    ) -> RunRecord:
+        """Start a run of a stored workflow now."""
+        query = [("param", f"{k}={v}") for k, v in (params or {}).items()]
+        response = self._request("POST", f"{self._workflow(team, name)}/runs", params=query)
+        return _parse(RunRecord, response)
+
+    def workflow_runs(self, team: str, name: str, limit: int = 50) -> list[RunRecord]:
+        """A workflow's runs, newest first."""
+        response = self._request(
+            "GET", f"{self._workflow(team, name)}/runs", params={"limit": limit}
+        )
+        return _parse(list[RunRecord], response)
+
+    def pause_workflow(self, team: str, name: str) -> WorkflowDetails:
+        response = self._request("POST", f"{self._workflow(team, name)}/pause")
+        return _parse(WorkflowDetails, response)
+
+    def resume_workflow(self, team: str, name: str) -> WorkflowDetails:
+        response = self._request("POST", f"{self._workflow(team, name)}/resume")
+        return _parse(WorkflowDetails, response)
+
+    def delete_workflow(self, team: str, name: str) -> None:
+        self._request("DELETE", self._workflow(team, name))
+
+    def workflow_run(self, run_id: str) -> RunDetails:
+        """A run with each of its steps."""
+        return _parse(RunDetails, self._request("GET", self._run(run_id)))
+
+    def stop_run(self, run_id: str) -> RunDetails:
+        return _parse(RunDetails, self._request("POST", f"{self._run(run_id)}/stop"))
+
+    def retry_run(self, run_id: str, start_from: str | None = None) -> RunDetails:
+        """Run again what did not succeed (or ``start_from`` a step and all after it)."""
+        params = {"from": start_from} if start_from else {}
+        response = self._request("POST", f"{self._run(run_id)}/retry", params=params)
+        return _parse(RunDetails, response)
+
+    def wait_run(self, run_id: str, interval: float = 0.5) -> RunDetails:
+        """The run once it has ended."""
+        while True:
+            details = self.workflow_run(run_id)
+            if RunState(details.run.state).is_final:
+                return details
+            time.sleep(interval)
+
     # -- the audit trail --------------------------------------------------------
 
     def audit_page(
@@ -666,6 +765,12 @@ class Client:
 
     def _queue(self, name: str) -> str:
         return f"{API_PREFIX}/queues/{_segment(name)}"
+
+    def _workflow(self, team: str, name: str) -> str:
+        return f"{API_PREFIX}/workflows/{_segment(team)}/{_segment(name)}"
+
+    def _run(self, run_id: str) -> str:
+        return f"{API_PREFIX}/workflow-runs/{_segment(run_id)}"
 
     def _job(self, job_id: str) -> str:
         return f"{API_PREFIX}/jobs/{_segment(job_id)}"

@@ -19,6 +19,7 @@ import uvicorn
 from trainfleet.control.assembly import engine_at
 from trainfleet.control.engine import Engine
 from trainfleet.control.services.accounts import bootstrap
+from trainfleet.control.services.bundle import Services
 from trainfleet.control.services.tokens import new_record, new_token
 from trainfleet.domain.records import TeamRole, TokenRecord, UserRecord
 from trainfleet.server.app import create_app
@@ -70,6 +71,12 @@ class LiveServer:
             assert time.monotonic() < deadline, "the server did not start in 30 s"
             time.sleep(0.01)
         return self
+
+    @property
+    def services(self) -> Services:
+        """The server's services (``app.state``), as its routes call them."""
+        services: Services = self.app.state.services
+        return services
 
     @property
     def url(self) -> str:

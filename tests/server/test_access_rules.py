@@ -8,6 +8,8 @@ the policy is, so that the table cannot drift unnoticed either.
 from __future__ import annotations
 
 import secrets
+import tempfile
+import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
@@ -28,6 +30,7 @@ from trainfleet.spec.loading import load_job_text
 from trainfleet.store.database import Store
 from trainfleet.wire import API_PREFIX as API
 from trainfleet.wire import QueueBody, UserBody
+from trainfleet.workflows.firing import new_run
 
 from .harness import LiveServer, add_user
 
@@ -42,6 +45,11 @@ JOB = (
     "  worker: {{command: 'echo done > \"$TRAINFLEET_OUTPUT_DIR/result.txt\"'}}\n"
 )
 """A job whose task leaves an output, ``result.txt``."""
+FLOW = (
+    "kind: Workflow\nname: {name}\nschedule: {{cron: '0 0 1 1 *', paused: true}}\n"
+    "steps:\n  a: {{job: {{roles: {{worker: {{command: 'true'}}}}}}}}\n"
+)
+"""A workflow of one quick step, scheduled once a year, paused."""
 
 
 def test_the_rules_say_what_the_policy_is() -> None:
@@ -101,6 +109,26 @@ class World:
         spec = load_job_text(text, "job.yaml").spec
         engine = self.server.engine
         return engine.submit(spec, engine.data_dir.root, user=owner, team=team).id
+
+    def workflow(self, owner: str, team: str) -> str:
+        """A workflow of ``owner`` in ``team`` with a paused yearly schedule, stored by the
+        server's own service; its name."""
+        name = f"w{secrets.token_hex(3)}"
+        caller = Caller(owner, admin=owner == "admin", teams={team: TeamRole.MEMBER})
+        workflows = self.server.services.workflows
+        workflows.submit(caller, team, FLOW.format(name=name), "flow.yaml", None, {}, run=False)
+        return name
+
+    def failed_run(self, owner: str, team: str) -> str:
+        """A run of a workflow of ``owner`` in ``team`` that failed, as stored; its id."""
+        workflows = self.server.services.workflows
+        found = workflows.store.find(team, self.workflow(owner, team))
+        assert found is not None
+        run = workflows.store.add_run(new_run(found, {}, time.time()), ["a"])
+        assert run is not None
+        workflows.store.update_steps(run.id, {"a": {"state": "failed"}})
+        workflows.store.update_run(run.id, state="failed", finished_at=time.time())
+        return run.id
 
     def job(self, owner: str, team: str) -> str:
         """An ended job of ``owner`` in ``team``'s queue, stored by the engine itself."""
@@ -167,6 +195,30 @@ def _job_case(name: str, action: Action, ok: int, method: str, suffix: str) -> C
         return method, f"/jobs/{job}{suffix}", None, team, owner
 
     return Case(name, action, ok, make)
+
+
+def _workflow_case(name: str, action: Action, ok: int, method: str, suffix: str) -> Case:
+    def make(world: World, caller: str, relation: str) -> Made:
+        owner = {"own": caller, "team": "mate", "other": "stranger"}[relation]
+        team = AUDIO if relation == "other" else VISION
+        return method, f"/workflows/{team}/{world.workflow(owner, team)}{suffix}", None, team, owner
+
+    return Case(name, action, ok, make)
+
+
+def _run_case(name: str, action: Action, ok: int, method: str, suffix: str) -> Case:
+    def make(world: World, caller: str, relation: str) -> Made:
+        owner = {"own": caller, "team": "mate", "other": "stranger"}[relation]
+        team = AUDIO if relation == "other" else VISION
+        return method, f"/workflow-runs/{world.failed_run(owner, team)}{suffix}", None, team, owner
+
+    return Case(name, action, ok, make)
+
+
+def _submit_workflow(world: World, caller: str, relation: str) -> Made:
+    team = AUDIO if relation == "other" else VISION
+    text = FLOW.format(name=f"w{secrets.token_hex(3)}")
+    return "POST", f"/workflows?team={team}", text, team, None
 
 
 def _notebook(world: World, caller: str, relation: str) -> Made:
@@ -237,6 +289,16 @@ CASES = [
     _job_case("cancel", Action.STOP_JOB, 200, "POST", "/cancel"),
     _job_case("delete", Action.DELETE_JOB, 204, "DELETE", ""),
     Case("open notebook", Action.OPEN_NOTEBOOK, 503, _notebook),
+    Case("submit workflow", Action.SUBMIT_WORKFLOW, 201, _submit_workflow),
+    _workflow_case("describe workflow", Action.READ_WORKFLOW, 200, "GET", ""),
+    _workflow_case("workflow runs", Action.READ_WORKFLOW, 200, "GET", "/runs"),
+    _workflow_case("run workflow", Action.CHANGE_WORKFLOW, 201, "POST", "/runs"),
+    _workflow_case("pause workflow", Action.CHANGE_WORKFLOW, 200, "POST", "/pause"),
+    _workflow_case("resume workflow", Action.CHANGE_WORKFLOW, 200, "POST", "/resume"),
+    _workflow_case("delete workflow", Action.DELETE_WORKFLOW, 204, "DELETE", ""),
+    _run_case("describe run", Action.READ_WORKFLOW, 200, "GET", ""),
+    _run_case("stop run", Action.CHANGE_WORKFLOW, 200, "POST", "/stop"),
+    _run_case("retry run", Action.CHANGE_WORKFLOW, 200, "POST", "/retry"),
     _team_case("queue", Action.READ_QUEUE, 200, "GET", "/queues/{team}"),
     _team_case("would start", Action.READ_QUEUE, 200, "GET", "/queues/{team}/would-start"),
     _team_case("put queue", Action.CHANGE_QUEUE, 200, "PUT", "/queues/{team}", {}, hidden=409),
@@ -279,13 +341,16 @@ CASES = [
     _plain("queues", None, 200, "GET", "/queues"),
     _plain("gpus", None, 200, "GET", "/gpus"),
     _plain("teams", None, 200, "GET", "/teams"),
+    _plain("workflows", None, 200, "GET", "/workflows"),
 ]
 
 
 def _relations(case: Case) -> list[str]:
-    if case.make in (_delete_secret, _notebook) or case.make.__qualname__.startswith("_job_case"):
+    owned = ("_job_case", "_workflow_case", "_run_case")
+    if case.make in (_delete_secret, _notebook) or case.make.__qualname__.startswith(owned):
         return ["own", "team", "other"]
-    if case.make in (_submit, _create_secret) or case.make.__qualname__.startswith("_team_case"):
+    teams = (_submit, _create_secret, _submit_workflow)
+    if case.make in teams or case.make.__qualname__.startswith("_team_case"):
         return ["team", "other"]
     return ["none"]
 
@@ -337,6 +402,20 @@ def _query_team(path: str) -> str:
     return path.split("?team=")[1]
 
 
+def _workflow_of(path: str) -> tuple[str, str]:
+    return path.split("/")[2], path.split("/")[3]
+
+
+def _run_of(path: str) -> str:
+    return path.split("/")[2]
+
+
+def _flow_file(text: str) -> Path:
+    folder = Path(tempfile.mkdtemp(prefix="flow-"))
+    (folder / "flow.yaml").write_text(text)
+    return folder / "flow.yaml"
+
+
 SDK: dict[str, Callable[[Client, str, Any], object]] = {
     "submit": lambda c, p, b: c.submit(str(b)),
     "describe": lambda c, p, b: c.describe(_job_of(p)),
@@ -364,6 +443,19 @@ SDK: dict[str, Callable[[Client, str, Any], object]] = {
     "secrets": lambda c, p, b: c.secrets(),
     "create secret": lambda c, p, b: c.create_secret(b["name"], b["data"], b["team"]),
     "delete secret": lambda c, p, b: c.delete_secret(p.split("/")[2], p.split("/")[3]),
+    "submit workflow": lambda c, p, b: c.submit_workflow(
+        _flow_file(str(b)), team=_query_team(p), run=False, send_folder=False
+    ),
+    "describe workflow": lambda c, p, b: c.workflow(*_workflow_of(p)),
+    "workflow runs": lambda c, p, b: c.workflow_runs(*_workflow_of(p)),
+    "run workflow": lambda c, p, b: c.run_workflow(*_workflow_of(p)),
+    "pause workflow": lambda c, p, b: c.pause_workflow(*_workflow_of(p)),
+    "resume workflow": lambda c, p, b: c.resume_workflow(*_workflow_of(p)),
+    "delete workflow": lambda c, p, b: c.delete_workflow(*_workflow_of(p)),
+    "describe run": lambda c, p, b: c.workflow_run(_run_of(p)),
+    "stop run": lambda c, p, b: c.stop_run(_run_of(p)),
+    "retry run": lambda c, p, b: c.retry_run(_run_of(p)),
+    "workflows": lambda c, p, b: c.workflows(),
 }
 """Each case as the Python SDK calls it."""
 

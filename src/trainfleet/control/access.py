@@ -44,6 +44,11 @@ class Action(StrEnum):
     READ_AUDIT = "reading the audit trail"
     OPEN_NOTEBOOK = "opening notebooks"
     CLEAR_GPU = "clearing GPUs"
+    READ_WORKFLOW = "reading workflows"
+    SUBMIT_WORKFLOW = "submitting workflows"
+    CHANGE_WORKFLOW = "changing workflows"
+    """Running, pausing, resuming, stopping and retrying a workflow's runs."""
+    DELETE_WORKFLOW = "deleting workflows"
 
 
 @dataclass(frozen=True)
@@ -74,6 +79,10 @@ RULES: Mapping[Action, Rule] = {
     Action.READ_AUDIT: Rule(TeamRole.TEAM_ADMIN),
     Action.OPEN_NOTEBOOK: Rule(None, own=TeamRole.MEMBER),
     Action.CLEAR_GPU: Rule(None),
+    Action.READ_WORKFLOW: Rule(TeamRole.VIEWER),
+    Action.SUBMIT_WORKFLOW: Rule(TeamRole.MEMBER),
+    Action.CHANGE_WORKFLOW: Rule(TeamRole.TEAM_ADMIN, own=TeamRole.MEMBER),
+    Action.DELETE_WORKFLOW: Rule(TeamRole.TEAM_ADMIN, own=TeamRole.MEMBER),
 }
 """The one table every check reads (and ``tests/server/test_access_rules.py`` walks)."""
 

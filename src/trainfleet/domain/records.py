@@ -289,6 +289,13 @@ class Audited(StrEnum):
     SECRET_DELETE = "secret.delete"
     SECRET_ROTATE = "secret.rotate"
     """The secrets' kinds: for their endpoints, which never put a value in a record."""
+    WORKFLOW_SUBMIT = "workflow.submit"
+    WORKFLOW_RUN = "workflow.run"
+    WORKFLOW_PAUSE = "workflow.pause"
+    WORKFLOW_RESUME = "workflow.resume"
+    WORKFLOW_DELETE = "workflow.delete"
+    RUN_STOP = "workflow.run.stop"
+    RUN_RETRY = "workflow.run.retry"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

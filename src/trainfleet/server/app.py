@@ -25,6 +25,7 @@ from trainfleet.server import (
     routes_session,
     routes_usage,
     routes_workdirs,
+    routes_workflows,
     ui,
 )
 from trainfleet.server import proxy as service_proxy
@@ -51,6 +52,8 @@ def create_app(engine: Engine, settings: Settings, services: Services | None = N
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        if not services.jobs.local_runners:  # a server drives workflows (not `trainfleet ui`)
+            services.workflows.start()
         yield
         await proxy.close()
         readiness.close()
@@ -104,6 +107,7 @@ def create_app(engine: Engine, settings: Settings, services: Services | None = N
         routes_queues,
         routes_accounts,
         routes_secrets,
+        routes_workflows,
         routes_audit,
         routes_events,
         routes_session,

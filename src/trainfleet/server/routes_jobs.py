@@ -30,6 +30,7 @@ from trainfleet.server.state import (
     Readable,
     SettingsDep,
     WorkdirsDep,
+    WorkflowsDep,
 )
 from trainfleet.spec.loading import load_job_text
 from trainfleet.wire import API_PREFIX, JobDetails, Submitted
@@ -240,13 +241,14 @@ def delete_job(
     change: Annotated[Change, audit(Audited.JOB_DELETE, "job_id")],
     jobs: JobsDep,
     workdirs: WorkdirsDep,
+    workflows: WorkflowsDep,
     force: bool = False,
 ) -> None:
     """Forget an ended job and its logs; ``force`` stops a running job first."""
     job = jobs.get(job_id)
     change.team, change.detail = job.team, f"was {job.state}" + (", forced" if force else "")
     jobs.delete(who.caller, job, force=force)
-    workdirs.sweep(jobs.trees_in_use())
+    workdirs.sweep([*jobs.trees_in_use(), *workflows.trees_in_use()])
 
 
 @router.get("/{job_id}/events")

@@ -18,6 +18,7 @@ from trainfleet.control.services.jobs import Jobs
 from trainfleet.control.services.queues import Queues
 from trainfleet.control.services.secrets import TeamSecrets
 from trainfleet.control.services.usage import Usage
+from trainfleet.control.services.workflows import Workflows
 from trainfleet.domain.records import JobRecord
 from trainfleet.server.auth import Who
 from trainfleet.server.hub import LogHub
@@ -45,6 +46,10 @@ async def _queues(request: Request) -> Queues:
 
 async def _secrets(request: Request) -> TeamSecrets:
     return _services(request).secrets
+
+
+async def _workflows(request: Request) -> Workflows:
+    return _services(request).workflows
 
 
 async def _audit_log(request: Request) -> AuditLog:
@@ -79,6 +84,7 @@ JobsDep = Annotated[Jobs, Depends(_jobs)]
 AccountsDep = Annotated[Accounts, Depends(_accounts)]
 QueuesDep = Annotated[Queues, Depends(_queues)]
 SecretsDep = Annotated[TeamSecrets, Depends(_secrets)]
+WorkflowsDep = Annotated[Workflows, Depends(_workflows)]
 AuditLogDep = Annotated[AuditLog, Depends(_audit_log)]
 UsageDep = Annotated[Usage, Depends(_usage)]
 GpusDep = Annotated[Gpus, Depends(_gpus)]

@@ -35,6 +35,7 @@ from trainfleet.store.migrate import ensure_current
 from trainfleet.store.paging import decode_cursor, encode_cursor
 from trainfleet.store.secrets import SecretStore
 from trainfleet.store.targets import Target, parse_target
+from trainfleet.store.workflows import WorkflowStore
 
 __all__ = ["Store", "StoreConflict", "StoreError", "StoreUnavailable", "patiently"]
 
@@ -58,6 +59,8 @@ class Store:
         """Teams' secrets, encrypted."""
         self.audit = AuditTrail(connection)
         """Who changed what, when, from where; records are only added."""
+        self.workflows = WorkflowStore(connection)
+        """Workflows, their schedules, runs and steps (a server's)."""
 
     @classmethod
     def open(cls, target: str | os.PathLike[str]) -> Store:

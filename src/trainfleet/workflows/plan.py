@@ -31,22 +31,11 @@ Actions(start=['b'], skip=['c'], stop=[])
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from enum import StrEnum
 
+from trainfleet.domain.workflow_records import StepState
 from trainfleet.spec.workflows import WorkflowSpec
 
-
-class StepState(StrEnum):
-    WAITING = "waiting"
-    RUNNING = "running"
-    SUCCEEDED = "succeeded"
-    FAILED = "failed"
-    SKIPPED = "skipped"
-    CANCELLED = "cancelled"
-
-    @property
-    def is_final(self) -> bool:
-        return self not in (StepState.WAITING, StepState.RUNNING)
+__all__ = ["Actions", "RunPlan", "StepState"]
 
 
 @dataclass
@@ -61,11 +50,17 @@ class Actions:
 class RunPlan:
     """The states of one run's steps, and what follows from them."""
 
-    def __init__(self, spec: WorkflowSpec, states: dict[str, StepState] | None = None) -> None:
+    def __init__(
+        self,
+        spec: WorkflowSpec,
+        states: dict[str, StepState] | None = None,
+        tries: dict[str, int] | None = None,
+    ) -> None:
+        """A run at its start, or as stored (``states`` and ``tries`` by step)."""
         self.spec = spec
         self.order = spec.order()
         self.states = {name: StepState.WAITING for name in self.order} | (states or {})
-        self.tries = dict.fromkeys(self.order, 0)
+        self.tries = dict.fromkeys(self.order, 0) | (tries or {})
 
     def started(self, step: str) -> None:
         self.states[step] = StepState.RUNNING

@@ -56,6 +56,10 @@ def step_job(
     job = {**job, "name": _job_name(spec.name, name)}
     env = {f"{PARAMETER_PREFIX}{key.upper()}": value for key, value in values.items()}
     job["env"] = {**job.get("env", {}), **env, RUN_DIR_VARIABLE: run_dir}
+    for role in job.get("roles", {}).values():  # containers see the run's folder too
+        if isinstance(role, dict) and role.get("image"):
+            mount = {"source": run_dir, "target": run_dir}
+            role["mounts"] = [*role.get("mounts", []), mount]
     labels = {"trainfleet/workflow": spec.name, "trainfleet/step": name}
     job["labels"] = {**job.get("labels", {}), **labels}
     if step.timeout is not None:

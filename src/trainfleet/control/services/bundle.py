@@ -13,7 +13,9 @@ from trainfleet.control.services.ownership import QueueTeams
 from trainfleet.control.services.queues import Queues
 from trainfleet.control.services.secrets import TeamSecrets
 from trainfleet.control.services.usage import Usage
+from trainfleet.control.services.workflows import Workflows
 from trainfleet.store.errors import StoreError
+from trainfleet.workdirs.store import WorkdirStore  # (its cap bounds uploads: none here)
 
 if TYPE_CHECKING:
     from trainfleet.control.engine import Engine
@@ -21,8 +23,8 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class Services:
-    """Jobs, accounts, queues, secrets, the audit trail, tasks' resource use and the
-    machine's GPUs of one engine."""
+    """Jobs, accounts, queues, secrets, the audit trail, tasks' resource use, the
+    machine's GPUs and the workflows of one engine."""
 
     engine: Engine
     jobs: Jobs
@@ -32,6 +34,7 @@ class Services:
     audit: AuditLog
     usage: Usage
     gpus: Gpus
+    workflows: Workflows
 
     @classmethod
     def of(cls, engine: Engine, local_runners: bool = False) -> Services:
@@ -53,6 +56,7 @@ class Services:
             audit=audit,
             usage=Usage(jobs),
             gpus=Gpus(engine, jobs),
+            workflows=Workflows(engine, owners, WorkdirStore(engine.data_dir.root / "workdirs", 0)),
         )
 
     def problem(self, wait: float) -> str | None:
@@ -66,4 +70,5 @@ class Services:
     def shutdown(self) -> None:
         """Write the audit records queued, then stop following jobs (see ``Engine.shutdown``)."""
         self.audit.writer.flush()
+        self.workflows.close()
         self.engine.shutdown()
