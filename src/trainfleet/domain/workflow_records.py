@@ -117,6 +117,9 @@ class RunRecord(_Record):
     team: str
     user: str
     number: int
+    trigger: str = RunCode.SUBMITTED
+    """What started it: ``submitted``, ``scheduled`` or ``caught-up`` (late, for a time
+    the server missed); or, for one skipped, ``missed`` or ``concurrent``."""
     state: str = RunState.WAITING
     code: str = RunCode.SUBMITTED
     reason: str = ""

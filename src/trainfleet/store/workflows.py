@@ -24,7 +24,7 @@ WORKFLOW_COLUMNS = (
 )  # fmt: skip
 SCHEDULE_COLUMNS = ("workflow_id", "cron", "timezone", "code", "reason", "last_time")
 RUN_COLUMNS = (
-    "id", "workflow_id", "workflow", "team", "user", "number", "state", "code", "reason",
+    "id", "workflow_id", "workflow", "team", "user", "number", "trigger", "state", "code", "reason",
     "scheduled_for", "parameters", "source", "filename", "tree", "retries", "created_at",
     "started_at", "finished_at",
 )  # fmt: skip

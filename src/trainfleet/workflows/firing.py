@@ -63,6 +63,7 @@ def new_run(
         team=workflow.team,
         user=workflow.user,
         number=0,  # the store numbers it
+        trigger=code,
         state=state,
         code=code,
         reason=reason,
@@ -89,15 +90,23 @@ class ScheduleFiring:
     """Fires every stored schedule of ``store`` on a daemon thread; runs go to ``driver``."""
 
     def __init__(
-        self, store: Store, driver: RunDriver, clock: Callable[[], float] = time.time
+        self,
+        store: Store,
+        driver: RunDriver,
+        clock: Callable[[], float] = time.time,
+        thread: bool = True,
     ) -> None:
+        """``thread`` False: none is started, and ``tick`` fires (a test's fake clock)."""
         self.store = store
         self.driver = driver
         self.clock = clock
+        self._entries: dict[str, _Entry] = {}
         self._wanted = threading.Event()
+        self._wanted.set()  # the schedules are read on the first tick
         self._stopping = threading.Event()
         self._thread = threading.Thread(target=self._patiently, name="schedules", daemon=True)
-        self._thread.start()
+        if thread:
+            self._thread.start()
 
     def wake(self) -> None:
         """Read the schedules again now (one was stored, paused, resumed or deleted)."""
@@ -106,39 +115,43 @@ class ScheduleFiring:
     def close(self) -> None:
         self._stopping.set()
         self._wanted.set()
-        self._thread.join(timeout=10)
+        if self._thread.is_alive():
+            self._thread.join(timeout=10)
+
+    def tick(self) -> float:
+        """Fire every schedule due now (reading them again if woken); when the next is due."""
+        if self._wanted.is_set():
+            self._wanted.clear()
+            self._entries = self._read()
+        now = self.clock()
+        for entry in self._entries.values():
+            if entry.next_time <= now:
+                self._fire(entry, now)
+        return min((e.next_time for e in self._entries.values()), default=now + MAX_SLEEP)
 
     def _patiently(self) -> None:
         with patiently():
             self._loop()
 
     def _loop(self) -> None:
-        entries: dict[str, _Entry] = {}
-        reload, retry, failing = True, RETRY_FIRST, False
+        retry, failing = RETRY_FIRST, False
         while not self._stopping.is_set():
             try:
-                if reload or self._wanted.is_set():
-                    self._wanted.clear()
-                    entries = self._entries()
-                    reload = False
-                now = self.clock()
-                for entry in entries.values():
-                    if entry.next_time <= now:
-                        self._fire(entry, now)
+                soonest = self.tick()
             except Exception:
                 if not failing:
                     log.exception("firing schedules failed; retrying until it succeeds")
-                failing, reload = True, True
+                failing = True
+                self._wanted.set()  # read them all again
                 self._stopping.wait(retry)
                 retry = min(retry * 2, RETRY_MAX)
                 continue
             if failing:
                 log.warning("firing schedules succeeds again")
             failing, retry = False, RETRY_FIRST
-            soonest = min((e.next_time for e in entries.values()), default=now + MAX_SLEEP)
             self._wanted.wait(min(max(soonest - self.clock(), 0.0), MAX_SLEEP))
 
-    def _entries(self) -> dict[str, _Entry]:
+    def _read(self) -> dict[str, _Entry]:
         """Every schedule, with its workflow, read from the store."""
         entries = {}
         for state in self.store.workflows.schedules():

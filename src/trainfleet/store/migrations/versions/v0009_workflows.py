@@ -68,6 +68,7 @@ def upgrade() -> None:
         _text("team"),
         _text("user"),
         sa.Column("number", sa.Integer(), nullable=False),
+        _text("trigger"),
         _text("state"),
         _text("code"),
         _text("reason"),
