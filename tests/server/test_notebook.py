@@ -2,7 +2,8 @@
 task, and the proxy at ``/notebooks/<id>/`` opens it, HTTP and kernel WebSocket, to its
 owner and administrators only, adds Jupyter's token itself and never lets it out, refuses
 a change from another site's page, and cuts a WebSocket once its caller may no longer open
-the notebook. Idle, the notebook stops itself and its job succeeds."""
+the notebook. Idle, the notebook stops itself and its job succeeds. ``Client()`` in it
+needs no arguments: it reaches the server with a token of the owner, revoked at the end."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from helpers import run_cli, wait_for
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 from websockets.sync.client import ClientConnection, connect
 
+from trainfleet.backends.launch import ServerAccess
 from trainfleet.client import Client
 from trainfleet.domain.records import State, TeamRole
 from trainfleet.server import proxy
@@ -249,3 +251,45 @@ def test_the_cli_starts_a_notebook_on_a_server_and_says_where_it_opens(
     assert job_id in listed.stdout and f"{live.url}/notebooks/{job_id}/lab" in listed.stdout
     stopped = run_cli("notebook", "stop", job_id)
     assert stopped.returncode == 0 and f"notebook {job_id} cancelled" in stopped.stdout
+
+
+PLAIN_JOB = """name: plain
+roles:
+  main: {command: [sh, -c, 'printenv TRAINFLEET_SERVER TRAINFLEET_TOKEN; echo done']}
+"""
+
+
+def test_client_in_a_notebook_needs_no_arguments_and_its_token_ends_with_the_job(
+    live: LiveServer,
+) -> None:
+    live.engine.server_access = ServerAccess(live.url)  # as server_engine sets it, --port
+    token, _ = add_user(live.engine.store, "ana", "default")
+    with Client(live.url, token, timeout=30) as client:
+        plain = client.submit(PLAIN_JOB)  # no notebook: no token, not told the server
+        job = client.submit(notebook_job())
+        name = f"notebook {job.id}"
+        try:
+            path = _running(live, client, job.id, token)
+            with _kernel_socket(live, path, token) as socket:
+                whoami = "from trainfleet.client import Client; Client().whoami().user"
+                assert execute(socket, whoami) == "'ana'"
+                given = execute(socket, "import os; os.environ['TRAINFLEET_TOKEN']").strip("'")
+                assert execute(socket, "os.environ['TRAINFLEET_SERVER']") == repr(live.url)
+            with Client(live.url, given, timeout=30) as notebook:
+                me = notebook.whoami()
+                assert (me.user, me.admin, me.token) == ("ana", False, name)
+            held = [t for t in client.tokens() if t.name == name]
+            assert len(held) == 1 and held[0].revoked_at is None
+            assert given.encode() not in client.read_log(job.id, "notebook", 0)
+        finally:
+            client.cancel(job.id)
+        assert client.wait(job.id).state == State.CANCELLED
+        assert [t.revoked_at is not None for t in client.tokens() if t.name == name] == [True]
+
+        def refused() -> bool:  # the server trusts a token it looked up for 2 s
+            return _get(live, "/api/v1/whoami", given).status_code == 401
+
+        wait_for(refused, 10, "the revoked token to be refused")
+        assert client.wait(plain.id).state == State.SUCCEEDED
+        assert client.read_log(plain.id, "main", 0).strip() == b"done"
+        assert [t.name for t in client.tokens() if t.name.startswith("notebook ")] == [name]

@@ -228,6 +228,17 @@ def test_the_sdk_verifies_the_certificate(https_server: ServerProcess, pki: Pki)
         Client(https_server.url, TOKEN, ca_cert=pki.ca.parent / "missing.pem")
 
 
+def test_a_client_given_nothing_finds_the_ca_as_a_notebook_has_it(
+    https_server: ServerProcess, pki: Pki, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``Client()`` in a notebook: server, token and CA from the task's variables."""
+    monkeypatch.setenv("TRAINFLEET_SERVER", https_server.url)
+    monkeypatch.setenv("TRAINFLEET_TOKEN", TOKEN)
+    monkeypatch.setenv("TRAINFLEET_CA_CERT", str(pki.ca))
+    with Client() as client:
+        assert client.whoami().user == "admin"
+
+
 @pytest.mark.parametrize(
     ("files", "message"),
     [

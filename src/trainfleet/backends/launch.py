@@ -32,7 +32,13 @@ from trainfleet.programs import (
 from trainfleet.scheduling.placement import Placement, TaskKey
 from trainfleet.spec.checkpoints import RESTART_VARIABLE, RESUME_VARIABLE, STOP_VARIABLE
 from trainfleet.spec.models import JobSpec, Resources, SecretRef
-from trainfleet.spec.notebook import IDLE_VARIABLE, TOKEN_VARIABLE
+from trainfleet.spec.notebook import (
+    API_TOKEN_VARIABLE,
+    CA_VARIABLE,
+    IDLE_VARIABLE,
+    SERVER_VARIABLE,
+    TOKEN_VARIABLE,
+)
 from trainfleet.spec.notebook import ROLE as NOTEBOOK_ROLE
 from trainfleet.spec.rendezvous import HISTORY_VARIABLE
 from trainfleet.spec.rendezvous import ROLE as RENDEZVOUS_ROLE
@@ -55,6 +61,30 @@ class Mount:
     source: Path
     target: Path
     read_only: bool = False
+
+
+@dataclass(frozen=True)
+class ServerAccess:
+    """How a notebook's task reaches the server that runs it, and as whom: ``Client()``'s
+    variables (``spec.notebook.SERVER_VARIABLE``...)."""
+
+    url: str
+    token: str = field(default="", repr=False)
+    """A token of the job's owner ("": none), masked in its log, never in a repr."""
+    ca_cert: str | None = None
+    """The CA certificate file that signed an HTTPS server's certificate (None: the
+    usual CAs)."""
+
+    def environment(self) -> dict[str, str]:
+        """The task's variables.
+
+        >>> ServerAccess("http://127.0.0.1:8080", "s3cret").environment()["TRAINFLEET_TOKEN"]
+        's3cret'
+        """
+        env = {SERVER_VARIABLE: self.url}
+        env |= {API_TOKEN_VARIABLE: self.token} if self.token else {}
+        env |= {CA_VARIABLE: self.ca_cert} if self.ca_cert else {}
+        return env
 
 
 @dataclass(frozen=True)
@@ -144,6 +174,9 @@ class JobLaunch:
     """The Unix account its tasks run as (its team's); None: this process's own."""
     team: str = "default"
     """The team the job belongs to (a cluster engine charges its account)."""
+    server: ServerAccess | None = None
+    """Where a notebook job's notebook reaches its server, as its owner; None: it is not
+    told (an embedded engine's, or a job that is no notebook)."""
 
     def task(self, key: TaskKey, placement: Placement | None = None) -> TaskLaunch:
         """The argv, environment, directory, log file and records of one task's attempt."""
@@ -184,6 +217,9 @@ class JobLaunch:
             env[TOKEN_VARIABLE] = notebook_token(self.data_dir.root, self.job_id)
             env[IDLE_VARIABLE] = f"{self.spec.notebook.idle_timeout:g}"
             mask += (env[TOKEN_VARIABLE].encode(),)  # Jupyter prints its URL with it
+            if self.server is not None:  # Client() with no arguments, as the owner
+                env.update(self.server.environment())
+                mask += (self.server.token.encode(),) if self.server.token else ()
         if self.account is not None:  # the account's name, and a home it may write to
             env |= {"USER": self.account.name, "LOGNAME": self.account.name}
             env["HOME"] = str(folder)

@@ -147,6 +147,9 @@ def server(ctx: click.Context, /, **_: object) -> None:
     Tokens travel in every request: beyond this machine (--host other than 127.0.0.1),
     serve HTTPS with --tls-cert and --tls-key; clients trust the certificate through
     --ca-cert or TRAINFLEET_CA_CERT unless a CA they already trust signed it.
+    A notebook job's notebook is given the server's address (loopback, this machine's
+    name over HTTPS, or kubernetes.server_url), TRAINFLEET_CA_CERT's file over HTTPS,
+    and a token of its owner that is revoked when the job ends.
     """
     from trainfleet.domain.errors import TrainfleetError
 

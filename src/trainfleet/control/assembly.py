@@ -17,6 +17,7 @@ from trainfleet.control.settings import Settings, SettingsError
 if TYPE_CHECKING:
     from trainfleet.backends.accounts import TeamAccounts
     from trainfleet.backends.api import Backend
+    from trainfleet.backends.launch import ServerAccess
     from trainfleet.backends.local.firewall import Firewall
     from trainfleet.control.engine import Engine
     from trainfleet.environments.cache import EnvironmentCache
@@ -196,4 +197,26 @@ def server_engine(settings: Settings) -> Engine:
 
         Firewall.clear(str(engine.data_dir.root))  # what an isolating start left
     remove_mask_files(engine.data_dir.root / "jobs")  # secret values earlier versions left
+    engine.server_access = server_access_of(settings, engine.backend)
     return engine
+
+
+def server_access_of(settings: Settings, backend: Backend) -> ServerAccess | None:
+    """Where a server's notebooks reach it (``--host``, ``--port``, HTTPS with
+    ``--tls-cert``; on Kubernetes ``kubernetes.server_url``), with the CA its clients trust
+    it by (``ca_cert``: TRAINFLEET_CA_CERT or the config file's) over HTTPS; None where
+    they cannot be told (``control.task_server``)."""
+    from trainfleet.backends.launch import ServerAccess
+    from trainfleet.control.task_server import url_for_tasks
+
+    config = settings.backend_config()
+    cluster = config.kubernetes.server_url if config.backend == "kubernetes" else None
+    https = settings.text("tls_cert") is not None
+    host, port = settings.value("host"), settings.value("port")
+    if host is None or port is None:
+        return None
+    url = url_for_tasks(str(host), int(port), https, not backend.queues_tasks, cluster)
+    if url is None:
+        return None
+    ca_cert = settings.ca_cert()[0] if url.startswith("https:") else None
+    return ServerAccess(url, ca_cert=os.path.abspath(ca_cert) if ca_cert else None)

@@ -18,13 +18,13 @@ import shutil
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from trainfleet.backends.accounts import Account, open_to_tasks
 from trainfleet.backends.api import Backend, NotStarted, Outside, TaskHandle
-from trainfleet.backends.launch import JobLaunch
-from trainfleet.control import policies
+from trainfleet.backends.launch import JobLaunch, ServerAccess
+from trainfleet.control import notebook_tokens, policies
 from trainfleet.control.rounds import RoundFollower
 from trainfleet.datadir.files import modified, write_new
 from trainfleet.datadir.layout import DataDir
@@ -36,6 +36,7 @@ from trainfleet.environments.recipe import MissingRequirementsFile, Recipe
 from trainfleet.environments.task_base import SERVERS, TaskBase
 from trainfleet.scheduling.placement import Placement, TaskKey
 from trainfleet.spec.models import JobSpec, RestartPolicy
+from trainfleet.spec.notebook import ROLE as NOTEBOOK_ROLE
 from trainfleet.spec.rendezvous import ROLE as RENDEZVOUS_ROLE
 from trainfleet.store.database import Store
 from trainfleet.store.errors import StoreUnavailable
@@ -119,6 +120,8 @@ class JobController:
         team: str = "default",
         builders: Builders | None = None,
         sick_gpus: Callable[[], frozenset[int]] | None = None,
+        server: ServerAccess | None = None,
+        owner: str = "",
     ) -> None:
         """``base``: where its tasks' environments start (see ``environments.task_base``);
         ``environments``: where the Python environments its roles ask for are built;
@@ -126,7 +129,9 @@ class JobController:
         account its tasks run as (its team's), None for this process's own; ``team``:
         the team the job belongs to; ``builders``: the accounts its environments are built
         as (None: this process's own); ``sick_gpus``: the GPUs unhealthy now (None: no
-        GPU health is known here)."""
+        GPU health is known here); ``server``: where a notebook job's notebook reaches its
+        server, which it does with a token of ``owner`` (its user) made when it starts and
+        revoked when the job ends (``notebook_tokens``)."""
         self.job_id = job_id
         self.spec = spec
         self.placement = placement
@@ -161,6 +166,8 @@ class JobController:
         """An elastic job's rounds, told as events (``_follow_rounds``)."""
         self._rounds_told = 0
         self._sick_gpus = sick_gpus
+        self._server = server
+        self._owner = owner
 
     # -- public ---------------------------------------------------------------
 
@@ -206,6 +213,8 @@ class JobController:
             self._step()
         state, condition = self._outcome
         finished_at = None if state is State.QUEUED else time.time()  # preempted: it waits
+        if state is not State.QUEUED:  # revoked before anyone sees the job ended
+            self._revoke_token()
         self.store.transition(self.job_id, state, condition, finished_at=finished_at)
         while any(task.alive for task in self._tasks.values()):  # its services' keep_after
             self._step()
@@ -220,6 +229,7 @@ class JobController:
         for task in self._tasks.values():
             if not task.state.is_final:
                 self._set_task(task, State.FAILED, broke, finished_at=time.time())
+        self._revoke_token()
         self.store.transition(self.job_id, State.FAILED, broke, finished_at=time.time())
         return State.FAILED
 
@@ -349,6 +359,7 @@ class JobController:
         state = State(job.state)
         code = job.code if isinstance(job.code, Code) else Code.EXITED
         self._outcome = (state, Condition(code, job.reason))
+        self._revoke_token()  # where a server stopped between the job's end and its token's
         for stored in self.store.list_tasks(self.job_id):
             task = self._tasks[(stored.role, stored.index)]
             task.state, task.restarts = State(stored.state), stored.restarts
@@ -444,6 +455,7 @@ class JobController:
         attempts = {key: self._tasks[key].restarts for key in keys}
         if not attempts:
             return
+        server = self._server_access() if any(key[0] == NOTEBOOK_ROLE for key in attempts) else None
         job = JobLaunch(
             self.job_id,
             self.spec,
@@ -457,6 +469,7 @@ class JobController:
             secret_dir=self._secret_dir,
             account=self._account,
             team=self._team,
+            server=server,
         )
         problem = job.checkpoint_problem()
         if problem is not None:
@@ -490,6 +503,19 @@ class JobController:
             self._watching_progress = True
             self._after(self._progress_check_every(), self._check_progress)
         self._evaluate()
+
+    def _server_access(self) -> ServerAccess | None:
+        """Where the notebook reaches its server, with its owner's token (made now, or
+        found again: a restarted notebook gets the same one)."""
+        if self._server is None:
+            return None
+        token = notebook_tokens.issue(self.store, self.data_dir.root, self.job_id, self._owner)
+        return replace(self._server, token=token or "")
+
+    def _revoke_token(self) -> None:
+        """The notebook's token ends with its job (one made by an earlier server too)."""
+        if self.spec.notebook is not None:
+            notebook_tokens.revoke(self.store, self.data_dir.root, self.job_id, self._owner)
 
     def _progress_check_every(self) -> float:
         assert self.spec.progress is not None

@@ -18,9 +18,9 @@ from typing import TYPE_CHECKING
 
 from trainfleet.backends.api import Address, Backend, Preview
 from trainfleet.backends.gpu_readings import GpuReader
-from trainfleet.backends.launch import JobLaunch
+from trainfleet.backends.launch import JobLaunch, ServerAccess
 from trainfleet.backends.local.firewall import Firewall, FirewallError
-from trainfleet.control import queueing
+from trainfleet.control import notebook_tokens, queueing
 from trainfleet.control.admitter import Admitter
 from trainfleet.control.controller import JobController
 from trainfleet.control.gpu_health import GpuHealth
@@ -104,6 +104,10 @@ class Engine:
         """Where each team's tasks run as its own Unix account (``--isolate-teams``)."""
         self.firewall = firewall
         """Keeps other accounts off each job's ports on this machine (with team accounts)."""
+        self.server_access: ServerAccess | None = None
+        """Where a server's notebooks reach it (set by ``assembly.server_engine``): each
+        gets it with a token of its owner (``notebook_tokens``). None: an embedded engine's,
+        whose notebooks get no token."""
         self.gpu_health = GpuHealth(
             data_dir.root, backend if isinstance(backend, GpuReader) else None
         )
@@ -294,6 +298,7 @@ class Engine:
         job = self.get(job_id)
         spec = JobSpec.model_validate_json(job.spec)
         placement = Placement(tuple(_slot(task) for task in self.store.list_tasks(job_id)))
+        server = self.server_access if spec.notebook is not None else None
         return JobController(
             job.id,
             spec,
@@ -309,6 +314,8 @@ class Engine:
             job.team,
             self._builders(job.team),
             self.gpu_health.unhealthy if self.gpu_health.reader is not None else None,
+            server=server,
+            owner=job.user,
         )
 
     def _builders(self, team: str) -> Builders | None:
@@ -457,9 +464,10 @@ class Engine:
         """Pick up the jobs an earlier process of this data directory left unfinished.
 
         Jobs that were running with supervised tasks (a server's) are adopted where they
-        run; jobs that were waiting wait again, in their old order. Returns the ids of
-        the adopted jobs.
+        run; jobs that were waiting wait again, in their old order; the tokens of notebook
+        jobs that ended meanwhile are revoked. Returns the ids of the adopted jobs.
         """
+        notebook_tokens.sweep(self.store, self.data_dir.root)  # of jobs that ended meanwhile
         resumed, waiting = [], []
         with self.admitter.lock:
             for job in self.store.list_jobs(limit=1_000_000):
@@ -570,7 +578,14 @@ class Engine:
             else:
                 ended = Reason.NOT_STARTED.condition(condition.message)
             self.store.transition(job_id, State.CANCELLED, ended, task=(task.role, task.index))
+        self._revoke_token(job_id)
         self.store.transition(job_id, state, condition, finished_at=time.time())
+
+    def _revoke_token(self, job_id: str) -> None:
+        """The token a notebook job holds of its owner, if any, ends with the job."""
+        job = self.store.get_job(job_id)
+        if job is not None:
+            notebook_tokens.revoke(self.store, self.data_dir.root, job_id, job.user)
 
     def delete(self, job_id: str, force: bool = False) -> None:
         """Forget an ended job and its logs; ``force`` stops a running one first."""
@@ -580,6 +595,7 @@ class Engine:
                 raise JobActive(f"job {job_id} is {job.state}: stop it first, or force the delete")
             self.cancel(job_id, "deleted")
             self.wait_ended(job_id)
+        self._revoke_token(job_id)
         self.store.delete_job(job_id)
         shutil.rmtree(self.data_dir.job_dir(job_id), ignore_errors=True)
 

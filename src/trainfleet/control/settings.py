@@ -186,11 +186,18 @@ class Settings:
         token = self["token"]
         if token.source is Source.FILE:
             _check_token(token.value, token.where)
+        ca_cert, where = self.ca_cert()
+        return Target(self.text("server"), self.text("token"), ca_cert, where)
+
+    def ca_cert(self) -> tuple[str | None, str]:
+        """The CA certificate file that HTTPS servers are verified with (``--ca-cert``,
+        TRAINFLEET_CA_CERT, then the config file's ``ca_cert``, relative to it), None for
+        the usual CAs; and where it was given."""
         ca = self["ca_cert"]
-        ca_cert = ca.value
         if ca.source is Source.FILE:
-            ca_cert = str(self.config_path.parent / Path(ca.value).expanduser())
-        return Target(self.text("server"), self.text("token"), ca_cert, ca.where)
+            _strings(self.file, self.config_path)
+            return str(self.config_path.parent / Path(ca.value).expanduser()), ca.where
+        return ca.value, ca.where
 
     def backend_config(self) -> BackendConfig:
         """The config file's ``backend``, ``slurm``, ``kubernetes`` and ``container_runtime``

@@ -35,6 +35,16 @@ IDLE_VARIABLE = "TRAINFLEET_NOTEBOOK_IDLE"
 TOKEN_VARIABLE = "JUPYTER_TOKEN"
 """Jupyter's own token, given by the launch (never written in the job)."""
 
+SERVER_VARIABLE = "TRAINFLEET_SERVER"
+"""Where ``Client()`` in the notebook finds the server that runs it (``client.py``'s)."""
+
+API_TOKEN_VARIABLE = "TRAINFLEET_TOKEN"
+"""Where ``Client()`` finds its token: one of the job's owner, made for the notebook and
+revoked when its job ends (``control.notebook_tokens``)."""
+
+CA_VARIABLE = "TRAINFLEET_CA_CERT"
+"""Where ``Client()`` finds the CA that signed an HTTPS server's certificate, if private."""
+
 LABEL = "trainfleet/notebook"
 """Every notebook job carries this label (``true``): ``notebook list`` finds them by it."""
 

@@ -1,9 +1,11 @@
-"""The tokens of jobs' own services (a notebook's Jupyter) and of their Pods' fetch of the
-job's folder (``workdir_token``), known to this installation only.
+"""The tokens of jobs' own services (a notebook's Jupyter), of their Pods' fetch of the
+job's folder (``workdir_token``) and of a notebook's API token of its owner
+(``owner_token``), known to this installation only.
 
 Each is a keyed hash of its job's id (``spec.notebook.token_of``) under the key in
 ``<data dir>/service.key`` (made on first use, 0600): the launch gives the task its token,
-the proxy finds the same one to present, and no token is ever stored or sent to a browser.
+the proxy finds the same one to present, and no token is ever stored (of the owner's, its
+digest only, as of every API token) or sent to a browser.
 A new key file changes every token: running notebooks then refuse the proxy until restarted.
 """
 
@@ -29,6 +31,14 @@ def workdir_token(data_root: Path, job_id: str) -> str:
     (``GET /api/v1/jobs/{job}/workdir``): a keyed hash apart from the notebook's."""
     key = read_key_file(data_root / KEY_FILE, create=True)[0]
     return hmac.new(key, f"workdir/{job_id}".encode(), hashlib.sha256).hexdigest()
+
+
+def owner_token(data_root: Path, job_id: str, token_id: str) -> str:
+    """The secret of the API token ``token_id`` that notebook job ``job_id`` holds of its
+    owner (``control.notebook_tokens``): a keyed hash apart from the others, so that a
+    restarted task gets it again and only its digest is stored, as of every token."""
+    key = read_key_file(data_root / KEY_FILE, create=True)[0]
+    return hmac.new(key, f"owner/{job_id}/{token_id}".encode(), hashlib.sha256).hexdigest()
 
 
 def is_workdir_token(data_root: Path, job_id: str, token: str) -> bool:
