@@ -78,6 +78,10 @@ def test_a_cycle_is_named_with_its_steps_and_line() -> None:
             r"flow.yaml:5: schedule.cron: .*'0 25 \* \* \*' is not a cron expression",
         ),
         (
+            ('"0 3 * * *"', '"*/5 0 3 * * *"'),
+            r"flow.yaml:5: schedule.cron: .*is not five fields \(minute hour day month weekday\)",
+        ),
+        (
             ("Europe/Berlin", "Mars/Olympus"),
             r"flow.yaml:5: schedule.timezone: .*'Mars/Olympus' is not a time zone",
         ),

@@ -66,6 +66,8 @@ class _Model(BaseModel):
 def _cron(value: str) -> str:
     from cronsim import CronSim, CronSimError
 
+    if len(value.split()) != 5:  # cronsim also reads a sixth field, of seconds: too often
+        raise ValueError(f"{value!r} is not five fields (minute hour day month weekday)")
     try:
         CronSim(value, datetime(2000, 1, 1, tzinfo=UTC))
     except CronSimError as error:
