@@ -137,6 +137,10 @@ def test_bad_input_stores_nothing(live: tuple[object, Client], tmp_path: Path) -
         client.submit_workflow(_folder(tmp_path, cycle), send_folder=False)
     with pytest.raises(BadRequest, match=r"--param nope: no such parameter \(parameters: none\)"):
         client.submit_workflow(_folder(tmp_path, FLOW), params={"nope": "1"}, send_folder=False)
+    broken = "name: broken\nroles: {worker: {replicas: -1, command: 'true'}}\n"
+    flow = "kind: Workflow\nname: b\nsteps:\n  a: {file: broken.yaml}\n"
+    with pytest.raises(BadRequest, match=r"broken\.yaml:2: roles\.worker\.replicas: "):
+        client.submit_workflow(_folder(tmp_path, flow, **{"broken.yaml": broken}))
     assert client.workflows() == []
 
 

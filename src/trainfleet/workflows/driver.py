@@ -263,18 +263,11 @@ class RunDriver:
             job = step_job(spec, name, self.jobs.folder(run), run.parameters, str(run_dir))
             labels = {**job.labels, RUN_LABEL: run.id, TRY_LABEL: str(attempt)}
             job_id = self.jobs.submit(run, job.model_copy(update={"labels": labels}))
-        except TrainfleetError as error:  # refused: the step fails, saying why
-            plan.states[name] = StepState.FAILED
-            write(
-                run.id,
-                {
-                    name: {
-                        "state": StepState.FAILED,
-                        "reason": str(error),
-                        "finished_at": self.clock(),
-                    }
-                },
-            )
+        except TrainfleetError as error:  # refused: a try that failed, saying why
+            plan.ended(name, succeeded=False)
+            ended = {"state": plan.states[name], "reason": str(error), "finished_at": self.clock()}
+            write(run.id, {name: ended})
+            self._wanted.set()  # what follows from it, at once (no job's end will say)
             return
         write(
             run.id,

@@ -34,7 +34,7 @@ from trainfleet.spec.workflows import WorkflowSpec, load_workflow_text
 from trainfleet.workdirs.store import WorkdirStore
 from trainfleet.workflows.driver import Request, RunDriver
 from trainfleet.workflows.firing import ScheduleFiring, new_run
-from trainfleet.workflows.steps import parameters_of
+from trainfleet.workflows.steps import parameters_of, step_job
 from trainfleet.workflows.times import next_times
 
 if TYPE_CHECKING:
@@ -86,9 +86,13 @@ class EngineSteps:
         return page.jobs[0].id if page.jobs else None
 
     def folder(self, run: RunRecord) -> Path:
-        if not run.tree:
+        return self.folder_of(run.tree)
+
+    def folder_of(self, tree: str) -> Path:
+        """Where the steps of a workflow sent with ``tree`` (``owner/digest``) are read."""
+        if not tree:
             return self.engine.data_dir.root / "workflows" / "no-folder"
-        whom, digest = run.tree.rsplit("/", 1)
+        whom, digest = tree.rsplit("/", 1)
         return self.trees.path(whom, digest)
 
     def run_dir(self, run: RunRecord) -> Path:
@@ -169,6 +173,7 @@ class Workflows:
                     f"tree: no stored tree {tree}: send it first (PUT /api/v1/workdirs/{tree})"
                 )
             stored = f"{whom}/{tree}"
+        self._check_steps(spec, stored, values)
         old = self.store.find(team, spec.name)
         if old is not None:
             caller.require(Action.CHANGE_WORKFLOW, team, old.user)
@@ -308,6 +313,13 @@ class Workflows:
         if self.driver is not None:
             self.driver.wake()
         return run
+
+    def _check_steps(self, spec: WorkflowSpec, tree: str, values: Mapping[str, Any]) -> None:
+        """SpecError (file, line, field) for a step whose job cannot be read: each is
+        read now, as its run will read it, so that a bad one stores nothing."""
+        folder = self.steps.folder_of(tree)
+        for name in spec.order():
+            step_job(spec, name, folder, values, str(self.engine.data_dir.root / "workflows"))
 
     def _ask(self, request: Request) -> RunRecord:
         if self.driver is None:
