@@ -152,3 +152,35 @@ def test_pipeline_example_reports_a_failed_evaluation(data_dir: Path, marked_tas
     assert _log(_job(run_id, "report-failure"), "worker/0") == [
         f"pipeline failed at step evaluate; its files are in {run_dir}"
     ]
+
+
+def test_pipeline_example_runs_on_a_server_as_sent(tmp_path: Path, marked_tasks: str) -> None:
+    """The same folder sent to a server (``Client.submit_workflow``): each step runs in its
+    own copy of the folder, the run's folder shared between them."""
+    pytest.importorskip("tensorflow")
+    from server.harness import LiveServer
+
+    from trainfleet.client import Client
+
+    server = LiveServer(tmp_path / "data").start()
+    try:
+        with Client(server.url, server.token, timeout=60) as client:
+            submitted = client.submit_workflow(WORKFLOW, params={"epochs": "2"})
+            assert submitted.run is not None
+            done = client.wait_run(submitted.run.id)
+            states = {step.step: step.state for step in done.steps}
+            assert done.run.state == "succeeded", (done.run, done.steps)
+            assert states == {
+                "prepare": "succeeded",
+                "train": "succeeded",
+                "evaluate": "succeeded",
+                "report-failure": "skipped",
+            }
+            evaluate = next(step for step in done.steps if step.step == "evaluate")
+            said = client.read_log(evaluate.jobs[-1], "worker", 0).decode()
+            assert re.search(r"loss=\d+\.\d+ max_loss=0\.5: passed", said), said
+            run_dir = server.engine.data_dir.root / "workflows" / "runs" / done.run.id
+            assert sorted(path.name for path in run_dir.iterdir()) == ["data.npz", "weights.json"]
+    finally:
+        server.stop()
+    _assert_no_task_left(marked_tasks)
