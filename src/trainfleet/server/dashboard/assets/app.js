@@ -1,10 +1,12 @@
-// The dashboard: sign-in, jobs, a job (tasks, logs, events, its file), queues, submit.
-// Routes are the part of the address after '#': #/jobs, #/jobs/ID, #/queues, #/submit.
+// The dashboard: sign-in, jobs, a job (tasks, logs, events, its file), workflows and their
+// runs, queues, submit. Routes are the part of the address after '#': #/jobs, #/jobs/ID,
+// #/workflows, #/workflows/TEAM/NAME, #/runs/ID, #/queues, #/submit.
 
 import { api, onSignedOut, path, Problem, session, signIn, signOut } from "./api.js";
-import { clear, h, shown, took, when } from "./dom.js";
+import { clear, failure, h, shown, stateBadge, took, when } from "./dom.js";
 import { UsageCharts } from "./charts.js";
 import { LogView } from "./logview.js";
+import { runView, workflowsView, workflowView } from "./workflows.js";
 
 const main = document.getElementById("main");
 const STATES = ["", "queued", "starting", "running", "succeeded", "failed", "cancelled"];
@@ -15,10 +17,6 @@ let leaving = []; // what the current view must close when another is shown
 function leave() {
   leaving.forEach((close) => close());
   leaving = [];
-}
-
-function failure(error) {
-  return h("p", { class: "error", role: "alert" }, error.message || String(error));
 }
 
 // A stream the server closed for good (a 401 once the session ended, a deleted job): ask
@@ -33,10 +31,6 @@ function watched(stream) {
     }
   });
   return stream;
-}
-
-function stateBadge(state, code) {
-  return h("span", { class: `state ${state}`, title: code || "" }, state);
 }
 
 // -- sign-in ---------------------------------------------------------------------------
@@ -541,6 +535,9 @@ async function route() {
   const [where, query] = (location.hash.slice(1) || "/jobs").split("?");
   const parts = where.split("/").filter(Boolean).map(decodeURIComponent);
   if (parts[0] === "jobs" && parts[1]) await jobView(parts[1]);
+  else if (parts[0] === "workflows" && parts[2]) await workflowView(main, parts[1], parts[2], (close) => leaving.push(close));
+  else if (parts[0] === "workflows") await workflowsView(main);
+  else if (parts[0] === "runs" && parts[1]) await runView(main, parts[1], (close) => leaving.push(close));
   else if (parts[0] === "queues") await queuesView();
   else if (parts[0] === "submit") submitView();
   else await jobsView(query || "");

@@ -2,18 +2,10 @@
 // averages, then the last hour's samples), drawn as SVG lines, re-read every 5 s.
 
 import { api, path } from "./api.js";
-import { h } from "./dom.js";
+import { h, svg } from "./dom.js";
 
-const SVG = "http://www.w3.org/2000/svg";
 const WIDTH = 360;
 const HEIGHT = 90;
-
-function svg(tag, attrs, ...children) {
-  const element = document.createElementNS(SVG, tag);
-  for (const [name, value] of Object.entries(attrs)) element.setAttribute(name, String(value));
-  element.append(...children);
-  return element;
-}
 
 function bytes(value) {
   const units = ["B", "KiB", "MiB", "GiB", "TiB"];

@@ -42,3 +42,24 @@ export function clear(element, ...children) {
   element.replaceChildren(...children);
   return element;
 }
+
+const SVG = "http://www.w3.org/2000/svg";
+
+// An SVG element: its attributes set as given (values are data, never markup).
+export function svg(tag, attrs, ...children) {
+  const element = document.createElementNS(SVG, tag);
+  for (const [name, value] of Object.entries(attrs || {})) {
+    if (value === undefined || value === null || value === false) continue;
+    element.setAttribute(name, String(value));
+  }
+  element.append(...children.flat().filter((child) => child !== undefined && child !== null && child !== false));
+  return element;
+}
+
+export function failure(error) {
+  return h("p", { class: "error", role: "alert" }, error.message || String(error));
+}
+
+export function stateBadge(state, code) {
+  return h("span", { class: `state ${state}`, title: code || "" }, state);
+}
