@@ -139,8 +139,12 @@ def test_bad_input_stores_nothing(live: tuple[object, Client], tmp_path: Path) -
         client.submit_workflow(_folder(tmp_path, FLOW), params={"nope": "1"}, send_folder=False)
     broken = "name: broken\nroles: {worker: {replicas: -1, command: 'true'}}\n"
     flow = "kind: Workflow\nname: b\nsteps:\n  a: {file: broken.yaml}\n"
-    with pytest.raises(BadRequest, match=r"broken\.yaml:2: roles\.worker\.replicas: "):
-        client.submit_workflow(_folder(tmp_path, flow, **{"broken.yaml": broken}))
+    path = _folder(tmp_path, flow, **{"broken.yaml": broken})
+    with pytest.raises(BadRequest) as refused:
+        client.submit_workflow(path)
+    assert str(refused.value).startswith(f"{path.parent}/broken.yaml:2: roles.worker.replicas: ")
+    with pytest.raises(BadRequest, match=r"steps\.a\.file: broken\.yaml cannot be read: no folder"):
+        client.submit_workflow(path, send_folder=False)  # the server's paths are never told
     assert client.workflows() == []
 
 

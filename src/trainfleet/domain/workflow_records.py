@@ -178,7 +178,11 @@ class WorkflowSubmitted(_Record):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RunDetails(_Record):
-    """A run with each of its steps."""
+    """A run with each of its steps, its graph, and what its reader may do to it."""
 
     run: RunRecord
     steps: list[StepRecord] = field(default_factory=list)
+    graph: dict[str, list[str]] = field(default_factory=dict)
+    """The steps each step needs (the run's DAG)."""
+    may: list[str] = field(default_factory=list)
+    """What the reader may do to the run: ``stop``, ``retry`` (none: it may only read)."""

@@ -201,8 +201,9 @@ def delete_workflow(
 
 @router.get("/workflow-runs/{run_id}")
 def describe_run(run_id: RunId, who: Who, workflows: WorkflowsDep) -> RunDetails:
-    """A run with each of its steps: state, tries and jobs."""
-    return workflows.run_details(workflows.readable_run(who.caller, run_id))
+    """A run with each of its steps (state, tries and jobs), the steps each needs
+    (`graph`), and what the caller may do to it (`may`: `stop`, `retry`)."""
+    return workflows.run_details(workflows.readable_run(who.caller, run_id), who.caller)
 
 
 @router.post(

@@ -28,25 +28,27 @@ _SURROGATE = re.compile("[\ud800-\udfff]")
 _NO_KEY: Final = object()
 
 
-def read_job_text(path: str | os.PathLike[str]) -> str:
-    """The text of the job file at ``path`` (UTF-8); raises SpecError naming the file."""
+def read_job_text(path: str | os.PathLike[str], shown: str | None = None) -> str:
+    """The text of the job file at ``path`` (UTF-8); raises SpecError naming the file
+    (as ``shown``, where the path itself is not to be told: a server's)."""
     name = os.fspath(path)
     try:
         with open(name, "rb") as handle:
             raw = handle.read()
     except FileNotFoundError:
-        raise SpecError.one("no such file", file=name) from None
+        raise SpecError.one("no such file", file=shown or name) from None
     except IsADirectoryError:
-        raise SpecError.one("is a directory, not a job file", file=name) from None
+        raise SpecError.one("is a directory, not a job file", file=shown or name) from None
     except PermissionError:
-        raise SpecError.one("permission denied", file=name) from None
+        raise SpecError.one("permission denied", file=shown or name) from None
     except OSError as error:
-        raise SpecError.one(f"cannot read: {error.strerror or error}", file=name) from None
+        why = f"cannot read: {error.strerror or error}"
+        raise SpecError.one(why, file=shown or name) from None
     try:
         return raw.decode("utf-8-sig")
     except UnicodeDecodeError as error:
         line = raw[: error.start].count(b"\n") + 1
-        raise SpecError.one("is not UTF-8 text", file=name, line=line) from None
+        raise SpecError.one("is not UTF-8 text", file=shown or name, line=line) from None
 
 
 Document = tuple[dict[Hashable, Any], SourceMap]

@@ -12,7 +12,7 @@ from __future__ import annotations
 import functools
 import os
 import time
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from types import TracebackType
 from typing import Any
 
@@ -61,6 +61,7 @@ class Store:
         """Who changed what, when, from where; records are only added."""
         self.workflows = WorkflowStore(connection)
         """Workflows, their schedules, runs and steps (a server's)."""
+        self._job_ends: list[Callable[[str], object]] = []
 
     @classmethod
     def open(cls, target: str | os.PathLike[str]) -> Store:
@@ -146,9 +147,25 @@ class Store:
         it waited; a job moved back to ``queued`` (preempted) takes its ended tasks back to
         ``queued`` with it: they all run again when it is admitted.
         """
-        return self._db.write(
+        changed = self._db.write(
             lambda db: transitions.transition(db, job_id, state, condition, task, fields)
         )
+        if changed and task is None and state.is_final:
+            self._job_ended(job_id)
+        return changed
+
+    def on_job_end(self, listener: Callable[[str], object]) -> None:
+        """Call ``listener(job_id)`` after each job's end (or deletion) this store writes;
+        it runs on the writer's thread, so it must be quick."""
+        self._job_ends.append(listener)
+
+    def off_job_end(self, listener: Callable[[str], object]) -> None:
+        if listener in self._job_ends:
+            self._job_ends.remove(listener)
+
+    def _job_ended(self, job_id: str) -> None:
+        for listener in list(self._job_ends):
+            listener(job_id)
 
     def note(
         self,
@@ -221,7 +238,10 @@ class Store:
             transitions.event(db, job_id, "", state, deleted, team=str(jobs[0]["team"]))
             return True
 
-        return self._db.write(delete)
+        deleted = self._db.write(delete)
+        if deleted:
+            self._job_ended(job_id)
+        return deleted
 
     # -- jobs: reads ----------------------------------------------------------
 

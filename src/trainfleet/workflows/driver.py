@@ -5,9 +5,10 @@ up where they were: a step is written ``starting`` (its try counted) before its 
 submitted, and its job carries the run, the step and the try as labels; a step found
 ``starting`` is matched to its job by them, or submitted again where there is none.
 
-The thread watches the store's change feed: a step's job that ends moves its run on at
-once (the hand-off), and every run is looked at again each ``RECONCILE`` seconds beside
-it. Stops and retries are asked of the thread (``request``), so that one thread alone
+The store tells the thread of each job that ends (``Store.on_job_end``): a step's job
+that ends moves its run on at once (the hand-off), and every run is looked at again each
+``RECONCILE`` seconds beside it (a job another process ended). Idle, it sleeps.
+Stops and retries are asked of the thread (``request``), so that one thread alone
 changes a run.
 """
 
@@ -35,11 +36,8 @@ from trainfleet.workflows.steps import step_job
 
 log = logging.getLogger("trainfleet.workflows")
 
-POLL = 0.02
-"""Seconds between two looks at the change feed (a step's end is acted on within it)."""
-RECONCILE = 5.0
-"""Seconds between two looks at every active run, whatever the feed said."""
-FEED_PAGE = 1000
+RECONCILE = 2.0
+"""Seconds between two looks at every active run, whatever the store said."""
 RETRY_FIRST, RETRY_MAX = 0.1, 5.0
 RUN_LABEL, TRY_LABEL = "trainfleet/run", "trainfleet/try"
 
@@ -91,15 +89,26 @@ class RunDriver:
         self.jobs = jobs
         self.clock = clock
         self._wanted = threading.Event()
+        """Set when the thread has something to do; ``_all``: look at every run."""
+        self._all = True
+        self._ended: set[str] = set()  # jobs that ended since the thread last looked
         self._requests: list[tuple[Request, Future[RunRecord]]] = []
         self._lock = threading.Lock()
         self._specs: dict[str, WorkflowSpec] = {}  # by run id
         self._stopping = threading.Event()
         self._thread = threading.Thread(target=self._patiently, name="workflows", daemon=True)
+        store.on_job_end(self._job_ended)
         self._thread.start()
 
     def wake(self) -> None:
         """Look at every active run now (one was stored)."""
+        with self._lock:
+            self._all = True
+        self._wanted.set()
+
+    def _job_ended(self, job_id: str) -> None:
+        with self._lock:
+            self._ended.add(job_id)
         self._wanted.set()
 
     def request(self, request: Request) -> Future[RunRecord]:
@@ -111,6 +120,7 @@ class RunDriver:
         return future
 
     def close(self) -> None:
+        self.store.off_job_end(self._job_ended)
         self._stopping.set()
         self._wanted.set()
         self._thread.join(timeout=10)
@@ -122,23 +132,20 @@ class RunDriver:
             self._loop()
 
     def _loop(self) -> None:
-        cursor = self.store.newest_event()
         watched: dict[str, str] = {}  # a running step's job: its run
         next_all, retry, failing = 0.0, RETRY_FIRST, False
         while not self._stopping.is_set():
-            self._wanted.wait(POLL)
+            self._wanted.wait(max(0.0, next_all - time.monotonic()))
+            self._wanted.clear()
+            with self._lock:
+                every, ended = self._all or time.monotonic() >= next_all, self._ended
+                self._all, self._ended = False, set()
             try:
-                due = set[str]()
-                if self._wanted.is_set() or time.monotonic() >= next_all:
-                    self._wanted.clear()
-                    next_all = time.monotonic() + RECONCILE
-                    due = {run.id for run in self.store.workflows.active_runs()}
                 self._answer_requests()
-                events = self.store.changes(cursor, FEED_PAGE)
-                if events:
-                    cursor = events[-1].id
-                    ended = {e.job_id for e in events if not e.task and State(e.state).is_final}
-                    due |= {watched[job] for job in ended if job in watched}
+                due = {watched[job] for job in ended if job in watched}
+                if every:
+                    next_all = time.monotonic() + RECONCILE
+                    due |= {run.id for run in self.store.workflows.active_runs()}
                 for run_id in sorted(due):
                     for job in self._advance(run_id):
                         watched[job] = run_id
@@ -149,7 +156,7 @@ class RunDriver:
                 failing = True
                 self._stopping.wait(retry)
                 retry = min(retry * 2, RETRY_MAX)
-                self._wanted.set()
+                self.wake()
                 continue
             if failing:
                 log.warning("driving workflow runs succeeds again")
@@ -196,8 +203,7 @@ class RunDriver:
             job = jobs[name][-1]
             self.jobs.cancel(job, "a step of the workflow failed (on_failure: cancel-all)")
         self.store.workflows.update_steps(run.id, changes)
-        for name in actions.start:
-            self._start(run, spec, plan, name, jobs[name])
+        self._start(run, spec, plan, actions.start, jobs)
         if plan.done:
             failed = [name for name in plan.order if plan.states[name] == StepState.FAILED]
             if failed:
@@ -252,34 +258,45 @@ class RunDriver:
         return plan, jobs, changes
 
     def _start(
-        self, run: RunRecord, spec: WorkflowSpec, plan: RunPlan, name: str, jobs: list[str]
+        self,
+        run: RunRecord,
+        spec: WorkflowSpec,
+        plan: RunPlan,
+        names: list[str],
+        jobs: dict[str, list[str]],
     ) -> None:
-        plan.started(name)
-        attempt = plan.tries[name]
-        write = self.store.workflows.update_steps
-        write(run.id, {name: {"state": StepState.STARTING, "tries": attempt}})
-        try:
-            run_dir = self.jobs.run_dir(run)
-            job = step_job(spec, name, self.jobs.folder(run), run.parameters, str(run_dir))
-            labels = {**job.labels, RUN_LABEL: run.id, TRY_LABEL: str(attempt)}
-            job_id = self.jobs.submit(run, job.model_copy(update={"labels": labels}))
-        except TrainfleetError as error:  # refused: a try that failed, saying why
-            plan.ended(name, succeeded=False)
-            ended = {"state": plan.states[name], "reason": str(error), "finished_at": self.clock()}
-            write(run.id, {name: ended})
-            self._wanted.set()  # what follows from it, at once (no job's end will say)
+        """Submit the steps' jobs, each step written ``starting`` before any is submitted
+        and ``running`` (or failed: refused) after all were (two writes in all)."""
+        if not names:
             return
-        write(
-            run.id,
-            {
-                name: {
-                    "state": StepState.RUNNING,
-                    "jobs": [*jobs, job_id],
-                    "started_at": self.clock(),
+        for name in names:
+            plan.started(name)
+        write = self.store.workflows.update_steps
+        write(run.id, {n: {"state": StepState.STARTING, "tries": plan.tries[n]} for n in names})
+        done: dict[str, dict[str, Any]] = {}
+        for name in names:
+            try:
+                run_dir = self.jobs.run_dir(run)
+                folder = self.jobs.folder(run)
+                job = step_job(spec, name, folder, run.parameters, str(run_dir), run.filename)
+                labels = {**job.labels, RUN_LABEL: run.id, TRY_LABEL: str(plan.tries[name])}
+                job_id = self.jobs.submit(run, job.model_copy(update={"labels": labels}))
+            except TrainfleetError as error:  # refused: a try that failed, saying why
+                plan.ended(name, succeeded=False)
+                done[name] = {
+                    "state": plan.states[name],
+                    "reason": str(error),
+                    "finished_at": self.clock(),
                 }
-            },
-        )
-        jobs.append(job_id)
+                self.wake()  # what follows from it, at once (no job's end will say)
+                continue
+            jobs[name].append(job_id)
+            done[name] = {
+                "state": StepState.RUNNING,
+                "jobs": jobs[name],
+                "started_at": self.clock(),
+            }
+        write(run.id, done)
 
     def _end(self, run: RunRecord, state: RunState, code: str, reason: str) -> None:
         self.store.workflows.update_run(
@@ -337,7 +354,7 @@ class RunDriver:
             retries=run.retries + 1,
             finished_at=None,
         )
-        self._wanted.set()
+        self.wake()
 
 
 def after(spec: WorkflowSpec, step: str) -> set[str]:

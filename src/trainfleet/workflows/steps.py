@@ -8,6 +8,7 @@ or in every string of an inline job) and is in each task's environment as
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -42,15 +43,20 @@ def step_job(
     folder: Path,
     parameters: Mapping[str, Any],
     run_dir: str,
+    filename: str | None = None,
 ) -> JobSpec:
     """The job of step ``name``, read now from ``folder`` where it is a file; SpecError
-    (file, line, field) where it cannot be."""
+    (file, line, field) where it cannot be. ``filename``: the workflow file's name as its
+    sender gave it: a step's file is named beside it (not by ``folder``: a server's)."""
     step = spec.steps[name]
     values = {key: _text(value) for key, value in parameters.items()}
     if step.file is not None:
         path = folder / step.file
-        text = _substituted(read_job_text(path), values)
-        job = load_job_text(text, str(path)).spec.model_dump(mode="json", exclude_unset=True)
+        shown = (
+            str(path) if filename is None else os.path.join(os.path.dirname(filename), step.file)
+        )
+        text = _substituted(read_job_text(path, shown), values)
+        job = load_job_text(text, shown).spec.model_dump(mode="json", exclude_unset=True)
     else:
         job = _substituted_tree(_document(step), values)
     job = {**job, "name": _job_name(spec.name, name)}

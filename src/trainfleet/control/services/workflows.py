@@ -173,7 +173,7 @@ class Workflows:
                     f"tree: no stored tree {tree}: send it first (PUT /api/v1/workdirs/{tree})"
                 )
             stored = f"{whom}/{tree}"
-        self._check_steps(spec, stored, values)
+        self._check_steps(spec, filename, stored, values)
         old = self.store.find(team, spec.name)
         if old is not None:
             caller.require(Action.CHANGE_WORKFLOW, team, old.user)
@@ -279,8 +279,18 @@ class Workflows:
         caller.require(action, run.team, run.user, missing=missing)
         return run
 
-    def run_details(self, run: RunRecord) -> RunDetails:
-        return RunDetails(run=run, steps=self.store.steps(run.id))
+    def run_details(self, run: RunRecord, caller: Caller | None = None) -> RunDetails:
+        """The run, its steps, what each needs, and what ``caller`` may do to it."""
+        spec = load_workflow_text(run.source, run.filename)
+        allowed = (
+            caller is None or caller.decide(Action.CHANGE_WORKFLOW, run.team, run.user).allowed
+        )
+        return RunDetails(
+            run=run,
+            steps=self.store.steps(run.id),
+            graph={name: list(step.needs) for name, step in spec.steps.items()},
+            may=["stop", "retry"] if allowed else [],
+        )
 
     def stop(self, run: RunRecord, by: str) -> RunDetails:
         """Stop a run and its steps' jobs; an ended run stays as it is."""
@@ -314,12 +324,16 @@ class Workflows:
             self.driver.wake()
         return run
 
-    def _check_steps(self, spec: WorkflowSpec, tree: str, values: Mapping[str, Any]) -> None:
+    def _check_steps(
+        self, spec: WorkflowSpec, filename: str, tree: str, values: Mapping[str, Any]
+    ) -> None:
         """SpecError (file, line, field) for a step whose job cannot be read: each is
         read now, as its run will read it, so that a bad one stores nothing."""
         folder = self.steps.folder_of(tree)
-        for name in spec.order():
-            step_job(spec, name, folder, values, str(self.engine.data_dir.root / "workflows"))
+        for name, step in spec.steps.items():
+            if step.file is not None and not tree:
+                raise BadInput(f"steps.{name}.file: {step.file} cannot be read: no folder was sent")
+            step_job(spec, name, folder, values, "/run", filename)
 
     def _ask(self, request: Request) -> RunRecord:
         if self.driver is None:

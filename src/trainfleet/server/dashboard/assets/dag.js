@@ -8,19 +8,11 @@ const HEIGHT = 78;
 const GAP_X = 64;
 const GAP_Y = 18;
 
-// Each step's needs: the server's `graph` where it sends one, else the run's workflow file
-// where it is JSON; null where neither says. Steps the run has but the graph lacks need
-// nothing; needs of steps the run lacks are dropped.
+// Each step's needs, as the server's `graph` says (null where it says nothing). Steps the
+// run has but the graph lacks need nothing; needs of steps the run lacks are dropped.
 export function graphOf(details) {
-  let needs = details.graph;
-  if (!needs) {
-    try {
-      const file = JSON.parse(details.run.source);
-      needs = Object.fromEntries(Object.entries(file.steps).map(([name, step]) => [name, step.needs || []]));
-    } catch (_) {
-      return null;
-    }
-  }
+  const needs = details.graph;
+  if (!needs) return null;
   const known = new Set(details.steps.map((step) => step.step));
   const graph = new Map();
   for (const [name, wanted] of Object.entries(needs)) {

@@ -240,13 +240,14 @@ export async function runView(main, runId, onLeave) {
     why.textContent = shown(run.reason || "", 1000);
     clear(parameters, ...Object.entries(run.parameters || {}).flatMap(([name, value]) => [h("dt", {}, name), h("dd", {}, valueText(value))]));
     actions.replaceChildren();
-    if (!ended) actions.append(act("Stop", () => change("stop")));
-    if (run.state === "failed" || run.state === "cancelled") actions.append(act("Retry", () => change("retry")));
+    const may = new Set(details.may || []);
+    if (!ended && may.has("stop")) actions.append(act("Stop", () => change("stop")));
+    if ((run.state === "failed" || run.state === "cancelled") && may.has("retry")) actions.append(act("Retry", () => change("retry")));
     const needs = graphOf(details);
     clear(graph, dagView(needs, details.steps), needs ? "" : h("p", { class: "note" }, "The server does not say which steps need which: they are shown without arrows."));
     const order = needs ? [...needs.keys()] : details.steps.map((step) => step.step);
     const byName = new Map(details.steps.map((step) => [step.step, step]));
-    steps.replaceChildren(...order.map((name) => stepRow(byName.get(name), ended && run.state !== "skipped")));
+    steps.replaceChildren(...order.map((name) => stepRow(byName.get(name), ended && run.state !== "skipped" && may.has("retry"))));
     source.textContent = run.source;
   }
 
