@@ -34,6 +34,15 @@ TINY = (
     "    env: {WANDB_API_KEY: {secret: wandb, key: api-key}}\n"
 )
 SLEEPER = "name: sleeper\nroles:\n  worker: {command: 'echo up; sleep 120'}\n"
+FLOW = (
+    "kind: Workflow\nname: nightly\nsteps:\n"
+    "  a: {job: {roles: {worker: {command: 'true'}}}}\n"
+    "  b: {job: {roles: {worker: {command: 'sleep 120'}}}, needs: [a]}\n"
+)
+YEARLY = (
+    "kind: Workflow\nname: yearly\nschedule: {cron: '0 0 1 1 *'}\n"
+    "steps:\n  a: {job: {roles: {worker: {command: 'true'}}}}\n"
+)
 
 LOCAL = {
     ("server",): "is the server",
@@ -179,11 +188,35 @@ def walk_readme(walk: Walk, tmp_path: Path) -> None:
     notebook = walk.ok(bo, "notebook", "start", "--no-wait", cwd=tmp_path / "notes").strip()
     assert notebook in walk.ok(bo, "notebook", "list")
     walk.ok(bo, "notebook", "stop", notebook)
+    walk_workflows(walk, bo, tmp_path)
 
     walk.ok(ana, "secret", "delete", "wandb")
     assert "secret.create" in walk.ok(ana, "audit")
     walk.ok(TOKEN, "user", "disable", "bo")
     assert "healthy" in walk.ok(TOKEN, "gpus", "clear", "0")
+
+
+def walk_workflows(walk: Walk, user: str, tmp_path: Path) -> None:
+    """A workflow's life on the server as ``user`` (in one team): a run stopped, retried
+    and read, a schedule paused and resumed, both workflows deleted."""
+    flow = tmp_path / "flow"
+    flow.mkdir()
+    (flow / "nightly.yaml").write_text(FLOW)
+    (flow / "yearly.yaml").write_text(YEARLY)
+    said = walk.ok(user, "workflow", "submit", str(flow / "nightly.yaml"))
+    run = said.split()[-2]
+    assert re.fullmatch(r"nightly-[0-9a-f]{8}", run), said
+    assert "cancelled" in walk.ok(user, "workflow", "stop", run)
+    assert "retried" in walk.ok(user, "workflow", "retry", run, "--from", "a")
+    assert run in walk.ok(user, "workflow", "show", run)
+    assert run in walk.ok(user, "workflow", "runs", "nightly")
+    assert "next runs:" in walk.ok(user, "workflow", "submit", str(flow / "yearly.yaml"))
+    assert "yearly" in walk.ok(user, "workflow", "list")
+    assert "paused" in walk.ok(user, "workflow", "pause", "yearly")
+    assert "resumed" in walk.ok(user, "workflow", "resume", "yearly")
+    assert "active" in walk.ok(user, "workflow", "describe", "yearly")
+    walk.ok(user, "workflow", "delete", "yearly")
+    walk.ok(user, "workflow", "delete", "nightly")
 
 
 def test_every_server_command_reaches_an_https_server_with_a_private_ca(

@@ -496,6 +496,54 @@ CLI: dict[str, Callable[[str, Any, Path], list[str]]] = {
         "--team",
         p.split("/")[2],
     ],
+    # No folder is sent: a viewer may not send one, and the case's steps are inline.
+    "submit workflow": lambda p, b, folder: [
+        "workflow",
+        "submit",
+        str(_written(folder, str(b))),
+        "--team",
+        _query_team(p),
+        "--no-folder",
+        "--no-run",
+    ],
+    "describe workflow": lambda p, b, folder: [
+        "workflow",
+        "describe",
+        p.split("/")[3],
+        "--team",
+        p.split("/")[2],
+    ],
+    "workflow runs": lambda p, b, folder: [
+        "workflow",
+        "runs",
+        p.split("/")[3],
+        "--team",
+        p.split("/")[2],
+    ],
+    "pause workflow": lambda p, b, folder: [
+        "workflow",
+        "pause",
+        p.split("/")[3],
+        "--team",
+        p.split("/")[2],
+    ],
+    "resume workflow": lambda p, b, folder: [
+        "workflow",
+        "resume",
+        p.split("/")[3],
+        "--team",
+        p.split("/")[2],
+    ],
+    "delete workflow": lambda p, b, folder: [
+        "workflow",
+        "delete",
+        p.split("/")[3],
+        "--team",
+        p.split("/")[2],
+    ],
+    "describe run": lambda p, b, folder: ["workflow", "show", _run_of(p)],
+    "stop run": lambda p, b, folder: ["workflow", "stop", _run_of(p)],
+    "retry run": lambda p, b, folder: ["workflow", "retry", _run_of(p)],
 }
 """Each case as the CLI runs it (those it has a command for)."""
 

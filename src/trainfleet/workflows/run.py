@@ -1,5 +1,9 @@
 """One run of a workflow, driven from this process: each step submitted as a job when
-``RunPlan`` says, followed until the run is over (``trainfleet workflow run FILE``)."""
+``RunPlan`` says, followed until the run is over (``trainfleet workflow run FILE``).
+
+Every step's job is built (its file read, the parameters put in, the whole validated)
+before any starts, so a bad step file fails the run before a job exists; what can only
+fail as a job is submitted fails that step alone."""
 
 from __future__ import annotations
 
@@ -9,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from trainfleet.domain.errors import TrainfleetError
 from trainfleet.domain.records import JobRecord, State
 from trainfleet.spec.models import JobSpec
 from trainfleet.spec.workflows import WorkflowSpec
@@ -43,16 +48,27 @@ class RunOutcome:
         return not any(s in (StepState.FAILED, StepState.CANCELLED) for s in self.states.values())
 
 
+def step_jobs(
+    spec: WorkflowSpec, folder: Path, parameters: Mapping[str, Any], run_dir: Path
+) -> dict[str, JobSpec]:
+    """Every step's job, in the run's order, built from ``folder`` with ``parameters`` and
+    the run's folder ``run_dir``; SpecError (file, line, field) for the first that cannot
+    be, before anything has started."""
+    return {name: step_job(spec, name, folder, parameters, str(run_dir)) for name in spec.order()}
+
+
 def run_workflow(
     host: JobHost,
     spec: WorkflowSpec,
+    jobs: Mapping[str, JobSpec],
     folder: Path,
-    parameters: Mapping[str, Any],
     run_dir: Path,
     say: Callable[[str], None] = print,
 ) -> RunOutcome:
-    """Run every step of ``spec`` that its states call for, each job in ``folder``, the run's
-    folder ``run_dir``; each change is said. Ctrl-C stops the running steps' jobs."""
+    """Run every step of ``spec`` that its states call for, each step's job of ``jobs``
+    (``step_jobs``) in ``folder``, the run's folder ``run_dir``; each change is said. A
+    step whose job the host refuses fails (and retries, where it may). Ctrl-C stops the
+    running steps' jobs."""
     plan = RunPlan(spec)
     running: dict[str, str] = {}  # step: its job
     stopping: set[str] = set()
@@ -67,9 +83,13 @@ def run_workflow(
                 stopping.add(name)
                 host.cancel(running[name], "a step of the workflow failed (on_failure: cancel-all)")
             for name in actions.start:
-                job = step_job(spec, name, folder, parameters, str(run_dir))
-                job_id = host.submit_step(job, folder)
                 plan.started(name)
+                try:
+                    job_id = host.submit_step(jobs[name], folder)
+                except TrainfleetError as error:
+                    plan.ended(name, succeeded=False)
+                    say(_ended(spec, plan, name, f"failed: its job was refused: {error}"))
+                    continue
                 running[name] = job_id
                 outcome.jobs[name].append(job_id)
                 say(f"step {name} started: job {job_id}")
@@ -80,12 +100,8 @@ def run_workflow(
                 del running[name]
                 stopped = record.state == State.CANCELLED
                 plan.ended(name, succeeded=record.state == State.SUCCEEDED, stopped=stopped)
-                said = f"step {name} {record.state}" + (
-                    f": {record.reason}" if record.reason else ""
-                )
-                if plan.states[name] == StepState.WAITING:
-                    said += f" (retry {plan.tries[name]} of {spec.steps[name].retries})"
-                say(said)
+                reason = f": {record.reason}" if record.reason else ""
+                say(_ended(spec, plan, name, f"{record.state}{reason}"))
             if not plan.done and not actions.start:
                 time.sleep(POLL)
     except KeyboardInterrupt:
@@ -93,3 +109,11 @@ def run_workflow(
             host.cancel(job_id, "the workflow run was interrupted")
         raise
     return outcome
+
+
+def _ended(spec: WorkflowSpec, plan: RunPlan, name: str, how: str) -> str:
+    """``step NAME <how>``, with the retry it goes on to, if any."""
+    said = f"step {name} {how}"
+    if plan.states[name] == StepState.WAITING:
+        said += f" (retry {plan.tries[name]} of {spec.steps[name].retries})"
+    return said
