@@ -23,6 +23,7 @@ import os
 import re
 import ssl
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
@@ -850,10 +851,9 @@ class ServerTail(LogTail):
 class _ServerHost:
     """A function's job on the server a client talks to (``functions.call``)."""
 
-    poll_interval = 0.25
-
     def __init__(self, client: Client) -> None:
         self.client = client
+        self._ended: dict[str, threading.Event] = {}
 
     def submit_call(self, spec: JobSpec, folder: Path, payload: bytes) -> str:
         from trainfleet.spec.functions import PAYLOAD
@@ -868,12 +868,20 @@ class _ServerHost:
         return ServerTail(self.client, job_id, role, index)
 
     def wait(self, job_id: str, timeout: float) -> bool:
-        deadline = time.monotonic() + timeout
-        while not State(self.get(job_id).state).is_final:
-            if time.monotonic() >= deadline:
-                return False
-            time.sleep(min(self.poll_interval, max(0.0, deadline - time.monotonic())))
-        return True
+        """Whether the job ended within ``timeout``: one stream of its events tells (a
+        thread follows it), rather than a request per look."""
+        ended = self._ended.get(job_id)
+        if ended is None:
+            ended = self._ended[job_id] = threading.Event()
+
+            def follow() -> None:
+                try:
+                    self.client.wait(job_id)
+                finally:  # ended, or the stream failed: the caller looks itself
+                    ended.set()
+
+            threading.Thread(target=follow, name=f"wait-{job_id}", daemon=True).start()
+        return ended.wait(timeout) and State(self.get(job_id).state).is_final
 
     def get(self, job_id: str) -> JobRecord:
         return self.client.get(job_id)

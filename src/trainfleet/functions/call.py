@@ -16,9 +16,9 @@ from trainfleet.functions.outcome import outcome
 from trainfleet.functions.payload import dumps_call
 from trainfleet.spec.models import JobSpec
 
-FIRST_POLL, POLL = 0.02, 0.25
-"""Seconds between two looks at the job (and its logs) while it runs: the first soon (a
-short call ends in a fraction of a second), each later one longer, up to ``POLL``."""
+POLL = 0.25
+"""Seconds between two reads of the tasks' logs while the job runs (its end is waited for
+in between, and acted on at once)."""
 STOP_WAIT = 60.0
 """Seconds a call interrupted (Ctrl-C) waits for its job to stop before it gives up."""
 
@@ -61,10 +61,8 @@ def call(
     shown = out or sys.stdout
     try:
         logs = LogFollower(host, job_id, [(task.role, task.index) for task in host.tasks(job_id)])
-        poll = FIRST_POLL
-        while not host.wait(job_id, poll):
+        while not host.wait(job_id, POLL):
             _show(logs, shown, final=False)
-            poll = min(POLL, poll * 1.5)
         _show(logs, shown, final=True)
     except KeyboardInterrupt:
         host.interrupt(job_id)
