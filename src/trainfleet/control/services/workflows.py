@@ -316,6 +316,11 @@ class Workflows:
     # -- helpers ---------------------------------------------------------------------
 
     def _start(self, workflow: WorkflowRecord, values: Mapping[str, Any], now: float) -> RunRecord:
+        if self.driver is None:
+            raise Conflict(
+                "this process drives no workflow runs: a server does (`trainfleet server`), "
+                "or run one here in the foreground (`trainfleet workflow run FILE`)"
+            )
         spec = load_workflow_text(workflow.source, workflow.filename)
         run = self.store.add_run(new_run(workflow, values, now), spec.order())
         if run is None:
