@@ -1,16 +1,18 @@
-"""Schedules fired against a real store and engine, the clock moved by the test (a fake
-clock only: the runs' jobs are real): which missed times run or are skipped
-(``catch_up``), one run per time however often and by however many firers it is looked
-at, ``concurrency``, an owner disabled, and a schedule whose runs fail firing on."""
+"""Schedules fired against a real store (SQLite and PostgreSQL) and engine, the clock
+moved by the test (a fake clock only: the runs' jobs are real): which missed times run or
+are skipped (``catch_up``), one run per time however often and by however many firers it
+is looked at, ``concurrency``, an owner disabled, and a schedule whose runs fail firing
+on."""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 
 import pytest
-from helpers import wait_for
+from helpers import fresh_postgres_database, wait_for
 
 from trainfleet.control.access import Caller
 from trainfleet.control.assembly import engine_at
@@ -32,9 +34,18 @@ class Clock:
         return self.now
 
 
-@pytest.fixture
-def workflows(tmp_path: Path) -> Iterator[Workflows]:
-    engine = engine_at(tmp_path / "data", vault=True)
+@pytest.fixture(params=["sqlite", "postgresql"])
+def workflows(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Workflows]:
+    with _database(request.param) as database:
+        yield from _workflows(tmp_path, database)
+
+
+def _database(kind: str) -> AbstractContextManager[str | None]:
+    return fresh_postgres_database() if kind == "postgresql" else nullcontext(None)
+
+
+def _workflows(tmp_path: Path, database: str | None) -> Iterator[Workflows]:
+    engine = engine_at(tmp_path / "data", database, vault=True)
     services = Services.of(engine)
     services.accounts.bootstrap(None)
     from server.harness import add_user
