@@ -9,6 +9,7 @@ The runs are driven by ``workflows.driver.RunDriver`` and the schedules fired by
 
 from __future__ import annotations
 
+import functools
 import secrets
 import shutil
 import time
@@ -41,6 +42,8 @@ if TYPE_CHECKING:
     from trainfleet.control.engine import Engine
     from trainfleet.spec.models import JobSpec
 
+SPECS_KEPT = 256
+"""Stored workflow files kept parsed (a run's page is read every second while it runs)."""
 NEXT_TIMES = 5
 """Next run times shown of a schedule."""
 ANSWER_WITHIN = 30.0
@@ -103,6 +106,12 @@ class EngineSteps:
             if accounts is not None:  # the team's tasks run as its own account
                 accounts.of(run.team).hand_over(folder)
         return folder
+
+
+@functools.lru_cache(maxsize=SPECS_KEPT)
+def stored_spec(source: str, filename: str) -> WorkflowSpec:
+    """A stored workflow file, parsed (once per text: a 200-step file takes tens of ms)."""
+    return load_workflow_text(source, filename)
 
 
 def owner_of(engine: Engine, user: str) -> Caller:
@@ -225,7 +234,7 @@ class Workflows:
         return workflow
 
     def details(self, workflow: WorkflowRecord, runs: int = 20) -> WorkflowDetails:
-        spec = load_workflow_text(workflow.source, workflow.filename)
+        spec = stored_spec(workflow.source, workflow.filename)
         return WorkflowDetails(
             workflow=workflow,
             schedule=self.store.schedule(workflow.id),
@@ -235,7 +244,7 @@ class Workflows:
 
     def run(self, workflow: WorkflowRecord, parameters: Mapping[str, str]) -> RunRecord:
         """Start a run of a stored workflow now (checked by ``readable``)."""
-        spec = load_workflow_text(workflow.source, workflow.filename)
+        spec = stored_spec(workflow.source, workflow.filename)
         return self._start(workflow, parameters_of(spec, parameters), time.time())
 
     def pause(self, workflow: WorkflowRecord, by: str) -> WorkflowDetails:
@@ -281,7 +290,7 @@ class Workflows:
 
     def run_details(self, run: RunRecord, caller: Caller | None = None) -> RunDetails:
         """The run, its steps, what each needs, and what ``caller`` may do to it."""
-        spec = load_workflow_text(run.source, run.filename)
+        spec = stored_spec(run.source, run.filename)
         allowed = (
             caller is None or caller.decide(Action.CHANGE_WORKFLOW, run.team, run.user).allowed
         )
@@ -305,7 +314,7 @@ class Workflows:
             raise Conflict(f"run {run.id} is {run.state}: stop it or wait for its end first")
         if run.state == RunState.SKIPPED:
             raise Conflict(f"run {run.id} was skipped ({run.reason}): it has nothing to retry")
-        spec = load_workflow_text(run.source, run.filename)
+        spec = stored_spec(run.source, run.filename)
         if start_from is not None and start_from not in spec.steps:
             known = ", ".join(spec.steps)
             raise BadInput(f"from: no step {start_from!r} in run {run.id} (steps: {known})")
@@ -321,7 +330,7 @@ class Workflows:
                 "this process drives no workflow runs: a server does (`trainfleet server`), "
                 "or run one here in the foreground (`trainfleet workflow run FILE`)"
             )
-        spec = load_workflow_text(workflow.source, workflow.filename)
+        spec = stored_spec(workflow.source, workflow.filename)
         run = self.store.add_run(new_run(workflow, values, now), spec.order())
         if run is None:
             raise NotFound(f"no workflow {workflow.name!r} in team {workflow.team!r}")
