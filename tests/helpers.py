@@ -188,3 +188,11 @@ def every_answer(url: str, token: str, job_id: str, missing_ok: bool = False) ->
             bodies += answer.content
         bodies += http.get(f"{url}/metrics", timeout=60).content
     return bodies
+
+
+def example_job_files() -> list[Path]:
+    """Every job file of ``examples/`` (a workflow file is no job file), by path."""
+    examples = Path(__file__).resolve().parents[1] / "examples"
+    return sorted(
+        path for path in examples.glob("*/*.yaml") if "kind: Workflow" not in path.read_text()
+    )

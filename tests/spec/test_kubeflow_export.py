@@ -12,7 +12,7 @@ from typing import Any
 import jsonschema
 import pytest
 import yaml
-from helpers import trainfleet
+from helpers import example_job_files, trainfleet
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -50,7 +50,7 @@ def test_the_schemas_refuse_what_the_operator_refuses() -> None:
 
 
 @pytest.mark.parametrize(
-    "path", sorted(EXAMPLES.glob("*/*.yaml")), ids=lambda path: f"{path.parent.name}/{path.name}"
+    "path", example_job_files(), ids=lambda path: f"{path.parent.name}/{path.name}"
 )
 def test_every_example_exports_or_is_refused_naming_why(path: Path) -> None:
     """Examples with an image export to a manifest the operator takes, which reads back

@@ -13,7 +13,7 @@ from typing import Any
 import jsonschema
 import pytest
 import yaml
-from helpers import run_cli, trainfleet
+from helpers import example_job_files, run_cli, trainfleet
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -368,7 +368,7 @@ def test_the_example_exports_to_a_trainjob_the_crd_takes() -> None:
 
 
 @pytest.mark.parametrize(
-    "path", sorted(EXAMPLES.glob("*/*.yaml")), ids=lambda path: f"{path.parent.name}/{path.name}"
+    "path", example_job_files(), ids=lambda path: f"{path.parent.name}/{path.name}"
 )
 def test_every_example_exports_to_a_trainjob_or_is_refused_naming_why(path: Path) -> None:
     """Examples a TrainJob can hold export to one the CRD takes, which reads back as the
