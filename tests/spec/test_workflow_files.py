@@ -115,3 +115,15 @@ def test_two_hundred_steps_in_a_chain_are_ordered() -> None:
     )
     flow = load_workflow_text(f"kind: Workflow\nname: chain\nsteps:\n{steps}", "chain.yaml")
     assert flow.order() == [f"s{n}" for n in range(200)]
+
+
+def test_a_workflow_given_as_a_job_says_how_it_runs() -> None:
+    from trainfleet.spec.errors import SpecError
+    from trainfleet.spec.loading import load_job_text
+
+    with pytest.raises(SpecError) as raised:
+        load_job_text(GOOD, "flow.yaml")
+    assert str(raised.value) == (
+        "flow.yaml:1: kind: a workflow, not a job: run it with `trainfleet workflow run "
+        "flow.yaml` (here) or `trainfleet workflow submit flow.yaml` (on a server)"
+    )

@@ -75,6 +75,17 @@ def load_job_text(
         return LoadedJob(plain, [], "trainfleet")
     try:
         data, source, runtimes = _the_job(parse_documents(text, filename), filename, runtimes)
+        if data.get("kind") == "Workflow":  # spec.workflows.KIND (not imported: start-up)
+            raise SpecError(
+                [
+                    source.problem(
+                        ("kind",),
+                        "a workflow, not a job: run it with `trainfleet workflow run "
+                        f"{filename}` (here) or `trainfleet workflow submit {filename}` "
+                        "(on a server)",
+                    )
+                ]
+            )
         check_roles(data, limits, source)
         if "apiVersion" in data or "kind" in data:
             spec, warnings = _from_manifest(data, source, limits, runtimes)
