@@ -126,6 +126,20 @@ def test_cancel_all_and_a_stop_end_the_running_steps_jobs(
     wait_for(lambda: client.get(job).state == "cancelled", 30, "the long step's job to stop")
 
 
+def test_a_step_whose_job_is_cancelled_by_hand_fails_its_run(
+    live: tuple[object, Client], tmp_path: Path
+) -> None:
+    _, client = live
+    long = "{job: {roles: {worker: {command: 'sleep 60'}}}}"
+    flow = f"kind: Workflow\nname: hand\nsteps:\n  long: {long}\n"
+    run = client.submit_workflow(_folder(tmp_path, flow), send_folder=False).run
+    assert run is not None
+    wait_for(lambda: _jobs(client, run.id)["long"], 30, "the step's job")
+    client.cancel(_jobs(client, run.id)["long"][0])
+    done = client.wait_run(run.id, 0.1)
+    assert (done.run.state, done.run.reason) == ("failed", "step long cancelled")
+
+
 def test_bad_input_stores_nothing(live: tuple[object, Client], tmp_path: Path) -> None:
     from trainfleet.client import BadRequest
 

@@ -205,9 +205,17 @@ class RunDriver:
         self.store.workflows.update_steps(run.id, changes)
         self._start(run, spec, plan, actions.start, jobs)
         if plan.done:
-            failed = [name for name in plan.order if plan.states[name] == StepState.FAILED]
-            if failed:
-                self._end(run, RunState.FAILED, RunCode.STEP_FAILED, f"step {failed[0]} failed")
+            broken = sorted(
+                (
+                    n
+                    for n in plan.order
+                    if plan.states[n] in (StepState.FAILED, StepState.CANCELLED)
+                ),
+                key=lambda n: plan.states[n] != StepState.FAILED,  # a failure first
+            )
+            if broken:
+                why = f"step {broken[0]} {plan.states[broken[0]]}"
+                self._end(run, RunState.FAILED, RunCode.STEP_FAILED, why)
             else:
                 self._end(run, RunState.SUCCEEDED, RunCode.SUCCEEDED, "")
             return []
