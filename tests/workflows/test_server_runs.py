@@ -140,6 +140,28 @@ def test_a_step_whose_job_is_cancelled_by_hand_fails_its_run(
     assert (done.run.state, done.run.reason) == ("failed", "step long cancelled")
 
 
+def test_old_runs_give_back_their_folders_then_their_records(
+    live: tuple[object, Client], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from trainfleet.workflows import driver
+
+    monkeypatch.setattr(driver, "FOLDERS_KEPT", 1)
+    monkeypatch.setattr(driver, "RUNS_KEPT", 2)
+    server, client = live
+    runs_dir = server.engine.data_dir.root / "workflows" / "runs"  # type: ignore[attr-defined]
+    flow = "kind: Workflow\nname: kept\nsteps:\n  a: {job: {roles: {worker: {command: 'true'}}}}\n"
+    first = client.submit_workflow(_folder(tmp_path, flow), send_folder=False).run
+    assert first is not None
+    runs = [first.id]
+    for _ in range(2):
+        client.wait_run(runs[-1], 0.1)
+        runs.append(client.run_workflow("default", "kept").id)
+    client.wait_run(runs[-1], 0.1)
+    wait_for(lambda: not (runs_dir / runs[1]).exists(), 10, "the 2nd run's folder to go")
+    assert [run.id for run in client.workflow_runs("default", "kept")] == runs[:0:-1]
+    assert (runs_dir / runs[2]).is_dir() and not (runs_dir / runs[0]).exists()
+
+
 def test_bad_input_stores_nothing(live: tuple[object, Client], tmp_path: Path) -> None:
     from trainfleet.client import BadRequest
 

@@ -191,13 +191,25 @@ class WorkflowStore:
         rows = db.rows(f"{SELECT_RUNS} WHERE id = :id", {"id": run_id})
         return _run(rows[0]) if rows else None
 
-    def runs(self, workflow_id: str, limit: int = 50) -> list[RunRecord]:
-        """The workflow's runs, newest first."""
+    def runs(self, workflow_id: str, limit: int = 50, skip: int = 0) -> list[RunRecord]:
+        """The workflow's runs, newest first (but the ``skip`` newest)."""
         rows = self._db.rows(
-            f"{SELECT_RUNS} WHERE workflow_id = :id ORDER BY number DESC LIMIT :limit",
-            {"id": workflow_id, "limit": limit},
+            f"{SELECT_RUNS} WHERE workflow_id = :id ORDER BY number DESC LIMIT :limit OFFSET :skip",
+            {"id": workflow_id, "limit": limit, "skip": skip},
         )
         return [_run(row) for row in rows]
+
+    def forget_runs(self, run_ids: Collection[str]) -> None:
+        """Forget these runs and their steps (their jobs stay, as jobs)."""
+        if not run_ids:
+            return
+        listed, params = queries.in_list("run", sorted(run_ids))
+
+        def forget(db: Transaction) -> None:
+            db.execute(f"DELETE FROM steps WHERE run_id IN {listed}", params)
+            db.execute(f"DELETE FROM runs WHERE id IN {listed}", params)
+
+        self._db.write(forget)
 
     def active_runs(self, workflow_id: str | None = None) -> list[RunRecord]:
         """Runs waiting or running (of one workflow, or of all), oldest first."""

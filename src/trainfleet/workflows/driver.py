@@ -40,6 +40,11 @@ RECONCILE = 2.0
 """Seconds between two looks at every active run, whatever the store said."""
 RETRY_FIRST, RETRY_MAX = 0.1, 5.0
 RUN_LABEL, TRY_LABEL = "trainfleet/run", "trainfleet/try"
+FOLDERS_KEPT = 20
+"""Runs of a workflow whose folders are kept, the newest: an older one's goes when a run
+ends (it can no longer be retried)."""
+RUNS_KEPT = 1000
+"""Runs of a workflow kept in the store, the newest: older ones are forgotten."""
 
 
 class StepJobs(Protocol):
@@ -66,6 +71,10 @@ class StepJobs(Protocol):
 
     def run_dir(self, run: RunRecord) -> Path:
         """The run's shared folder, made (and given to the team's account) if need be."""
+        ...
+
+    def remove_run_dir(self, run_id: str) -> None:
+        """Remove a run's folder, following no link in it."""
         ...
 
 
@@ -312,6 +321,17 @@ class RunDriver:
         )
         self._specs.pop(run.id, None)
         log.info("workflow run %s %s%s", run.id, state, f": {reason}" if reason else "")
+        self._prune(run.workflow_id)
+
+    def _prune(self, workflow_id: str) -> None:
+        """Remove the folders of the workflow's ended runs older than the FOLDERS_KEPT
+        newest, and forget its runs older than the RUNS_KEPT newest."""
+        workflows = self.store.workflows
+        for old in workflows.runs(workflow_id, RUNS_KEPT, skip=FOLDERS_KEPT):
+            if RunState(old.state).is_final:
+                self.jobs.remove_run_dir(old.id)
+        forgotten = workflows.runs(workflow_id, RUNS_KEPT, skip=RUNS_KEPT)
+        workflows.forget_runs([old.id for old in forgotten if RunState(old.state).is_final])
 
     # -- stops and retries ----------------------------------------------------------
 

@@ -98,8 +98,15 @@ class EngineSteps:
         whom, digest = tree.rsplit("/", 1)
         return self.trees.path(whom, digest)
 
+    def remove_run_dir(self, run_id: str) -> None:
+        shutil.rmtree(self._run_dirs / run_id, ignore_errors=True)  # fd-based: no link followed
+
+    @property
+    def _run_dirs(self) -> Path:
+        return self.engine.data_dir.root / "workflows" / "runs"
+
     def run_dir(self, run: RunRecord) -> Path:
-        folder = self.engine.data_dir.root / "workflows" / "runs" / run.id
+        folder = self._run_dirs / run.id
         if not folder.is_dir():
             folder.mkdir(parents=True, mode=0o700)
             accounts = self.engine.team_accounts
@@ -265,7 +272,7 @@ class Workflows:
         if self.firing is not None:
             self.firing.wake()
         for run_id in runs:
-            shutil.rmtree(self.engine.data_dir.root / "workflows" / "runs" / run_id, True)
+            self.steps.remove_run_dir(run_id)
 
     def trees_in_use(self) -> Iterator[str]:
         """The stored trees (``owner/digest``) that workflows and their runs use."""
