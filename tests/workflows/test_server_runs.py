@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from helpers import wait_for
 
-from trainfleet.client import Client
+from trainfleet.client import Client, Conflict
 from trainfleet.domain.workflow_records import RunCode, RunState, StepState
 from trainfleet.workflows.driver import RUN_LABEL, TRY_LABEL
 
@@ -160,6 +160,8 @@ def test_old_runs_give_back_their_folders_then_their_records(
     wait_for(lambda: not (runs_dir / runs[1]).exists(), 10, "the 2nd run's folder to go")
     assert [run.id for run in client.workflow_runs("default", "kept")] == runs[:0:-1]
     assert (runs_dir / runs[2]).is_dir() and not (runs_dir / runs[0]).exists()
+    with pytest.raises(Conflict, match="gave its folder back"):
+        client.retry_run(runs[1], start_from="a")
 
 
 def test_bad_input_stores_nothing(live: tuple[object, Client], tmp_path: Path) -> None:

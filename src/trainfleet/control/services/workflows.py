@@ -33,6 +33,7 @@ from trainfleet.domain.workflow_records import (
 )
 from trainfleet.spec.workflows import WorkflowSpec, load_workflow_text
 from trainfleet.workdirs.store import WorkdirStore
+from trainfleet.workflows import driver
 from trainfleet.workflows.driver import Request, RunDriver
 from trainfleet.workflows.firing import ScheduleFiring, new_run
 from trainfleet.workflows.steps import parameters_of, step_job
@@ -327,6 +328,12 @@ class Workflows:
             raise BadInput(f"from: no step {start_from!r} in run {run.id} (steps: {known})")
         if start_from is None and run.state == RunState.SUCCEEDED:
             raise Conflict(f"run {run.id} succeeded: name a step to run again from (--from)")
+        newest = {kept.id for kept in self.store.runs(run.workflow_id, driver.FOLDERS_KEPT)}
+        if run.id not in newest:
+            raise Conflict(
+                f"run {run.id} gave its folder back (only the {driver.FOLDERS_KEPT} newest runs "
+                "keep theirs): start a new run instead"
+            )
         return self.run_details(self._ask(Request(run.id, "retry", start_from=start_from)))
 
     # -- helpers ---------------------------------------------------------------------
