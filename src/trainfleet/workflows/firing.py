@@ -183,7 +183,7 @@ class ScheduleFiring:
                 )
                 entry.state = _with(entry.state, code=ScheduleCode.OWNER_DISABLED, reason=reason)
                 log.warning("schedule of %s paused: %s", entry.workflow.id, reason)
-            entry.next_time = _next(_with_entry(entry, now))
+            entry.next_time = now + MAX_SLEEP  # look again whether its owner is back
             return
         if code == ScheduleCode.OWNER_DISABLED:  # enabled again: on from now
             workflows.set_schedule(
@@ -255,12 +255,6 @@ class ScheduleFiring:
 
 def _with(state: ScheduleRecord, **fields: Any) -> ScheduleRecord:
     return ScheduleRecord.from_row({**state.to_dict(), **fields})
-
-
-def _with_entry(entry: _Entry, last_time: float) -> _Entry:
-    return _Entry(
-        entry.workflow, entry.spec, entry.schedule, _with(entry.state, last_time=last_time), 0.0
-    )
 
 
 def _next(entry: _Entry) -> float:
