@@ -31,6 +31,14 @@ def test_a_notebook_is_one_tracked_role_running_jupyterlab_under_the_jobs_python
     assert notebook(notebook={"idle_timeout": "30m"}).notebook.idle_timeout == 1800  # type: ignore[union-attr]
 
 
+def test_a_notebook_with_tensorboard_gets_both_roles() -> None:
+    """With ``roles`` left out, the TensorBoard service's role joins the notebook's (it was
+    refused as "a role 'tensorboard' of its own")."""
+    spec = load_job_text("name: nb\nnotebook: true\ntensorboard: true\n").spec
+    assert sorted(spec.roles) == ["notebook", "tensorboard"]
+    assert spec.tracked_roles() == ["notebook"]
+
+
 @pytest.mark.parametrize(
     ("text", "said"),
     [

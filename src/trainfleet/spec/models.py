@@ -738,6 +738,8 @@ class JobSpec(_Model):
         if not isinstance(data, dict) or data.get("tensorboard") in (None, False):
             return data
         roles = data.get("roles")
+        if roles is None and data.get("notebook") not in (None, False):
+            roles = {}  # the notebook's role is added next (``_notebook_role``)
         if isinstance(roles, dict) and TENSORBOARD_ROLE not in roles:
             return {**data, "roles": {**roles, TENSORBOARD_ROLE: dict(SERVICE_ROLE)}}
         return data
