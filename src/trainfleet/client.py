@@ -51,8 +51,8 @@ from trainfleet.domain.workflow_records import (
     RunRecord,
     RunState,
     WorkflowDetails,
-    WorkflowRecord,
     WorkflowSubmitted,
+    WorkflowSummary,
 )
 from trainfleet.spec.models import JobSpec
 from trainfleet.wire import (
@@ -523,11 +523,12 @@ class Client:
         )
         return _parse(WorkflowSubmitted, response)
 
-    def workflows(self, team: str | None = None) -> list[WorkflowRecord]:
-        """The workflows of the caller's teams (of ``team`` only), by team and name."""
+    def workflows(self, team: str | None = None) -> list[WorkflowSummary]:
+        """The workflows of the caller's teams (of ``team`` only), by team and name, each
+        with its schedule, next time and latest run."""
         params = {"team": team} if team else {}
         response = self._request("GET", f"{API_PREFIX}/workflows", params=params)
-        return _parse(list[WorkflowRecord], response)
+        return _parse(list[WorkflowSummary], response)
 
     def workflow(self, team: str, name: str) -> WorkflowDetails:
         """A workflow with its schedule, next run times and latest runs."""

@@ -206,7 +206,7 @@ def test_workflow_submit_fails_a_step_then_retry_and_retry_from_run_it_again(
 
     said = _ok("delete", "pipeline")
     assert said == "workflow pipeline of team default deleted, with its runs (their jobs stay)\n"
-    assert "pipeline" not in [w["name"] for w in json.loads(_ok("list", "-o", "json"))]
+    assert "pipeline" not in [w["workflow"]["name"] for w in json.loads(_ok("list", "-o", "json"))]
     assert f"no workflow run '{run_id}'" in _refused("show", run_id)
     assert "no workflow 'pipeline' in team 'default'" in _refused("describe", "pipeline")
 
@@ -299,7 +299,7 @@ def test_workflow_submit_refuses_bad_files_and_flags_naming_file_line_and_field(
         "which --no-folder does not send\n"
     )
     after = _ok("list", "-o", "json")  # nothing stored
-    assert after == before and "pipeline" not in [w["name"] for w in json.loads(after)]
+    assert after == before and "pipeline" not in [w["workflow"]["name"] for w in json.loads(after)]
 
     assert "no workflow 'nope' in team 'default'" in _refused("describe", "nope")
     assert "no workflow run 'nope-1'" in _refused("show", "nope-1")

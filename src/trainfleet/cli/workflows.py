@@ -13,7 +13,6 @@ import datetime
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict
-from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -132,29 +131,24 @@ def checked(path: str, params: Mapping[str, str], send_folder: bool) -> Workflow
 
 
 def list_workflows(options: Options, team: str | None, output: str) -> int:
-    from trainfleet.client import NotFound
-
     with server_of(options) as server:
-        workflows = server.call(lambda: server.client.workflows(team))
-        if output != "table":
-            _dump([asdict(workflow) for workflow in workflows], output)
-            return 0
-        rows = [("NAME", "TEAM", "OWNER", "SCHEDULE", "STATE", "LAST RUN")]
-        for workflow in workflows:
-            try:
-                details = server.call(partial(server.client.workflow, workflow.team, workflow.name))
-            except NotFound:  # deleted meanwhile
-                continue
-            rows.append(
-                (
-                    workflow.name,
-                    workflow.team,
-                    workflow.user,
-                    _cron(details.schedule),
-                    _schedule_state(details.schedule),
-                    _last_run(details.runs),
-                )
+        summaries = server.call(lambda: server.client.workflows(team))
+    if output != "table":
+        _dump([asdict(summary) for summary in summaries], output)
+        return 0
+    rows = [("NAME", "TEAM", "OWNER", "SCHEDULE", "STATE", "LAST RUN")]
+    for summary in summaries:
+        workflow, last = summary.workflow, summary.last_run
+        rows.append(
+            (
+                workflow.name,
+                workflow.team,
+                workflow.user,
+                _cron(summary.schedule),
+                _schedule_state(summary.schedule),
+                _last_run([last] if last is not None else []),
             )
+        )
     print_rows(rows)
     return 0
 

@@ -168,6 +168,16 @@ class WorkflowDetails(_Record):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class WorkflowSummary(_Record):
+    """A workflow as a list shows it: its schedule's state, next time and latest run."""
+
+    workflow: WorkflowRecord
+    schedule: ScheduleRecord | None = None
+    next_time: float | None = None
+    last_run: RunRecord | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class WorkflowSubmitted(_Record):
     """A workflow stored, with the run started of it (None: it has a schedule)."""
 

@@ -15,8 +15,8 @@ from trainfleet.domain.workflow_records import (
     RunDetails,
     RunRecord,
     WorkflowDetails,
-    WorkflowRecord,
     WorkflowSubmitted,
+    WorkflowSummary,
 )
 from trainfleet.server import body
 from trainfleet.server.audit import Change, audit
@@ -100,8 +100,9 @@ def find_workflows(
     who: Who,
     workflows: WorkflowsDep,
     team: Annotated[str | None, Query(max_length=200)] = None,
-) -> list[WorkflowRecord]:
-    """The workflows of the caller's teams (every team's, for an administrator)."""
+) -> list[WorkflowSummary]:
+    """The workflows of the caller's teams (every team's, for an administrator), each with
+    its schedule, next time and latest run."""
     return workflows.find(who.caller, team)
 
 

@@ -126,6 +126,30 @@ class WorkflowStore:
         )
         return ScheduleRecord.from_row(rows[0]) if rows else None
 
+    def schedules_of(self, workflow_ids: Collection[str]) -> dict[str, ScheduleRecord]:
+        """The schedules of these workflows (those that have one), by workflow."""
+        if not workflow_ids:
+            return {}
+        listed, params = queries.in_list("w", sorted(workflow_ids))
+        rows = self._db.rows(
+            f"SELECT {queries.columns(SCHEDULE_COLUMNS)} FROM schedules "
+            f"WHERE workflow_id IN {listed}",
+            params,
+        )
+        return {row["workflow_id"]: ScheduleRecord.from_row(row) for row in rows}
+
+    def latest_runs(self, workflow_ids: Collection[str]) -> dict[str, RunRecord]:
+        """The newest run of each of these workflows (those that have one), by workflow."""
+        if not workflow_ids:
+            return {}
+        listed, params = queries.in_list("w", sorted(workflow_ids))
+        rows = self._db.rows(
+            f"{SELECT_RUNS} WHERE workflow_id IN {listed} AND number = "
+            "(SELECT MAX(number) FROM runs AS newer WHERE newer.workflow_id = runs.workflow_id)",
+            params,
+        )
+        return {row["workflow_id"]: _run(row) for row in rows}
+
     def set_schedule(self, workflow_id: str, **fields: Any) -> bool:
         """Change a schedule's ``code``, ``reason`` or ``last_time``; False if it has none."""
         sets = queries.assignments(fields, ("code", "reason", "last_time"))

@@ -30,6 +30,7 @@ from trainfleet.domain.workflow_records import (
     WorkflowDetails,
     WorkflowRecord,
     WorkflowSubmitted,
+    WorkflowSummary,
 )
 from trainfleet.spec.workflows import WorkflowSpec, load_workflow_text
 from trainfleet.workdirs.store import WorkdirStore
@@ -213,19 +214,34 @@ class Workflows:
             started = self._start(record, values, now)
         if self.firing is not None:
             self.firing.wake()
+        state = self.store.schedule(record.id)
         return WorkflowSubmitted(
-            workflow=record, run=started, next_times=self._next_times(record, spec)
+            workflow=record, run=started, next_times=self._next_times(record, state)
         )
 
-    def find(self, caller: Caller, team: str | None = None) -> list[WorkflowRecord]:
-        """The workflows of the caller's teams (of ``team`` only), by team and name."""
+    def find(self, caller: Caller, team: str | None = None) -> list[WorkflowSummary]:
+        """The workflows of the caller's teams (of ``team`` only), by team and name, each
+        with its schedule, next time and latest run (three queries in all)."""
         teams = caller.teams_seen()
         if team is not None:
             teams = [team] if teams is None or team in teams else []
-        return [
+        found = [
             workflow
             for workflow in self.store.of_teams(teams)
             if caller.decide(Action.READ_WORKFLOW, workflow.team).allowed
+        ]
+        ids = [workflow.id for workflow in found]
+        schedules, latest = self.store.schedules_of(ids), self.store.latest_runs(ids)
+        return [
+            WorkflowSummary(
+                workflow=workflow,
+                schedule=schedules.get(workflow.id),
+                next_time=min(
+                    self._next_times(workflow, schedules.get(workflow.id), 1), default=None
+                ),
+                last_run=latest.get(workflow.id),
+            )
+            for workflow in found
         ]
 
     def readable(
@@ -242,11 +258,11 @@ class Workflows:
         return workflow
 
     def details(self, workflow: WorkflowRecord, runs: int = 20) -> WorkflowDetails:
-        spec = stored_spec(workflow.source, workflow.filename)
+        state = self.store.schedule(workflow.id)
         return WorkflowDetails(
             workflow=workflow,
-            schedule=self.store.schedule(workflow.id),
-            next_times=self._next_times(workflow, spec),
+            schedule=state,
+            next_times=self._next_times(workflow, state),
             runs=self.store.runs(workflow.id, runs),
         )
 
@@ -385,11 +401,17 @@ class Workflows:
         if self.firing is not None:
             self.firing.wake()
 
-    def _next_times(self, workflow: WorkflowRecord, spec: WorkflowSpec) -> list[float]:
-        state = self.store.schedule(workflow.id)
-        if spec.schedule is None or state is None or state.paused:
+    def _next_times(
+        self, workflow: WorkflowRecord, state: ScheduleRecord | None, count: int = NEXT_TIMES
+    ) -> list[float]:
+        """The next ``count`` times of the workflow's schedule (in ``state``), none while
+        it is paused."""
+        if state is None or state.paused:
             return []
-        return next_times(spec.schedule, max(state.last_time, time.time()), NEXT_TIMES)
+        spec = stored_spec(workflow.source, workflow.filename)
+        if spec.schedule is None:
+            return []
+        return next_times(spec.schedule, max(state.last_time, time.time()), count)
 
 
 def _schedule_of(workflow_id: str, spec: WorkflowSpec, now: float) -> ScheduleRecord | None:

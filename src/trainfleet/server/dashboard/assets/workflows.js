@@ -9,7 +9,6 @@ import { dagView, graphOf } from "./dag.js";
 const RUN_ENDED = ["succeeded", "failed", "cancelled", "skipped"];
 const READ_AGAIN = 1000; // ms, a run's page while it goes on
 const READ_WORKFLOW_AGAIN = 3000; // ms, a workflow's page while one of its runs goes on
-const AT_ONCE = 6; // workflows whose details the list reads at a time
 const RUNS_SHOWN = 100; // a workflow's latest runs
 
 function workflowHref(team, name) {
@@ -55,37 +54,21 @@ export async function workflowsView(main) {
     body.append(h("tr", {}, h("td", { colspan: head.length }, "No workflows (`trainfleet workflow submit` stores one).")));
     return;
   }
-  const rows = found.map((workflow) => {
-    const cells = [h("td", { class: "schedule" }, "…"), h("td", { class: "next" }), h("td", { class: "last" })];
-    const tr = h(
-      "tr",
-      { "data-workflow": `${workflow.team}/${workflow.name}` },
-      h("td", {}, h("a", { href: workflowHref(workflow.team, workflow.name) }, workflow.name)),
-      h("td", {}, workflow.team),
-      h("td", {}, workflow.user),
-      ...cells,
+  for (const { workflow, schedule, next_time: next, last_run: run } of found) {
+    const last = run ? [h("a", { href: runHref(run.id) }, `#${run.number}`), " ", stateBadge(run.state, run.code), " ", when(run.started_at || run.created_at)] : "";
+    body.append(
+      h(
+        "tr",
+        { "data-workflow": `${workflow.team}/${workflow.name}` },
+        h("td", {}, h("a", { href: workflowHref(workflow.team, workflow.name) }, workflow.name)),
+        h("td", {}, workflow.team),
+        h("td", {}, workflow.user),
+        h("td", { class: "schedule" }, scheduleText(schedule), schedule ? [" ", stateBadge(schedule.code, schedule.reason)] : ""),
+        h("td", { class: "next" }, when(next)),
+        h("td", { class: "last" }, last),
+      ),
     );
-    body.append(tr);
-    return { workflow, cells };
-  });
-  // Each row's schedule, next time and last run from the workflow's details (the list
-  // has none of them), a few read at a time.
-  const queue = [...rows];
-  const fill = async () => {
-    for (let item = queue.shift(); item; item = queue.shift()) {
-      const [schedule, next, last] = item.cells;
-      try {
-        const details = await api(`/workflows/${path(item.workflow.team, item.workflow.name)}`);
-        clear(schedule, scheduleText(details.schedule), details.schedule ? [" ", stateBadge(details.schedule.code, details.schedule.reason)] : "");
-        clear(next, when(details.next_times[0]));
-        const run = details.runs[0];
-        if (run) clear(last, h("a", { href: runHref(run.id) }, `#${run.number}`), " ", stateBadge(run.state, run.code), " ", when(run.started_at || run.created_at));
-      } catch (error) {
-        clear(schedule, h("span", { class: "error" }, error.message));
-      }
-    }
-  };
-  await Promise.all(Array.from({ length: AT_ONCE }, fill));
+  }
 }
 
 // -- a workflow ------------------------------------------------------------------------
