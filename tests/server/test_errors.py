@@ -50,6 +50,7 @@ def operations(live: LiveServer, job_id: str) -> list[tuple[str, str]]:
                 user="admin",
                 token_id="0" * 8,
                 team="default",
+                run_id="no-such-run",
             )
             found.append((method.upper(), url))
     return found

@@ -78,6 +78,17 @@ OPERATIONS = [
     ("POST", "/api/v1/secrets"),
     ("DELETE", "/api/v1/secrets/{team}/{name}"),
     ("GET", "/api/v1/audit"),
+    ("POST", "/api/v1/workflows"),
+    ("GET", "/api/v1/workflows"),
+    ("GET", "/api/v1/workflows/{team}/{name}"),
+    ("DELETE", "/api/v1/workflows/{team}/{name}"),
+    ("POST", "/api/v1/workflows/{team}/{name}/runs"),
+    ("GET", "/api/v1/workflows/{team}/{name}/runs"),
+    ("POST", "/api/v1/workflows/{team}/{name}/pause"),
+    ("POST", "/api/v1/workflows/{team}/{name}/resume"),
+    ("GET", "/api/v1/workflow-runs/{run_id}"),
+    ("POST", "/api/v1/workflow-runs/{run_id}/stop"),
+    ("POST", "/api/v1/workflow-runs/{run_id}/retry"),
 ]
 SIGN_IN = ("post", "/api/v1/session")
 """The one operation that takes its token in its body (it makes a session of it)."""
@@ -142,7 +153,8 @@ def test_no_server_error_and_no_access_without_a_token(
         headers = None if bad_token else auth
         case.call_and_validate(headers=headers, timeout=30, excluded_checks=excluded)
 
-    # A job's text is a document whose validity no schema of a string can express.
+    # A job's (or a workflow's) text is a document whose validity no schema of a string
+    # can express; nor can a schema say which workflows and runs exist.
     # Nor can a schema say which bytes are a tar.gz of the tree that a digest names, or
     # that a new user's or secret's team must exist.
     # Nor which tokens are valid ones to sign in with.
@@ -153,6 +165,7 @@ def test_no_server_error_and_no_access_without_a_token(
         "/api/v1/secrets",
         "/api/v1/session",
         "/api/v1/queues/{name}/would-start",  # nor an amount's bounds (2, 500m, 8Gi)
+        "/api/v1/workflows",
     )
     excluded = [checks.positive_data_acceptance] if path in free_form else []
 
