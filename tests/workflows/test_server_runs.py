@@ -263,3 +263,34 @@ def test_a_one_minute_schedule_runs_once_a_minute_across_a_kill_9(tmp_path: Path
     ]
     assert [run.trigger for run in runs] == [RunCode.SCHEDULED, RunCode.SCHEDULED]
     assert {run.state for run in runs} == {"succeeded"}
+
+
+def test_each_change_to_a_workflow_is_in_the_audit_trail(
+    live: tuple[object, Client], tmp_path: Path
+) -> None:
+    server, client = live
+    flow = (
+        "kind: Workflow\nname: audited\nschedule: {cron: '0 0 1 1 *'}\nsteps:\n"
+        "  a: {job: {roles: {worker: {command: 'sleep 30'}}}}\n"
+    )
+    client.submit_workflow(_folder(tmp_path, flow), send_folder=False)
+    client.pause_workflow("default", "audited")
+    client.resume_workflow("default", "audited")
+    run = client.run_workflow("default", "audited")
+    client.stop_run(run.id)
+    client.retry_run(run.id)
+    client.stop_run(run.id)
+    client.delete_workflow("default", "audited")
+    server.services.audit.writer.flush()  # type: ignore[attr-defined]
+    records = list(reversed(list(client.audit(action="workflow"))))
+    assert [(r.action, r.target, r.team, r.outcome) for r in records] == [
+        ("workflow.submit", "audited", "default", "ok"),
+        ("workflow.pause", "audited", "default", "ok"),
+        ("workflow.resume", "audited", "default", "ok"),
+        ("workflow.run", "audited", "default", "ok"),
+        ("workflow.run.stop", run.id, "default", "ok"),
+        ("workflow.run.retry", run.id, "default", "ok"),
+        ("workflow.run.stop", run.id, "default", "ok"),
+        ("workflow.delete", "audited", "default", "ok"),
+    ]
+    assert records[3].detail == f"run {run.id}" and records[5].detail == "failed steps"
