@@ -8,6 +8,7 @@ with the server binaries of /usr/lib/postgresql/*/bin.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -111,12 +112,15 @@ class PrivatePostgres:
         """SIGSTOP every process of the cluster: a database that hangs (its host frozen)
         instead of refusing. Connections stay open and new ones are accepted by the
         kernel, but nothing is ever answered until ``thaw``."""
-        for pid in self._processes():
-            os.kill(pid, signal.SIGSTOP)
+        self._signal(signal.SIGSTOP)
 
     def thaw(self) -> None:
+        self._signal(signal.SIGCONT)
+
+    def _signal(self, number: int) -> None:
         for pid in self._processes():
-            os.kill(pid, signal.SIGCONT)
+            with contextlib.suppress(ProcessLookupError):  # a backend that ended meanwhile
+                os.kill(pid, number)
 
     def _processes(self) -> list[int]:
         postmaster = int((self.data / "postmaster.pid").read_text().split()[0])
