@@ -7,31 +7,21 @@ hostile parameter and step reason show as text, and a viewer is offered no retry
 from __future__ import annotations
 
 import json
-import os
 import re
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from helpers import missing
 from server.harness import LiveServer, add_user
+from test_dashboard_browser import browser, chromium_path, expect, sign_in
 
 from trainfleet.client import Client
 from trainfleet.domain.records import TeamRole
 
-playwright_api = pytest.importorskip("playwright.sync_api")
-expect = playwright_api.expect
+__all__ = ["browser", "chromium_path"]  # fixtures, shared with the dashboard's tests
 
 HOSTILE = "<img src=x onerror=window.pwned=1>"
 RED = "rgb(180, 35, 24)"  # style.css --bad
-
-
-@pytest.fixture(scope="module")
-def chromium_path() -> str:
-    path = os.environ.get("TRAINFLEET_TEST_CHROMIUM") or "/usr/bin/chromium"
-    if not Path(path).exists():
-        missing("chromium (bash scripts/browser.sh installs it)")
-    return path
 
 
 @pytest.fixture
@@ -39,27 +29,6 @@ def server(tmp_path: Path) -> Iterator[LiveServer]:
     live = LiveServer(tmp_path / "data").start()
     yield live
     live.stop()
-
-
-@pytest.fixture
-def browser(chromium_path: str) -> Iterator[object]:
-    with playwright_api.sync_playwright() as driver:
-        launched = driver.chromium.launch(
-            executable_path=chromium_path,
-            headless=True,
-            args=["--no-sandbox", "--disable-background-networking", "--disable-sync"],
-        )
-        yield launched
-        launched.close()
-
-
-def sign_in(browser: object, server: LiveServer, token: str) -> object:
-    page = browser.new_page(viewport={"width": 1280, "height": 900})  # type: ignore[attr-defined]
-    page.goto(server.url + "/")
-    page.get_by_label("token").fill(token)
-    page.get_by_role("button", name="Sign in").click()
-    expect(page.get_by_role("heading", name="Jobs")).to_be_visible()
-    return page
 
 
 def flow(go: Path) -> str:
