@@ -32,6 +32,8 @@ STEP_COLUMNS = (
     "run_id", "step", "state", "tries", "jobs", "reason", "started_at", "finished_at",
 )  # fmt: skip
 ACTIVE = (RunState.WAITING.value, RunState.RUNNING.value)
+SELECT_WORKFLOWS = f"SELECT {queries.columns(WORKFLOW_COLUMNS)} FROM workflows"
+SELECT_SCHEDULES = f"SELECT {queries.columns(SCHEDULE_COLUMNS)} FROM schedules"
 SELECT_RUNS = f"SELECT {queries.columns(RUN_COLUMNS)} FROM runs"
 
 
@@ -49,8 +51,7 @@ class WorkflowStore:
 
         def put(db: Transaction) -> WorkflowRecord:
             found = db.rows(
-                f"SELECT {queries.columns(WORKFLOW_COLUMNS)} FROM workflows "
-                "WHERE team = :team AND name = :name",
+                f"{SELECT_WORKFLOWS} WHERE team = :team AND name = :name",
                 {"team": workflow.team, "name": workflow.name},
             )
             kept = workflow
@@ -71,15 +72,14 @@ class WorkflowStore:
 
     def get(self, workflow_id: str) -> WorkflowRecord | None:
         rows = self._db.rows(
-            f"SELECT {queries.columns(WORKFLOW_COLUMNS)} FROM workflows WHERE id = :id",
+            f"{SELECT_WORKFLOWS} WHERE id = :id",
             {"id": workflow_id},
         )
         return WorkflowRecord.from_row(rows[0]) if rows else None
 
     def find(self, team: str, name: str) -> WorkflowRecord | None:
         rows = self._db.rows(
-            f"SELECT {queries.columns(WORKFLOW_COLUMNS)} FROM workflows "
-            "WHERE team = :team AND name = :name",
+            f"{SELECT_WORKFLOWS} WHERE team = :team AND name = :name",
             {"team": team, "name": name},
         )
         return WorkflowRecord.from_row(rows[0]) if rows else None
@@ -93,8 +93,7 @@ class WorkflowStore:
             listed, params = queries.in_list("team", sorted(teams))
             where = f"WHERE team IN {listed}"
         rows = self._db.rows(
-            f"SELECT {queries.columns(WORKFLOW_COLUMNS)} FROM workflows {where} "
-            "ORDER BY team, name",
+            f"{SELECT_WORKFLOWS} {where} ORDER BY team, name",
             params,
         )
         return [WorkflowRecord.from_row(row) for row in rows]
@@ -116,12 +115,12 @@ class WorkflowStore:
 
     def schedules(self) -> list[ScheduleRecord]:
         """Every stored schedule."""
-        rows = self._db.rows(f"SELECT {queries.columns(SCHEDULE_COLUMNS)} FROM schedules")
+        rows = self._db.rows(SELECT_SCHEDULES)
         return [ScheduleRecord.from_row(row) for row in rows]
 
     def schedule(self, workflow_id: str) -> ScheduleRecord | None:
         rows = self._db.rows(
-            f"SELECT {queries.columns(SCHEDULE_COLUMNS)} FROM schedules WHERE workflow_id = :id",
+            f"{SELECT_SCHEDULES} WHERE workflow_id = :id",
             {"id": workflow_id},
         )
         return ScheduleRecord.from_row(rows[0]) if rows else None
@@ -132,8 +131,7 @@ class WorkflowStore:
             return {}
         listed, params = queries.in_list("w", sorted(workflow_ids))
         rows = self._db.rows(
-            f"SELECT {queries.columns(SCHEDULE_COLUMNS)} FROM schedules "
-            f"WHERE workflow_id IN {listed}",
+            f"{SELECT_SCHEDULES} WHERE workflow_id IN {listed}",
             params,
         )
         return {row["workflow_id"]: ScheduleRecord.from_row(row) for row in rows}
@@ -281,9 +279,7 @@ class WorkflowStore:
 
 def _put_schedule(db: Transaction, workflow_id: str, schedule: ScheduleRecord | None) -> None:
     key = {"id": workflow_id}
-    found = db.rows(
-        f"SELECT {queries.columns(SCHEDULE_COLUMNS)} FROM schedules WHERE workflow_id = :id", key
-    )
+    found = db.rows(f"{SELECT_SCHEDULES} WHERE workflow_id = :id", key)
     if schedule is None:
         db.execute("DELETE FROM schedules WHERE workflow_id = :id", key)
         return
