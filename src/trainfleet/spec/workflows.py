@@ -23,6 +23,7 @@ zone that cannot be read.
 
 from __future__ import annotations
 
+import functools
 import graphlib
 import re
 from collections.abc import Hashable, Iterator, Mapping
@@ -48,6 +49,8 @@ from trainfleet.spec.tensorboard import Duration
 
 KIND = "Workflow"
 MAX_STEPS = 2000
+STORED_KEPT = 256
+"""Stored workflow texts kept read (``stored_workflow``)."""
 PLACEHOLDER = re.compile(r"%([A-Za-z_][A-Za-z0-9_]*)%")
 """``%name%``: a parameter's value, substituted in a step's job as plain text."""
 RESERVED = frozenset({"input_path", "checkpoint_path"})
@@ -190,6 +193,13 @@ def load_workflow_text(text: str, filename: str = "<input>") -> WorkflowSpec:
     if problems:
         raise SpecError(problems)
     return spec
+
+
+@functools.lru_cache(maxsize=STORED_KEPT)
+def stored_workflow(text: str, filename: str) -> WorkflowSpec:
+    """A stored workflow's text, read once (a 200-step file takes tens of ms; a run's page
+    and the server's threads read the same text again and again)."""
+    return load_workflow_text(text, filename)
 
 
 def is_workflow(data: Mapping[Hashable, Any]) -> bool:

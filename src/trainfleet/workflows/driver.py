@@ -28,7 +28,7 @@ from trainfleet.domain.records import State
 from trainfleet.domain.workflow_records import RunCode, RunRecord, RunState, StepState
 from trainfleet.spec.errors import SpecError
 from trainfleet.spec.models import JobSpec
-from trainfleet.spec.workflows import WorkflowSpec, load_workflow_text
+from trainfleet.spec.workflows import WorkflowSpec, stored_workflow
 from trainfleet.store.connection import patiently
 from trainfleet.store.database import Store
 from trainfleet.workflows.plan import RunPlan
@@ -103,7 +103,7 @@ class RunDriver:
         self._ended: set[str] = set()  # jobs that ended since the thread last looked
         self._requests: list[tuple[Request, Future[RunRecord]]] = []
         self._lock = threading.Lock()
-        self._specs: dict[str, WorkflowSpec] = {}  # by run id
+        self._active: set[str] = set()  # the runs it has advanced and not seen end
         self._stopping = threading.Event()
         self._thread = threading.Thread(target=self._patiently, name="workflows", daemon=True)
         store.on_job_end(self._job_ended)
@@ -158,7 +158,7 @@ class RunDriver:
                 for run_id in sorted(due):
                     for job in self._advance(run_id):
                         watched[job] = run_id
-                watched = {job: run for job, run in watched.items() if run in self._specs}
+                watched = {job: run for job, run in watched.items() if run in self._active}
             except Exception:
                 if not failing:
                     log.exception("driving workflow runs failed; retrying until it succeeds")
@@ -183,16 +183,14 @@ class RunDriver:
     # -- one run -------------------------------------------------------------------
 
     def _spec(self, run: RunRecord) -> WorkflowSpec:
-        spec = self._specs.get(run.id)
-        if spec is None:
-            spec = self._specs[run.id] = load_workflow_text(run.source, run.filename)
-        return spec
+        self._active.add(run.id)
+        return stored_workflow(run.source, run.filename)
 
     def _advance(self, run_id: str) -> list[str]:
         """Move one run on as far as its steps' jobs allow; the jobs it now waits for."""
         run = self.store.workflows.get_run(run_id)
         if run is None or RunState(run.state).is_final:
-            self._specs.pop(run_id, None)
+            self._active.discard(run_id)
             return []
         try:
             spec = self._spec(run)
@@ -319,7 +317,7 @@ class RunDriver:
         self.store.workflows.update_run(
             run.id, state=state, code=code, reason=reason, finished_at=self.clock()
         )
-        self._specs.pop(run.id, None)
+        self._active.discard(run.id)
         log.info("workflow run %s %s%s", run.id, state, f": {reason}" if reason else "")
         self._prune(run.workflow_id)
 
@@ -363,7 +361,7 @@ class RunDriver:
     def _retry(self, run: RunRecord, start_from: str | None) -> None:
         """Run again what failed and what it held back (or ``start_from`` and every step
         after it): those steps wait again, their tries counted afresh."""
-        spec = load_workflow_text(run.source, run.filename)
+        spec = stored_workflow(run.source, run.filename)
         steps = self.store.workflows.steps(run.id)
         if start_from is not None:
             again = after(spec, start_from)

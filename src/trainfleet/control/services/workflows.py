@@ -9,7 +9,6 @@ The runs are driven by ``workflows.driver.RunDriver`` and the schedules fired by
 
 from __future__ import annotations
 
-import functools
 import secrets
 import shutil
 import time
@@ -32,7 +31,7 @@ from trainfleet.domain.workflow_records import (
     WorkflowSubmitted,
     WorkflowSummary,
 )
-from trainfleet.spec.workflows import WorkflowSpec, load_workflow_text
+from trainfleet.spec.workflows import WorkflowSpec, load_workflow_text, stored_workflow
 from trainfleet.workdirs.store import WorkdirStore
 from trainfleet.workflows import driver
 from trainfleet.workflows.driver import Request, RunDriver
@@ -44,8 +43,6 @@ if TYPE_CHECKING:
     from trainfleet.control.engine import Engine
     from trainfleet.spec.models import JobSpec
 
-SPECS_KEPT = 256
-"""Stored workflow files kept parsed (a run's page is read every second while it runs)."""
 NEXT_TIMES = 5
 """Next run times shown of a schedule."""
 ANSWER_WITHIN = 30.0
@@ -115,12 +112,6 @@ class EngineSteps:
             if accounts is not None:  # the team's tasks run as its own account
                 accounts.of(run.team).hand_over(folder)
         return folder
-
-
-@functools.lru_cache(maxsize=SPECS_KEPT)
-def stored_spec(source: str, filename: str) -> WorkflowSpec:
-    """A stored workflow file, parsed (once per text: a 200-step file takes tens of ms)."""
-    return load_workflow_text(source, filename)
 
 
 def owner_of(engine: Engine, user: str) -> Caller:
@@ -268,7 +259,7 @@ class Workflows:
 
     def run(self, workflow: WorkflowRecord, parameters: Mapping[str, str]) -> RunRecord:
         """Start a run of a stored workflow now (checked by ``readable``)."""
-        spec = stored_spec(workflow.source, workflow.filename)
+        spec = stored_workflow(workflow.source, workflow.filename)
         return self._start(workflow, parameters_of(spec, parameters), time.time())
 
     def pause(self, workflow: WorkflowRecord, by: str) -> WorkflowDetails:
@@ -314,7 +305,7 @@ class Workflows:
 
     def run_details(self, run: RunRecord, caller: Caller | None = None) -> RunDetails:
         """The run, its steps, what each needs, and what ``caller`` may do to it."""
-        spec = stored_spec(run.source, run.filename)
+        spec = stored_workflow(run.source, run.filename)
         allowed = (
             caller is None or caller.decide(Action.CHANGE_WORKFLOW, run.team, run.user).allowed
         )
@@ -338,7 +329,7 @@ class Workflows:
             raise Conflict(f"run {run.id} is {run.state}: stop it or wait for its end first")
         if run.state == RunState.SKIPPED:
             raise Conflict(f"run {run.id} was skipped ({run.reason}): it has nothing to retry")
-        spec = stored_spec(run.source, run.filename)
+        spec = stored_workflow(run.source, run.filename)
         if start_from is not None and start_from not in spec.steps:
             known = ", ".join(spec.steps)
             raise BadInput(f"from: no step {start_from!r} in run {run.id} (steps: {known})")
@@ -360,7 +351,7 @@ class Workflows:
                 "this process drives no workflow runs: a server does (`trainfleet server`), "
                 "or run one here in the foreground (`trainfleet workflow run FILE`)"
             )
-        spec = stored_spec(workflow.source, workflow.filename)
+        spec = stored_workflow(workflow.source, workflow.filename)
         run = self.store.add_run(new_run(workflow, values, now), spec.order())
         if run is None:
             raise NotFound(f"no workflow {workflow.name!r} in team {workflow.team!r}")
@@ -408,7 +399,7 @@ class Workflows:
         it is paused."""
         if state is None or state.paused:
             return []
-        spec = stored_spec(workflow.source, workflow.filename)
+        spec = stored_workflow(workflow.source, workflow.filename)
         if spec.schedule is None:
             return []
         return next_times(spec.schedule, max(state.last_time, time.time()), count)
