@@ -61,6 +61,9 @@ class NotStarted:
     """Why a task could not be started (said in its reason)."""
 
     reason: str
+    retry: bool = False
+    """The backend is away for now (its engine does not answer), not the task at fault:
+    the controller starts it again after a pause, and counts no failure."""
 
 
 class Address(NamedTuple):
