@@ -63,7 +63,8 @@ class NotStarted:
     reason: str
     retry: bool = False
     """The backend is away for now (its engine does not answer), not the task at fault:
-    the controller starts it again after a pause, and counts no failure."""
+    the controller starts the same attempt again after a pause, and counts no failure (so
+    the backend keeps nothing of an attempt it says this of)."""
 
 
 class Address(NamedTuple):

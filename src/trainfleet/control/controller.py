@@ -1,12 +1,15 @@
 """The job controller: starts a job's tasks, applies its policies and stops it cleanly.
 
-One controller runs one job to its end on one thread. Backends report exits through a
-queue; timers (backoff, deadline, grace period) live on the same loop, so every decision
-is made in one place, one at a time.
+One controller runs one job to its end, one step at a time: ``begin``, then ``handle``
+each time it is woken. Backends report exits through a queue and wake it; timers
+(backoff, deadline, grace period) are its own, and ``next_due`` says when it must be
+woken for them. Whoever runs it (``control.runner``) never runs two of its steps at once,
+so every decision is made in one place, one at a time, and an idle job holds no thread.
 """
 
 from __future__ import annotations
 
+import enum
 import functools
 import heapq
 import itertools
@@ -47,6 +50,9 @@ SUBMITTED = Condition(Code.SUBMITTED)
 
 ROUNDS_EVERY = 1.0
 """Seconds between two looks at an elastic job's rendezvous rounds."""
+
+START_AGAIN_AFTER = 2.0
+"""Seconds before a task its backend could not start, being away, is started again."""
 
 GPU_CHECK_EVERY = 2.0
 """Seconds between two looks at the health of the GPUs a job's running tasks hold."""
@@ -101,8 +107,19 @@ class _Preempt:
     condition: Condition
 
 
+class _Phase(enum.Enum):
+    TRAINING = "training"
+    """Until the outcome is known and the job's own tasks have ended."""
+    STORE = "store"
+    """Until its rendezvous store, stopped then, has ended."""
+    SERVICES = "services"
+    """Its end written: until its services (TensorBoard's ``keep_after``) have ended."""
+    DONE = "done"
+
+
 class JobController:
-    """Runs one stored job to its end: ``run()`` blocks; ``cancel()`` may come from any thread."""
+    """Runs one stored job to its end in steps (``begin``, then ``handle`` when woken);
+    the reports and ``cancel()`` may come from any thread, and wake it."""
 
     def __init__(
         self,
@@ -168,57 +185,99 @@ class JobController:
         self._sick_gpus = sick_gpus
         self._server = server
         self._owner = owner
+        self._phase = _Phase.TRAINING
+        self.wake: Callable[[], None] = lambda: None
+        """Called after each message put in its inbox (any thread): ``handle`` it soon."""
 
     # -- public ---------------------------------------------------------------
 
-    def run(self, resume: bool = False) -> State:
-        """Start every task and manage the job until no process of it is left.
+    def begin(self, resume: bool = False) -> State | None:
+        """Start every task (or, with ``resume``, pick up a job that an earlier process was
+        running: running tasks are adopted, exits that happened meanwhile are applied, and
+        tasks that never started are started; no task runs twice at once). Returns the
+        state the job was left in once no process of it is left, else None: ``handle``
+        follows each wake and at ``next_due``."""
+        return self._guarded(lambda: self._open(resume))
 
-        ``resume`` picks up a job that an earlier process was running (supervised tasks):
-        running tasks are adopted, exits that happened meanwhile are applied, and tasks
-        that never started are started. No task runs twice at once.
-        """
+    def handle(self) -> State | None:
+        """Act on every message in the inbox and every timer due; as ``begin`` returns."""
+        return self._guarded(self._drain)
+
+    def next_due(self) -> float | None:
+        """When (``time.monotonic``) its next timer is due, if it has one."""
+        return self._timers[0][0] if self._timers else None
+
+    def _guarded(self, step: Callable[[], State | None]) -> State | None:
+        ended = True  # unless the step says it goes on
         try:
-            return self._run(resume)
+            try:
+                state = step()
+            except StoreUnavailable:
+                raise  # the runner waits outages out: only a store given up on gets here
+            except Exception as error:  # no job is left starting for ever
+                state = self._broke(error)
+            ended = state is not None
+            return state
         except StoreUnavailable:
-            raise  # the runner waits outages out: only a store given up on gets here
-        except Exception as error:  # no job is left starting for ever
-            return self._broke(error)
+            raise
         except BaseException:
             # A bug here must not leave a job's processes running without a controller.
             self._kill_remaining()
             raise
         finally:
-            for lease in self._leases:
-                lease.release()
-            if self._secret_dir is not None:
-                shutil.rmtree(self._secret_dir, ignore_errors=True)
+            if ended:
+                self._phase = _Phase.DONE
+                for lease in self._leases:
+                    lease.release()
+                if self._secret_dir is not None:
+                    shutil.rmtree(self._secret_dir, ignore_errors=True)
 
-    def _run(self, resume: bool) -> State:
+    def _open(self, resume: bool) -> State | None:
         job = self.store.get_job(self.job_id)
         if resume and job is not None and State(job.state).is_final:
-            return self._linger(job)
-        if resume and job is not None and job.started_at is not None:
+            self._linger(job)
+        elif resume and job is not None and job.started_at is not None:
             self._recover(job.started_at)
         else:
             self._begin()
-        while self._outcome is None or any(
-            task.alive for key, task in self._tasks.items() if self._trains(key)
-        ):
-            self._step()
-        # Its agents are gone, their exit barrier passed: the store has no one left to serve
-        # (stopped before the job ends, so that nothing of a finished job is left running).
-        self._terminate(self._is_store)
-        while any(task.alive for key, task in self._tasks.items() if self._is_store(key)):
-            self._step()
-        state, condition = self._outcome
-        finished_at = None if state is State.QUEUED else time.time()  # preempted: it waits
-        if state is not State.QUEUED:  # revoked before anyone sees the job ended
-            self._revoke_token()
-        self.store.transition(self.job_id, state, condition, finished_at=finished_at)
-        while any(task.alive for task in self._tasks.values()):  # its services' keep_after
-            self._step()
-        return state
+        return self._advance()
+
+    def _drain(self) -> State | None:
+        while True:
+            try:
+                message = self._inbox.get_nowait()
+            except queue.Empty:
+                message = None
+            self._on(message)
+            state = self._advance()
+            if state is not None or message is None:
+                return state
+
+    def _advance(self) -> State | None:
+        """Go on through the job's end as far as its tasks let it; its state once done."""
+        if self._phase is _Phase.TRAINING:
+            if self._outcome is None or any(
+                task.alive for key, task in self._tasks.items() if self._trains(key)
+            ):
+                return None
+            # Its agents are gone, their exit barrier passed: the store has no one left to
+            # serve (stopped before the job ends: nothing of a finished job is left running).
+            self._terminate(self._is_store)
+            self._phase = _Phase.STORE
+        if self._phase is _Phase.STORE:
+            if any(task.alive for key, task in self._tasks.items() if self._is_store(key)):
+                return None
+            assert self._outcome is not None
+            state, condition = self._outcome
+            finished_at = None if state is State.QUEUED else time.time()  # preempted: it waits
+            if state is not State.QUEUED:  # revoked before anyone sees the job ended
+                self._revoke_token()
+            self.store.transition(self.job_id, state, condition, finished_at=finished_at)
+            self._phase = _Phase.SERVICES
+        if any(task.alive for task in self._tasks.values()):  # its services' keep_after
+            return None
+        assert self._outcome is not None
+        return self._outcome[0]
 
     def _broke(self, error: Exception) -> State:
         """A fault of trainfleet's own (a bug, a file it could not write): the job fails,
@@ -352,7 +411,7 @@ class JobController:
             if attempt is not None:
                 task.restarts = attempt + 1
 
-    def _linger(self, job: JobRecord) -> State:
+    def _linger(self, job: JobRecord) -> None:
         """An ended job whose services outlived it (TensorBoard's ``keep_after``) when an
         earlier process stopped: adopt what still runs, stop it when ``keep_after`` ends
         (counted from the job's end), and change nothing else."""
@@ -371,9 +430,7 @@ class JobController:
         keep = self.spec.tensorboard.keep_after if self.spec.tensorboard is not None else 0.0
         left = (job.finished_at or time.time()) + keep - time.time()
         self._after(max(0.0, left), lambda: self._terminate(lambda key: True))
-        while any(task.alive for task in self._tasks.values()):
-            self._step()
-        return state
+        self._phase = _Phase.SERVICES  # its end is written already
 
     def _adopt(self, task: _Task, attempt: int) -> None:
         task.alive = True  # adopt() queues the exit at once if the task has ended
@@ -387,30 +444,30 @@ class JobController:
     def exited(self, key: TaskKey, returncode: int, outside: Outside | None = None) -> None:
         """The backend's report that a task ended (any thread)."""
         self._inbox.put(_Exited(key, returncode, outside))
+        self.wake()
 
     def placed(self, key: TaskKey, address: str, note: str) -> None:
         """The backend's report of where a task landed (any thread)."""
         self._inbox.put(_Placed(key, address, note))
+        self.wake()
 
     def cancel(self, reason: str = "cancelled by user") -> None:
         """Stop the job (a second call kills what is still running)."""
         self._stopping.set()  # a build under way ends at once
         self._inbox.put(_Cancel(Condition(Code.CANCELLED, reason)))
+        self.wake()
 
     def preempt(self, reason: str) -> None:
         """Stop every task (SIGTERM, then SIGKILL after the grace period) and end the run
         with the job back in state ``queued``, to start again when it is admitted."""
         self._stopping.set()
         self._inbox.put(_Preempt(Condition(Code.PREEMPTED, reason)))
+        self.wake()
 
     # -- the loop -------------------------------------------------------------
 
-    def _step(self) -> None:
-        timeout = max(0.0, self._timers[0][0] - time.monotonic()) if self._timers else None
-        try:
-            message = self._inbox.get(timeout=timeout)
-        except queue.Empty:
-            message = None
+    def _on(self, message: _Exited | _Placed | _Cancel | _Preempt | None) -> None:
+        """Act on one message, then on the timers due."""
         if isinstance(message, _Exited):
             self._on_exit(message.key, policies.exit_code(message.returncode), message.outside)
         elif isinstance(message, _Placed):
@@ -480,6 +537,11 @@ class JobController:
         queued = self.backend.queues_tasks
         for key, started in self.backend.start(job, self).items():
             task = self._tasks[key]
+            if isinstance(started, NotStarted) and started.retry:  # its backend is away
+                again = f"{started.reason}; trying again in {START_AGAIN_AFTER:g}s"
+                self._set_task(task, task.state, Condition(Code.WAITING_FOR_RESOURCES, again))
+                self._after(START_AGAIN_AFTER, functools.partial(self._start_again, key))
+                continue
             if isinstance(started, NotStarted):
                 failed = Reason.COULD_NOT_START.condition(started.reason)
                 self._set_task(task, State.FAILED, failed)
@@ -503,6 +565,12 @@ class JobController:
             self._watching_progress = True
             self._after(self._progress_check_every(), self._check_progress)
         self._evaluate()
+
+    def _start_again(self, key: TaskKey) -> None:
+        """Start the attempt its backend could not start, as it was away (the same one)."""
+        task = self._tasks[key]
+        if self._outcome is None and not task.alive and not task.state.is_final:
+            self._start([key])
 
     def _server_access(self) -> ServerAccess | None:
         """Where the notebook reaches its server, with its owner's token (made now, or
