@@ -5,16 +5,20 @@ through the verbs of ``backends/api.py`` alone.
 Every backend runs the same checks unchanged: start and exit codes, logs, describe, stop
 with its grace, forced stop, adopt after a restart of trainfleet, abandon, addresses and
 dry runs. The ``podman`` variants run
-every task in a container of the test image (``scripts/images.sh``).
+every task in a container of the test image (``scripts/images.sh``). The ``simulated``
+backend runs no process: each command comes with the plan its simulated task follows
+instead (``Program``), and a case that needs a real process is skipped for it.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import secrets
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any, NamedTuple
 
 import pytest
 from container_images import base_image
@@ -31,6 +35,7 @@ from trainfleet.backends.api import (
 )
 from trainfleet.backends.launch import JobLaunch
 from trainfleet.backends.local import LocalBackend
+from trainfleet.backends.simulated import SIM_VARIABLE, SimulatedBackend
 from trainfleet.backends.supervision.ports import PORTS
 from trainfleet.backends.supervision.shim import ATTEMPT_VARIABLE, marked_processes
 from trainfleet.control.policies import exit_code
@@ -40,11 +45,26 @@ from trainfleet.spec.backends import KubernetesConfig, SlurmConfig
 from trainfleet.spec.models import JobSpec
 
 WORKER: TaskKey = ("worker", 0)
+
+
+class Program(NamedTuple):
+    """What a task runs (``sh -c shell``), and what a simulated task does in its place."""
+
+    shell: str
+    sim: dict[str, Any]
+
+
 READY = "echo ready; "
 WAIT_FOR_GO = "while [ ! -e go ]; do sleep 0.1; done; "
-IGNORE_TERM = "trap '' TERM; " + READY + "while :; do sleep 0.1; done"
-CATCH_TERM = "trap 'echo stopping; exit 7' TERM; " + READY + "while :; do sleep 0.1; done"
-"""Time for an exit to be reported (a Slurm job may first wait for its nodes)."""
+TRUE = Program("true", {"runs": 0})
+IGNORE_TERM = Program(
+    "trap '' TERM; " + READY + "while :; do sleep 0.1; done",
+    {"output": "ready\n", "on_term": "ignore"},
+)
+CATCH_TERM = Program(
+    "trap 'echo stopping; exit 7' TERM; " + READY + "while :; do sleep 0.1; done",
+    {"output": "ready\n", "on_term": 7, "term_output": "stopping\n"},
+)
 
 
 class Site:
@@ -53,21 +73,27 @@ class Site:
     def __init__(self, make: Callable[[], Backend], root: Path, image: str | None = None) -> None:
         self.make = make
         self.image = image
+        self.simulated = False
         self.backend = make()
         self.data_dir = DataDir(root / "data")
         self.workdir = root / "work"
         self.workdir.mkdir()
         self.jobs: list[str] = []
 
-    def job(self, roles: dict[str, str], attempt: int = 0) -> JobLaunch:
-        """A job of one task per role running ``sh -c <command>``, its addresses reserved."""
+    def job(self, roles: dict[str, Program], attempt: int = 0) -> JobLaunch:
+        """A job of one task per role running ``sh -c <shell>`` (simulated: following its
+        plan), its addresses reserved."""
         spec = JobSpec.model_validate(
             {
                 "name": "conformance",
                 "grace_period": 8,  # kubelet 1.20 waits it out even when forced
                 "roles": {
-                    role: {"command": ["sh", "-c", command], "image": self.image}
-                    for role, command in roles.items()
+                    role: {
+                        "command": ["sh", "-c", program.shell],
+                        "image": self.image,
+                        "env": {SIM_VARIABLE: json.dumps(program.sim)} if self.simulated else {},
+                    }
+                    for role, program in roles.items()
                 },
             }
         )
@@ -104,7 +130,7 @@ def _local() -> Backend:
     return LocalBackend(supervised=True)
 
 
-@pytest.fixture(params=["local", "podman", "slurm", "slurm-podman", "kubernetes"])
+@pytest.fixture(params=["local", "podman", "slurm", "slurm-podman", "kubernetes", "simulated"])
 def site(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch) -> Iterator[Site]:
     image = base_image() if request.param.endswith("podman") else None
     if request.param == "kubernetes":  # every Pod runs in an image
@@ -119,6 +145,9 @@ def site(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch) -> Iterato
 
         config = SlurmConfig(poll_interval=0.2, memory_per_task="128Mi", rendezvous_timeout=60)
         site = Site(lambda: SlurmBackend(config), tmp_path, image)
+    elif request.param == "simulated":
+        site = Site(SimulatedBackend, tmp_path)
+        site.simulated = True
     else:
         site = Site(_local, tmp_path, image)
     yield site
@@ -127,7 +156,9 @@ def site(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch) -> Iterato
 
 
 def test_exit_codes_logs_and_describe(site: Site) -> None:
-    job = site.job({"good": "echo hello; exit 0", "bad": "echo oops; exit 3"})
+    good = Program("echo hello; exit 0", {"output": "hello\n", "runs": 0})
+    bad = Program("echo oops; exit 3", {"output": "oops\n", "runs": 0, "exit": 3})
+    job = site.job({"good": good, "bad": bad})
     reports = Reports()
     handles = site.start(job, reports)
     statuses = {key: site.backend.describe(handle) for key, handle in handles.items()}
@@ -143,7 +174,7 @@ def test_exit_codes_logs_and_describe(site: Site) -> None:
 
 
 def test_a_task_that_cannot_start_says_why(site: Site) -> None:
-    job = site.job({"worker": "true"})
+    job = site.job({"worker": TRUE})
     job.workdir.rmdir()  # its working directory is gone
     started = site.backend.start(job, Reports())
     if isinstance(started[WORKER], NotStarted):
@@ -175,7 +206,8 @@ def test_forced_stop_ends_a_task_that_ignores_sigterm(site: Site) -> None:
 
 
 def test_a_restarted_trainfleet_adopts_a_running_task(site: Site) -> None:
-    job = site.job({"worker": READY + WAIT_FOR_GO + "exit 5"}, attempt=2)
+    waits = {"output": "ready\n", "until_file": "go", "exit": 5}
+    job = site.job({"worker": Program(READY + WAIT_FOR_GO + "exit 5", waits)}, attempt=2)
     site.start(job, Reports())
     site.wait_ready(job)
     later = site.make()  # a new trainfleet process: it knows only the data directory
@@ -190,7 +222,7 @@ def test_a_restarted_trainfleet_adopts_a_running_task(site: Site) -> None:
 
 
 def test_adopting_a_task_that_has_ended_reports_its_exit(site: Site) -> None:
-    job = site.job({"worker": "exit 4"})
+    job = site.job({"worker": Program("exit 4", {"runs": 0, "exit": 4})})
     first = Reports()
     site.start(job, first)
     assert first.codes() == {WORKER: 4}
@@ -200,7 +232,7 @@ def test_adopting_a_task_that_has_ended_reports_its_exit(site: Site) -> None:
 
 
 def test_a_task_never_started_has_no_attempt(site: Site) -> None:
-    job = site.job({"worker": "true"})
+    job = site.job({"worker": TRUE})
     assert site.backend.last_attempt(site.data_dir, job.job_id, WORKER) is None
 
 
@@ -240,7 +272,7 @@ def test_addresses_are_held_until_released(site: Site) -> None:
 
 
 def test_dryrun_shows_each_launch_and_starts_nothing(site: Site) -> None:
-    job = site.job({"worker": "true", "ps": "true"})
+    job = site.job({"worker": TRUE, "ps": TRUE})
     preview = site.backend.dryrun(job)
     assert [launch.key for launch in preview.tasks] == list(job.attempts)
     for launch in preview.tasks:

@@ -179,9 +179,10 @@ def dashboard_engine(settings: Settings) -> Engine:
     return build_engine(settings, task_base=USERS_OWN, vault=True)
 
 
-def server_engine(settings: Settings) -> Engine:
+def server_engine(settings: Settings, backend: Backend | None = None) -> Engine:
     """``trainfleet server``'s engine: supervised tasks from the server's small base (its
-    ``--task-python``), the vault, and each team's account with ``--isolate-teams``."""
+    ``--task-python``), the vault, and each team's account with ``--isolate-teams``;
+    ``backend``: instead of the configured one (a benchmark's simulated one)."""
     from trainfleet.datadir.records import remove_mask_files
     from trainfleet.environments.task_base import server_task_base
 
@@ -190,7 +191,12 @@ def server_engine(settings: Settings) -> Engine:
     if accounts is not None:
         accounts.check()
     engine = build_engine(
-        settings, supervised=True, task_base=base, vault=True, team_accounts=accounts
+        settings,
+        supervised=True,
+        task_base=base,
+        backend=backend,
+        vault=True,
+        team_accounts=accounts,
     )
     if accounts is None and not engine.backend.queues_tasks:
         from trainfleet.backends.local.firewall import Firewall
