@@ -6,6 +6,7 @@ import contextlib
 import os
 import signal
 import time
+from collections.abc import Collection
 
 from trainfleet.backends.supervision.shim import marked_processes
 
@@ -36,6 +37,34 @@ def live_members(pgid: int) -> list[int]:
         except (ProcessLookupError, psutil.Error):
             continue
     return members
+
+
+def live_groups(pgids: Collection[int]) -> set[int]:
+    """Those of ``pgids`` that some running process (not a zombie) is still a member of:
+    one look at the process table for them all."""
+    found = set()
+    for pgid in pgids:
+        try:
+            os.killpg(pgid, 0)
+        except ProcessLookupError:
+            continue
+        except PermissionError:  # a member runs as another account
+            pass
+        found.add(pgid)
+    if not found:
+        return set()
+    import psutil
+
+    alive = set()
+    for process in psutil.process_iter(["status"]):
+        try:
+            if process.info["status"] != psutil.STATUS_ZOMBIE:
+                pgid = os.getpgid(process.pid)
+                if pgid in found:
+                    alive.add(pgid)
+        except (ProcessLookupError, psutil.Error):
+            continue
+    return alive
 
 
 def kill_group(pgid: int, timeout: float = 5.0) -> bool:

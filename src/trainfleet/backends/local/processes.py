@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 import os
-import select
 import signal
 import subprocess
 import sys
@@ -12,7 +11,7 @@ import threading
 from collections.abc import Callable
 from contextlib import suppress
 from dataclasses import dataclass, field, replace
-from functools import cached_property
+from functools import cached_property, partial
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +26,7 @@ from trainfleet.backends.api import (
 from trainfleet.backends.gpu_readings import GpuReading
 from trainfleet.backends.launch import JobLaunch, Mount, TaskLaunch
 from trainfleet.backends.local.gpus import gpu_inventory
-from trainfleet.backends.local.groups import end_attempt, live_members, signal_group
+from trainfleet.backends.local.groups import end_attempt, signal_group
 from trainfleet.backends.local.machine import local_node
 from trainfleet.backends.local.mps import (
     MPS_CONTROL,
@@ -42,6 +41,7 @@ from trainfleet.backends.local.mps import (
 )
 from trainfleet.backends.local.nvml_events import XidEvents
 from trainfleet.backends.local.nvml_read import load_nvml, read_gpus
+from trainfleet.backends.local.watcher import ExitWatcher, Watch
 from trainfleet.backends.supervision import SHIM
 from trainfleet.backends.supervision.containers import Containers
 from trainfleet.backends.supervision.ports import PooledAddresses
@@ -65,7 +65,6 @@ from trainfleet.scheduling.placement import TaskKey, Unschedulable
 from trainfleet.spec.models import JobSpec
 from trainfleet.spec.quantity import size_setting
 
-GROUP_POLL_SECONDS = 0.02
 ExitCallback = Callable[[TaskKey, int, Outside | None], None]
 LOG_CAP = 1 << 30
 """Bytes a task's log keeps by default (the first and the last half of its output)."""
@@ -102,6 +101,11 @@ class _Running:
     container: Container | None = None
     """The container that is the task, removed when it ends where its shim did not."""
 
+    def lingers(self) -> bool:
+        """Whether the rest of its group keeps its grace once the shim has ended: the task
+        is being stopped, and not yet killed."""
+        return self.terminating.is_set() and not self.killed.is_set()
+
 
 @dataclass(frozen=True)
 class _Leased:
@@ -124,7 +128,7 @@ class _Leased:
 
 
 class LocalBackend(PooledAddresses):
-    """Runs tasks as process groups here; one waiter thread per running task.
+    """Runs tasks as process groups here; one thread learns how they all end (``watcher``).
 
     A task ends when its whole group is gone, not just its first process: a shell that
     dies on SIGTERM leaves its children their grace period, and whatever a task leaves
@@ -141,7 +145,7 @@ class LocalBackend(PooledAddresses):
     that ``read_gpus`` asks (by default the installed one, where a driver shows).
     ``supervised`` (the server's mode): the shim outlives this process, so a restarted
     server can ``adopt`` the task. Otherwise the shim is tethered to this process: the task
-    ends with it.
+    ends with it. ``close`` ends the backend's threads.
     """
 
     restarts_whole_jobs = False
@@ -175,6 +179,12 @@ class LocalBackend(PooledAddresses):
         self.containers = Containers(container_runtime)
         self._running: dict[int, _Running] = {}  # by pid: unique while the task lives
         self._lock = threading.Lock()
+        self._exits = ExitWatcher()
+
+    def close(self) -> None:
+        """End the threads that follow tasks (before this process ends). The tasks still
+        running run on, unreported: a supervised one for a later server to adopt."""
+        self._exits.close()
 
     @cached_property
     def _gpus(self) -> list[int]:
@@ -318,7 +328,7 @@ class LocalBackend(PooledAddresses):
             where = f"{where}; {share.describe()}"
             _write_share(launch.record, share, where)
         running = _Running(process.pid, launch.record, where, shared=leased, container=container)
-        self._follow(launch.key, running, process.wait, on_exit)
+        self._follow(launch.key, running, process.poll, on_exit)
         return process.pid
 
     def _spawn(
@@ -337,7 +347,7 @@ class LocalBackend(PooledAddresses):
             name = _container_name(launch.record)
             command = self.containers.argv(launch, name)
             # Removed by name when its client ends: by the shim, else by whoever finds
-            # the attempt ended without a word from the shim (see _wait, adopt, abandon).
+            # the attempt ended without a word from the shim (see _ended, adopt, abandon).
             container = Container(self.containers.runtime, name)
             _write_container(launch.record, container)
             options += ["--container", name]
@@ -399,7 +409,7 @@ class LocalBackend(PooledAddresses):
             return None
         leased, where = shared if shared is not None else (None, f"pid {pid}")
         running = _Running(pid, record, where, shared=leased, container=container)
-        self._follow(key, running, lambda: _wait_foreign(pid, record), reports.exited)
+        self._follow(key, running, _foreign_poll(pid, record), reports.exited)
         return TaskHandle(str(pid))
 
     def _adopt_share(self, data_dir: DataDir, record: Path) -> tuple[_Leased, str] | None:
@@ -442,27 +452,30 @@ class LocalBackend(PooledAddresses):
             return self._running.get(pid)
 
     def _follow(
-        self, key: TaskKey, running: _Running, wait: Callable[[], int], on_exit: ExitCallback
+        self,
+        key: TaskKey,
+        running: _Running,
+        poll: Callable[[], int | None],
+        on_exit: ExitCallback,
     ) -> None:
+        """Have the watcher follow ``running`` (``poll``: its exit code once it ended)."""
         with self._lock:
             self._running[running.pid] = running
-        threading.Thread(target=self._wait, args=(key, running, wait, on_exit), daemon=True).start()
+        ended = partial(self._ended, key, running, on_exit)
+        self._exits.watch(Watch(running.pid, poll, running.lingers, ended))
 
-    def _wait(
-        self, key: TaskKey, running: _Running, wait: Callable[[], int], on_exit: ExitCallback
-    ) -> None:
-        code = wait()
-        if running.terminating.is_set():
-            # Being stopped: the rest of the group has its grace period, until kill().
-            while live_members(running.pid) and not running.killed.wait(GROUP_POLL_SECONDS):
-                pass
-        end_attempt(_marker(running.record), running.pid)
-        if running.container is not None and records.exit_status(running.record) is None:
-            _remove(running.container)  # the shim was killed before it could
-        outside = running.shared.end() if running.shared is not None else None
-        with self._lock:
-            del self._running[running.pid]
-        on_exit(key, code, outside)
+    def _ended(self, key: TaskKey, running: _Running, on_exit: ExitCallback, code: int) -> None:
+        """The task is over (on a cleanup thread): end what is left of it, then report."""
+        outside = None
+        try:
+            end_attempt(_marker(running.record), running.pid)
+            if running.container is not None and records.exit_status(running.record) is None:
+                _remove(running.container)  # the shim was killed before it could
+            outside = running.shared.end() if running.shared is not None else None
+        finally:  # reported even where a cleanup failed (its thread logs why)
+            with self._lock:
+                del self._running[running.pid]
+            on_exit(key, code, outside)
 
 
 def _send(process: subprocess.Popen[bytes], options: bytes) -> None:
@@ -561,17 +574,24 @@ def _is_shim_of(pid: int, record: Path) -> bool:
     return str(SHIM) in command and marker in b"\0" + environ + b"\0"
 
 
-def _wait_foreign(pid: int, record: Path) -> int:
-    """Wait for a process that is not our child, then read how its task ended."""
+def _foreign_poll(pid: int, record: Path) -> Callable[[], int | None]:
+    """How a process that is not our child ended (from its record), None while it runs."""
+    import psutil
+
     try:
-        descriptor = os.pidfd_open(pid)
-    except ProcessLookupError:
+        process = psutil.Process(pid)  # its start time tells it from a later one of its pid
+    except psutil.Error:
+        return lambda: _recorded_exit(record)
+
+    def poll() -> int | None:
+        try:
+            if process.is_running() and process.status() != psutil.STATUS_ZOMBIE:
+                return None
+        except psutil.Error:
+            pass
         return _recorded_exit(record)
-    try:
-        select.select([descriptor], [], [])  # readable once the process has ended
-    finally:
-        os.close(descriptor)
-    return _recorded_exit(record)
+
+    return poll
 
 
 def _recorded_exit(record: Path) -> int:
