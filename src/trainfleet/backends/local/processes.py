@@ -25,6 +25,7 @@ from trainfleet.backends.api import (
 )
 from trainfleet.backends.gpu_readings import GpuReading
 from trainfleet.backends.launch import JobLaunch, Mount, TaskLaunch
+from trainfleet.backends.local.fdlimit import raise_open_files, tasks_open_files
 from trainfleet.backends.local.gpus import gpu_inventory
 from trainfleet.backends.local.groups import end_attempt, signal_group
 from trainfleet.backends.local.machine import local_node
@@ -144,8 +145,9 @@ class LocalBackend(PooledAddresses):
     memory read through ``gpu_info`` (NVML's by default). ``nvml``: the ``pynvml`` module
     that ``read_gpus`` asks (by default the installed one, where a driver shows).
     ``supervised`` (the server's mode): the shim outlives this process, so a restarted
-    server can ``adopt`` the task. Otherwise the shim is tethered to this process: the task
-    ends with it. ``close`` ends the backend's threads.
+    server can ``adopt`` the task, and this process may open as many files as it is allowed
+    (one descriptor per running task). Otherwise the shim is tethered to this process: the
+    task ends with it. ``close`` ends the backend's threads.
     """
 
     restarts_whole_jobs = False
@@ -180,6 +182,8 @@ class LocalBackend(PooledAddresses):
         self._running: dict[int, _Running] = {}  # by pid: unique while the task lives
         self._lock = threading.Lock()
         self._exits = ExitWatcher()
+        if supervised:
+            raise_open_files()
 
     def close(self) -> None:
         """End the threads that follow tasks (before this process ends). The tasks still
@@ -336,6 +340,9 @@ class LocalBackend(PooledAddresses):
     ) -> tuple[subprocess.Popen[bytes], str, Container | None]:
         tether = [] if self.supervised else ["--tether", f"{os.getpid()}:{grace}"]
         options = [str(launch.record), *tether]
+        open_files = tasks_open_files()
+        if open_files is not None:
+            options += ["--open-files", str(open_files)]
         options += ["--log", str(launch.log_path), "--log-cap", str(self.log_cap)]
         options += usage_options(launch.log_path, self.usage_interval, launch.gpus)
         container = None

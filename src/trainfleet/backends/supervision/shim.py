@@ -5,8 +5,10 @@ options read from its standard input (``options``: NUL-separated, until the end)
 its command line, which every account may read in ``/proc/PID/cmdline``, names no path of
 the job and no secret. The options are ``RECORD_PREFIX [--log PATH [--log-cap BYTES]
 [--mask B64,...]] [--tether PID[:GRACE]] [--usage PATH --usage-every SECONDS [--gpus
-I,... --nvml PYNVML_FILE]] [--container NAME] -- ARGV...``; they may also be given as the
-command line itself (``--mask`` excepted). The task's standard input is ``/dev/null``.
+I,... --nvml PYNVML_FILE]] [--container NAME] [--open-files SOFT_LIMIT] -- ARGV...``; they
+may also be given as the command line itself (``--mask`` excepted). The task's standard
+input is ``/dev/null``. ``--open-files``: the task's soft limit of open files (a server
+raises its own, see ``backends/local/fdlimit.py``, and gives its tasks the one it had).
 
 The shim writes ``RECORD_PREFIX.pid`` (its own pid) at once, runs ARGV as its child, writes
 the child's exit status to ``RECORD_PREFIX.exit`` (atomically) and then ends the way the
@@ -951,8 +953,22 @@ def take_option(argv: list[str], name: str) -> tuple[str | None, list[str]]:
 USAGE = (
     "usage: shim.py - (options on standard input) | shim.py RECORD_PREFIX [--log PATH "
     "[--log-cap BYTES]] [--tether PID[:GRACE]] [--usage PATH --usage-every SECONDS "
-    "[--gpus I,... --nvml PYNVML_FILE]] [--container NAME] -- ARGV..."
+    "[--gpus I,... --nvml PYNVML_FILE]] [--container NAME] [--open-files SOFT_LIMIT] -- ARGV..."
 )
+
+
+def limit_open_files(soft: int) -> None:
+    """Give the task ``soft`` as its limit of open files (the one its server had before it
+    raised its own), within the hard limit."""
+    import resource
+
+    _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY:
+        soft = min(soft, hard)
+    try:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    except (ValueError, OSError):
+        return  # the task keeps the server's
 
 
 def main(argv: list[str]) -> int:
@@ -972,12 +988,14 @@ def main(argv: list[str]) -> int:
     gpus, argv = take_option(argv, "--gpus")
     nvml, argv = take_option(argv, "--nvml")
     name, argv = take_option(argv, "--container")
+    open_files, argv = take_option(argv, "--open-files")
     if len(argv) < 3 or argv[1] != "--":
         print(USAGE, file=sys.stderr)
         return 2
     try:
         sample_every = float(every) if usage and every else 0.0
         devices = [int(gpu) for gpu in (gpus or "").split(",") if gpu]
+        soft_limit = int(open_files) if open_files else None
     except ValueError as error:
         print(f"trainfleet: {error}\n{USAGE}", file=sys.stderr)
         return 2
@@ -994,6 +1012,8 @@ def main(argv: list[str]) -> int:
     stops = Stops(prefix if name else None)
     for number in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(number, stops.handle)
+    if soft_limit is not None:
+        limit_open_files(soft_limit)
     capture = None
     if log:
         size = int(cap) if cap else LOG_CAP
