@@ -181,20 +181,32 @@ def serve(
     pruning: AbstractContextManager[object] = (
         AuditPruner(services.audit.trail, retention) if retention else nullcontext()
     )
-    with pruning:  # at start, then daily, until the server stops
-        uvicorn.run(
-            app,
-            host=host,
-            port=port,
-            log_level="info",
-            server_header=False,
-            # Followed streams last as long as their jobs: on stop, give them this long, then
-            # cut them, so that the jobs can be stopped (clients resume elsewhere or give up).
-            timeout_graceful_shutdown=GRACEFUL_SHUTDOWN,
-            ws_per_message_deflate=WS_DEFLATE,
-            ssl_certfile=tls.cert if tls else None,
-            ssl_keyfile=tls.key if tls else None,
-        )
+    try:
+        with pruning:  # at start, then daily, until the server stops
+            uvicorn.run(
+                app,
+                host=host,
+                port=port,
+                log_level="info",
+                server_header=False,
+                # Followed streams last as long as their jobs: on stop, give them this long,
+                # then cut them, so that the jobs can be stopped (clients resume elsewhere or
+                # give up).
+                timeout_graceful_shutdown=GRACEFUL_SHUTDOWN,
+                ws_per_message_deflate=WS_DEFLATE,
+                ssl_certfile=tls.cert if tls else None,
+                ssl_keyfile=tls.key if tls else None,
+            )
+    finally:
+        close_backend(engine)
+
+
+def close_backend(engine: Engine) -> None:
+    """End the backend's own threads (its watchers) once the engine has stopped; its tasks
+    run on, for the next server to adopt."""
+    close = getattr(engine.backend, "close", None)  # not every backend has threads to end
+    if close is not None:
+        close()
 
 
 def serve_dashboard(
