@@ -3,6 +3,7 @@ processes: a held store stalls them without losing or deadlocking anything."""
 
 from __future__ import annotations
 
+import threading
 import time
 from pathlib import Path
 
@@ -10,11 +11,14 @@ import yaml
 from helpers import wait_for
 
 from trainfleet.control.engine import Engine
-from trainfleet.control.runner import WORKERS
+from trainfleet.control.runner import STARTERS, WORKERS
 from trainfleet.domain.records import State
 from trainfleet.spec.models import JobSpec
 
 JOBS = WORKERS * 3
+ENGINE_THREADS = 6
+"""The admitter, the clock, the local backend's exit watcher and two cleanup threads, and
+one spare."""
 
 
 def _waiting_for(go: Path) -> JobSpec:
@@ -45,3 +49,23 @@ def test_exits_that_come_while_the_store_is_held_are_all_handled(
     for job_id in jobs:
         assert engine.wait(job_id, timeout=60).state == State.SUCCEEDED
     assert engine.runner.running() == []
+
+
+def test_running_jobs_hold_no_thread_of_their_own(engine: Engine, tmp_path: Path) -> None:
+    """Threads do not grow with jobs: the engine's (admission, the pool, its clock, the
+    backend's exit watcher and cleanup) are all it holds, however many jobs run."""
+    go = tmp_path / "go"
+    before = threading.active_count()
+    jobs = [engine.submit(_waiting_for(go), tmp_path).id for _ in range(JOBS)]
+    for job_id in jobs:
+        engine.start(job_id)
+    wait_for(
+        lambda: all(engine.get(job_id).state == State.RUNNING for job_id in jobs),
+        timeout=60,
+        what="every job running",
+    )
+    names = sorted(thread.name for thread in threading.enumerate())
+    assert threading.active_count() - before <= WORKERS + STARTERS + ENGINE_THREADS, names
+    go.touch()
+    for job_id in jobs:
+        assert engine.wait(job_id, timeout=60).state == State.SUCCEEDED
