@@ -89,7 +89,7 @@ import tempfile
 import threading
 import time
 from collections import Counter, deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -153,10 +153,19 @@ class Server:
     """`trainfleet server` in a subprocess on a free loopback port; its output is drained."""
 
     def __init__(
-        self, data_dir: Path, token: str, database_url: str | None, src: Path | None = None
+        self,
+        data_dir: Path,
+        token: str,
+        database_url: str | None,
+        src: Path | None = None,
+        program: Sequence[str] = ("-m", "trainfleet"),
+        start_timeout: float = 60.0,
     ) -> None:
-        """``src``: run the server from that source tree (``PYTHONPATH``) instead of ours."""
-        argv = [sys.executable, "-m", "trainfleet", "--data-dir", str(data_dir), "server"]
+        """``src``: run the server from that source tree (``PYTHONPATH``) instead of ours;
+        ``program``: what this interpreter runs, with trainfleet's arguments after it (a
+        script that serves through trainfleet's CLI, ``scale_server.py``); ``start_timeout``:
+        seconds it may take to listen (a restarted server first adopts its jobs)."""
+        argv = [sys.executable, *program, "--data-dir", str(data_dir), "server"]
         argv += ["--host", HOST, "--port", "0"]
         if database_url:
             argv += ["--database-url", database_url]
@@ -178,7 +187,7 @@ class Server:
         self.port = 0
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
-        if not self._url.wait(60) or not self.port:
+        if not self._url.wait(start_timeout) or not self.port:
             self.stop()
             raise RuntimeError("the server did not start:\n" + "\n".join(self.tail))
 
