@@ -43,6 +43,8 @@ TASK_KEY = transitions.TASK_KEY
 SELECT_JOBS = f"SELECT {queries.columns(schema.JOB_COLUMNS)} FROM jobs"
 SELECT_TOKENS = f"SELECT {queries.columns(schema.TOKEN_COLUMNS)} FROM tokens"
 NEWEST_FIRST = "ORDER BY created_at DESC, id DESC"
+LABELS_READ = 1000
+"""Jobs whose labels one query reads (SQLite and PostgreSQL bound a query's parameters)."""
 
 
 class Store:
@@ -291,11 +293,19 @@ class Store:
         more = len(rows) > limit
         last = jobs[-1] if jobs else None
         next_cursor = encode_cursor(last.created_at, last.id) if more and last else None
-        where, params = filtered(state=None, after=None)
-        counts = self._counts(
-            f"SELECT state, COUNT(*) AS n FROM jobs {where} GROUP BY state", params
+        counted = queries.counted(
+            name=name, user=user, labels=labels or {}, teams=teams, queue=queue
         )
-        return JobPage(jobs=jobs, next_cursor=next_cursor, counts=counts)
+        if counted is None:  # filters the kept counts do not cover: count the rows
+            where, params = filtered(state=None, after=None)
+            counted = f"SELECT state, COUNT(*) AS n FROM jobs {where} GROUP BY state", params
+        return JobPage(jobs=jobs, next_cursor=next_cursor, counts=self._counts(*counted))
+
+    def unfinished_jobs(self) -> list[JobRecord]:
+        """Every job that has not ended (queued, starting, running, restarting), newest
+        first as in ``list_jobs``: read from an index of those alone, however many ended
+        jobs are stored."""
+        return self._jobs(self._db.rows(f"{SELECT_JOBS} WHERE {queries.UNFINISHED} {NEWEST_FIRST}"))
 
     def list_tasks(self, job_id: str) -> list[TaskRecord]:
         """The tasks of a job in the order they were stored (role order, then index)."""
@@ -327,12 +337,11 @@ class Store:
         """Ended jobs with a task that has not ended (a TensorBoard in its ``keep_after``,
         when the process that ran it stopped), in one query."""
         ended = sorted(state.value for state in FINAL_STATES)
-        jobs, job_params = queries.in_list("ended", ended)
-        tasks, task_params = queries.in_list("over", ended)
-        rows = self._db.rows(
-            "SELECT DISTINCT jobs.id AS id FROM jobs JOIN tasks ON tasks.job_id = jobs.id "
-            f"WHERE jobs.state IN {jobs} AND tasks.state NOT IN {tasks} ORDER BY jobs.id",
-            job_params | task_params,
+        jobs, params = queries.in_list("ended", ended)
+        rows = self._db.rows(  # the tasks that have not ended, from their index alone
+            f"SELECT DISTINCT job_id AS id FROM tasks WHERE {queries.UNFINISHED} "
+            f"AND job_id IN (SELECT id FROM jobs WHERE state IN {jobs}) ORDER BY job_id",
+            params,
         )
         return [str(row["id"]) for row in rows]
 
@@ -361,7 +370,9 @@ class Store:
 
     def count_jobs(self) -> dict[str, int]:
         """How many jobs are in each state (states with none are left out)."""
-        return self._counts("SELECT state, COUNT(*) AS n FROM jobs GROUP BY state")
+        return self._counts(
+            "SELECT state, SUM(n) AS n FROM job_counts GROUP BY state HAVING SUM(n) > 0"
+        )
 
     def count_tasks(self) -> dict[str, int]:
         """How many tasks, of all jobs, are in each state."""
@@ -376,13 +387,13 @@ class Store:
 
     def _jobs(self, rows: list[Row]) -> list[JobRecord]:
         """Job rows as records, each with its labels (one more query for them all)."""
-        if not rows:
-            return []
-        ids, params = queries.in_list("job", [str(row["id"]) for row in rows])
         labels: dict[str, dict[str, str]] = {}
-        query = f'SELECT job_id, "key", "value" FROM job_labels WHERE job_id IN {ids}'
-        for label in self._db.rows(query, params):
-            labels.setdefault(label["job_id"], {})[label["key"]] = label["value"]
+        job_ids = [str(row["id"]) for row in rows]
+        for start in range(0, len(job_ids), LABELS_READ):  # a query's parameters are bounded
+            ids, params = queries.in_list("job", job_ids[start : start + LABELS_READ])
+            query = f'SELECT job_id, "key", "value" FROM job_labels WHERE job_id IN {ids}'
+            for label in self._db.rows(query, params):
+                labels.setdefault(label["job_id"], {})[label["key"]] = label["value"]
         return [JobRecord.from_row({**row, "labels": labels.get(row["id"], {})}) for row in rows]
 
     # -- queues ---------------------------------------------------------------

@@ -5,6 +5,10 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
+UNFINISHED = "state NOT IN ('cancelled', 'failed', 'succeeded')"
+"""A job or task that has not ended, word for word as the partial indexes of revision 0010
+say it (SQLite uses such an index only where the query repeats its condition)."""
+
 
 def columns(names: Sequence[str]) -> str:
     """``"a", "b"``: every name quoted, as ``user`` is reserved in PostgreSQL."""
@@ -64,3 +68,35 @@ def job_filter(
         )
         params["after_time"], params["after_id"] = after
     return ("WHERE " + " AND ".join(conditions) if conditions else ""), params
+
+
+def counted(
+    *,
+    name: str | None,
+    user: str | None,
+    labels: Mapping[str, str],
+    teams: Collection[str] | None,
+    queue: str | None,
+) -> tuple[str, dict[str, Any]] | None:
+    """The query of how many jobs match, by state, from the counts the database keeps
+    (revision 0010), with its parameters; None for filters those counts do not cover
+    (a name, a user, several labels)."""
+    if name is not None or user is not None or len(labels) > 1:
+        return None
+    conditions: list[str] = []
+    params: dict[str, Any] = {}
+    table = "job_counts"
+    for key, value in labels.items():
+        table = "job_label_counts"
+        conditions.append('"key" = :label_key AND "value" = :label_value')
+        params["label_key"], params["label_value"] = key, value
+    if teams is not None:
+        listed, names = in_list("team", sorted(teams))
+        conditions.append(f"team IN {listed}")
+        params.update(names)
+    if queue is not None:
+        conditions.append("queue = :queue")
+        params["queue"] = queue
+    where = "WHERE " + " AND ".join(conditions) if conditions else ""
+    query = f"SELECT state, SUM(n) AS n FROM {table} {where} GROUP BY state HAVING SUM(n) > 0"
+    return query, params
