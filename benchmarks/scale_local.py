@@ -5,7 +5,9 @@
 the real CLI by a wrapper that only names each thread in the kernel, ``scale_server.py``'s
 ``name_threads``, so that its threads can be told apart from outside) is sent --local (300;
 --quick 20) one-task jobs running `sleep 90` (a thousandth of a CPU each) from 8
-connections. Once all of them run (or --local-timeout has passed), it reads:
+connections. Once all of them run (or --local-timeout has passed) and --local-settle (12)
+seconds more (a supervisor loads its sampler when its first sample is due, 5 s in, and is
+some 4 MB larger from then on: the figures are its steady size), it reads:
 
 (threads)     the server's threads (``Threads:`` of /proc/PID/status), and how many of them
               have each name (/proc/PID/task/*/comm). Target: <= 64.
@@ -14,6 +16,8 @@ connections. Once all of them run (or --local-timeout has passed), it reads:
               under the data directory's jobs/*/run/): its VmRSS (/proc/PID/status) and its
               Pss (/proc/PID/smaps_rollup: its share of pages it shares with the other
               shims, the honest cost of one more task), mean and max. Target: < 15 MB.
+
+(running)     how many ran, and the seconds from the first submission until all of them did.
 
 Each beside the same with --local-peer (100; --quick 5) jobs, in a server of its own. The
 tasks are killed (their shims' process groups) once the server has stopped.
@@ -60,6 +64,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--local-sleep", type=int, default=90, help="each task's sleep [90]")
     parser.add_argument(
         "--local-timeout", type=float, default=120, help="seconds for all jobs to run [120]"
+    )
+    parser.add_argument(
+        "--local-settle", type=float, default=12, help="seconds from all running to reading [12]"
     )
 
 
@@ -147,7 +154,7 @@ async def _submit_and_wait(load: Load, jobs: int, seconds: int, timeout: float) 
     }
 
 
-def measure(jobs: int, seconds: int, timeout: float) -> dict[str, Any]:
+def measure(jobs: int, seconds: int, timeout: float, settle: float) -> dict[str, Any]:
     """A server running ``jobs`` sleeping local jobs: its threads and RSS, its shims' RSS."""
     with tempfile.TemporaryDirectory(prefix="trainfleet-scale-") as tmp:
         data_dir = Path(tmp)
@@ -158,7 +165,7 @@ def measure(jobs: int, seconds: int, timeout: float) -> dict[str, Any]:
         try:
             load = Load(server.port, token)
             ran = asyncio.run(_submit_and_wait(load, jobs, seconds, timeout))
-            time.sleep(1.0)  # the last tasks' starts settle
+            time.sleep(settle)
             pid = server.process.pid
             threads, names = int(status(pid).get("Threads", 0)), thread_names(pid)
             rss = kib(status(pid).get("VmRSS", "0 kB"))
@@ -193,6 +200,7 @@ def figures(run: dict[str, Any], peer: dict[str, Any]) -> dict[str, Any]:
         "F jobs running": _figure(
             run["running"], peer["running"], run["jobs"], run["running"] >= run["jobs"]
         ),
+        "F all running (s)": _figure(run["all_running_s"], peer["all_running_s"], None, None),
         "F server threads": _figure(
             run["threads"], peer["threads"], THREADS_TARGET, run["threads"] <= THREADS_TARGET
         )
@@ -217,6 +225,6 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     runs = {}
     for label, count in (("peer", peer), ("main", jobs)):
         print(f"F: {count} running local jobs ({label})", flush=True)
-        runs[label] = measure(count, args.local_sleep, args.local_timeout)
+        runs[label] = measure(count, args.local_sleep, args.local_timeout, args.local_settle)
         print(f"  {runs[label]['running']} ran, {runs[label]['threads']} threads", flush=True)
     return figures(runs["main"], runs["peer"])

@@ -39,6 +39,7 @@ def test_a_quick_run_of_stored_and_local_jobs_writes_sane_figures(tmp_path: Path
     assert sum(counted["counts"]["list"]["answered"].values()) == 3000
     assert stored["E server start (s)"]["value"] > 0
     assert local["F jobs running"]["value"] == 6 and local["F jobs running"]["peer"] == 2
+    assert local["F all running (s)"]["value"] > 0
     threads = local["F server threads"]
     assert threads["value"] > 0 and sum(threads["names"].values()) == threads["value"]
     for name in ("VmRSS", "Pss"):
