@@ -470,8 +470,9 @@ class Engine:
         notebook_tokens.sweep(self.store, self.data_dir.root)  # of jobs that ended meanwhile
         resumed, waiting = [], []
         with self.admitter.lock:
-            for job in self.store.list_jobs(limit=1_000_000):
-                if State(job.state).is_final or job.id in self.runner.running():
+            running = set(self.runner.running())
+            for job in self.store.unfinished_jobs():
+                if job.id in running:
                     continue
                 if self._embedded(job.id):
                     continue  # an embedded `trainfleet run`'s, waiting or running there
