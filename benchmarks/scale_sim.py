@@ -394,10 +394,12 @@ class Scenario:
             shutil.rmtree(self.folder, ignore_errors=True)
 
     def stop(self) -> None:
-        if self.sampler is not None:
-            self.sampler.stop()
-        if self.server is not None:
-            self.server.stop()
+        try:
+            if self.sampler is not None:
+                self.sampler.stop()
+        finally:
+            if self.server is not None:
+                self.server.stop()
 
     def burst(self, server: Server, database: Database) -> dict[str, Any]:
         jobs, body = self.shape.jobs, job_body(self.shape.tasks)
@@ -456,7 +458,8 @@ class Scenario:
 
     def stall(self, database: Database) -> dict[str, Any]:
         stall_end = request_stall(self.root, self.settings["stall_s"])
-        time.sleep(max(0.0, stall_end - time.time() - 1.0))
+        lead = min(5.0, self.settings["stall_s"] / 4)  # reading every record takes a while
+        time.sleep(max(0.0, stall_end - time.time() - lead))
         held = [a for a in _all_attempts(self.root) if a.code is not None and a.reported_at is None]
         time.sleep(max(0.0, stall_end - time.time()))
 

@@ -581,7 +581,9 @@ class SimulatedBackend(PooledAddresses):
 
     def _scan(self) -> None:
         """Read the control files, the abandoned attempts' markers, and ``until`` files."""
-        for root in list(self._roots):
+        with self._changed:
+            roots = list(self._roots)
+        for root in roots:
             self._read_controls(root)
             for marker in _listed(control_dir(root) / "abandoned"):
                 try:
@@ -603,8 +605,10 @@ class SimulatedBackend(PooledAddresses):
 
     def _remember(self, root: Path) -> None:
         """Read ``root``'s control files now, and on the clock from now on."""
-        if root not in self._roots:
+        with self._changed:
+            known = root in self._roots
             self._roots.add(root)
+        if not known:
             self._read_controls(root)
             self._watch()
 
