@@ -89,10 +89,10 @@ import tempfile
 import threading
 import time
 from collections import Counter, deque
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, urlsplit, urlunsplit
 
 import httptools
 import uvloop
@@ -211,6 +211,31 @@ class Server:
             code = self.process.wait(timeout=10)
         self._reader.join(timeout=10)
         return code
+
+
+@contextlib.contextmanager
+def postgres_database(admin: str, prefix: str) -> Iterator[str]:
+    """A new database ``prefix_<random>`` on ``admin``'s server, dropped afterwards."""
+    import psycopg
+
+    name = f"{prefix}_{secrets.token_hex(6)}"
+    with psycopg.connect(admin, autocommit=True) as connection:
+        connection.execute(f"CREATE DATABASE {name}")
+    try:
+        yield urlunsplit(urlsplit(admin)._replace(path=f"/{name}"))
+    finally:
+        with psycopg.connect(admin, autocommit=True) as connection:
+            connection.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+
+
+def thread_names(pid: int) -> dict[str, int]:
+    """How many of the process's threads have each name (``/proc/PID/task/*/comm``), most
+    first."""
+    names: Counter[str] = Counter()
+    for comm in Path(f"/proc/{pid}/task").glob("*/comm"):
+        with contextlib.suppress(OSError):
+            names[comm.read_text().strip()] += 1
+    return dict(names.most_common())
 
 
 def _server_accepts(option: str) -> bool:

@@ -37,11 +37,10 @@ import signal
 import statistics
 import tempfile
 import time
-from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from api import API, Load, Server
+from api import API, Load, Server, thread_names
 
 import trainfleet.backends.supervision.shim as shim_module
 
@@ -104,15 +103,6 @@ def pss(pid: int) -> int | None:
             if line.startswith("Pss:"):
                 return kib(line.split(":", 1)[1])
     return None
-
-
-def thread_names(pid: int) -> dict[str, int]:
-    """How many of the process's threads have each name, most first."""
-    names: Counter[str] = Counter()
-    for comm in Path(f"/proc/{pid}/task").glob("*/comm"):
-        with contextlib.suppress(OSError):
-            names[comm.read_text().strip()] += 1
-    return dict(names.most_common())
 
 
 def shims(data_dir: Path) -> list[int]:

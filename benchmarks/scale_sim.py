@@ -53,10 +53,9 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 import uvloop
-from api import API, HOST, Load, Server, _latency, _source
+from api import API, HOST, Load, Server, _latency, _source, postgres_database, thread_names
 
 from trainfleet.backends.simulated import (
     SIM_VARIABLE,
@@ -204,16 +203,8 @@ def fresh_database(admin: str | None) -> Iterator[str | None]:
     if admin is None:
         yield None
         return
-    import psycopg
-
-    name = f"scale_sim_{secrets.token_hex(6)}"
-    with psycopg.connect(admin, autocommit=True) as connection:
-        connection.execute(f"CREATE DATABASE {name}")
-    try:
-        yield urlunsplit(urlsplit(admin)._replace(path=f"/{name}"))
-    finally:
-        with psycopg.connect(admin, autocommit=True) as connection:
-            connection.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+    with postgres_database(admin, "scale_sim") as url:
+        yield url
 
 
 def _proc_status(pid: int) -> tuple[int, int] | None:
@@ -224,15 +215,6 @@ def _proc_status(pid: int) -> tuple[int, int] | None:
         return None
     fields = dict(line.split(":", 1) for line in text.splitlines() if ":" in line)
     return int(fields["Threads"]), int(fields["VmRSS"].split()[0]) * 1024
-
-
-def thread_names(pid: int) -> dict[str, int]:
-    """How many of the process's threads have each name (``scale_server`` names them)."""
-    names: Counter[str] = Counter()
-    for comm in Path(f"/proc/{pid}/task").glob("*/comm"):
-        with contextlib.suppress(OSError):
-            names[comm.read_text().strip()] += 1
-    return dict(names.most_common())
 
 
 class Sampler(threading.Thread):

@@ -40,13 +40,13 @@ import secrets
 import subprocess
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote, urlsplit, urlunsplit
+from urllib.parse import quote
 
 import psycopg
-from api import API, Connection, Server, _latency
+from api import API, Connection, Server, _latency, postgres_database
 
 from trainfleet.spec.models import JobSpec
 from trainfleet.store import queries, schema
@@ -89,19 +89,6 @@ def admin_url(given: str | None) -> str:
     if done.returncode != 0:
         raise SystemExit(f"no PostgreSQL: {script} start failed:\n{done.stderr}")
     return done.stdout.strip().splitlines()[-1]
-
-
-@contextlib.contextmanager
-def fresh_database(admin: str) -> Iterator[str]:
-    """A new database on ``admin``'s server, dropped afterwards."""
-    name = f"scale_stored_{secrets.token_hex(6)}"
-    with psycopg.connect(admin, autocommit=True) as connection:
-        connection.execute(f"CREATE DATABASE {name}")
-    try:
-        yield urlunsplit(urlsplit(admin)._replace(path=f"/{name}"))
-    finally:
-        with psycopg.connect(admin, autocommit=True) as connection:
-            connection.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
 
 
 JOB_ID = "'stored-' || lpad(n::text, 7, '0')"
@@ -313,7 +300,7 @@ def exact_counts(url: str, answers: dict[str, dict[str, Any]]) -> dict[str, Any]
 
 def measure(admin: str, count: int, requests: int, start_timeout: float) -> dict[str, Any]:
     """Fill a new database with ``count`` jobs, start a server on it, time every kind."""
-    with fresh_database(admin) as url, tempfile.TemporaryDirectory() as tmp:
+    with postgres_database(admin, "scale_stored") as url, tempfile.TemporaryDirectory() as tmp:
         Store.open(url).close()
         filled = fill(url, count)
         print(f"  stored {count} jobs in {filled:.1f} s", flush=True)
