@@ -27,13 +27,8 @@ def _waiting_for(go: Path) -> JobSpec:
     return JobSpec.model_validate(yaml.safe_load(text))
 
 
-def test_exits_that_come_while_the_store_is_held_are_all_handled(
-    engine: Engine, tmp_path: Path
-) -> None:
-    """The test holds the store's lock while every job's task exits: the steps that write
-    block on it, the reports of the others queue up behind them, and once it is free every
-    job ends as it should (none lost, none stuck behind a thread that waits)."""
-    go = tmp_path / "go"
+def _running(engine: Engine, go: Path, tmp_path: Path) -> list[str]:
+    """``JOBS`` jobs, each of one task waiting for ``go``, once all are running."""
     jobs = [engine.submit(_waiting_for(go), tmp_path).id for _ in range(JOBS)]
     for job_id in jobs:
         engine.start(job_id)
@@ -42,6 +37,17 @@ def test_exits_that_come_while_the_store_is_held_are_all_handled(
         timeout=60,
         what="every job running",
     )
+    return jobs
+
+
+def test_exits_that_come_while_the_store_is_held_are_all_handled(
+    engine: Engine, tmp_path: Path
+) -> None:
+    """The test holds the store's lock while every job's task exits: the steps that write
+    block on it, the reports of the others queue up behind them, and once it is free every
+    job ends as it should (none lost, none stuck behind a thread that waits)."""
+    go = tmp_path / "go"
+    jobs = _running(engine, go, tmp_path)
     with engine.store._db._lock:  # the store held, as a hung database holds it
         go.touch()
         time.sleep(3)
@@ -56,14 +62,7 @@ def test_running_jobs_hold_no_thread_of_their_own(engine: Engine, tmp_path: Path
     backend's exit watcher and cleanup) are all it holds, however many jobs run."""
     go = tmp_path / "go"
     before = threading.active_count()
-    jobs = [engine.submit(_waiting_for(go), tmp_path).id for _ in range(JOBS)]
-    for job_id in jobs:
-        engine.start(job_id)
-    wait_for(
-        lambda: all(engine.get(job_id).state == State.RUNNING for job_id in jobs),
-        timeout=60,
-        what="every job running",
-    )
+    jobs = _running(engine, go, tmp_path)
     names = sorted(thread.name for thread in threading.enumerate())
     assert threading.active_count() - before <= WORKERS + STARTERS + ENGINE_THREADS, names
     go.touch()

@@ -114,7 +114,6 @@ class _Phase(enum.Enum):
     """Until its rendezvous store, stopped then, has ended."""
     SERVICES = "services"
     """Its end written: until its services (TensorBoard's ``keep_after``) have ended."""
-    DONE = "done"
 
 
 class JobController:
@@ -226,7 +225,6 @@ class JobController:
             raise
         finally:
             if ended:
-                self._phase = _Phase.DONE
                 for lease in self._leases:
                     lease.release()
                 if self._secret_dir is not None:
