@@ -220,6 +220,36 @@ def test_no_container_outlives_a_task_stopped_at_any_moment_of_its_start(
     assert not failures, f"seed {seed} (TRAINFLEET_TEST_SEED): " + "; ".join(failures)
 
 
+def test_a_graceful_stop_reports_the_task_s_own_exit_and_no_success_it_never_had(
+    tmp_path: Path,
+) -> None:
+    """Containers whose program says so and exits 0 on SIGTERM, stopped gracefully at
+    random moments of their start: a task that got the stop reports its own 0 (a clean
+    shutdown is no failure), and one stopped before its program ran (podman's client ends
+    with 0 then) reports the stop's signal, never 0."""
+    seed = _seed()
+    rng = random.Random(seed)
+    backend = LocalBackend(supervised=True)
+    jobs = Jobs(tmp_path, backend)
+    failures = []
+    for round_ in range(6):
+        job = jobs.job("trap 'echo stopped; exit 0' TERM; while :; do sleep 0.1; done")
+        reports = Reports()
+        handles = jobs.start(job, reports)
+        when = _stop_at(rng, container_name(job))
+        backend.stop(handles[WORKER], force=False)
+        code = reports.next(GRACEFUL_SECONDS)
+        log = job.task(WORKER).log_path
+        stopped = log.exists() and "stopped" in log.read_text()
+        said = f"round {round_}: stopped {when}, exit {code}, the program said so: {stopped}"
+        if code is None or (code == 0) != stopped:
+            failures.append(said)
+        elif left := leftovers(job):
+            failures.append(f"{said}: left {left}")
+        backend.release(job.job_id)
+    assert not failures, f"seed {seed} (TRAINFLEET_TEST_SEED): " + "; ".join(failures)
+
+
 def _wait_gone(pid: int) -> None:
     """Until ``pid`` runs no more (a zombie, or gone)."""
     wait_for(lambda: not _cmdline(str(pid)), timeout=EXIT_SECONDS, what=f"pid {pid} to end")
@@ -382,19 +412,16 @@ def test_a_removal_that_fails_says_why_and_gives_up(tmp_path: Path) -> None:
         "#!/bin/sh\necho \"$*\" >> $0.calls\necho 'Error: storage is locked' >&2\nexit 1\n"
     )
     runtime.chmod(0o755)
-    found, problem = Container(str(runtime), "trainfleet-x").remove(timeout=0.5)
-    assert (found, problem) == (
-        False,
-        "could not remove the container trainfleet-x: Error: storage is locked",
-    )
+    problem = Container(str(runtime), "trainfleet-x").remove(timeout=0.5)
+    assert problem == "could not remove the container trainfleet-x: Error: storage is locked"
     calls = (tmp_path / "docker.calls").read_text().splitlines()
     assert len(calls) >= 2 and set(calls) == {"rm --force trainfleet-x"}, calls
     runtime.write_text("#!/bin/sh\necho 'Error: No such container: trainfleet-x' >&2\nexit 1\n")
-    assert Container(str(runtime), "trainfleet-x").remove(timeout=0.5) == (False, None)
+    assert Container(str(runtime), "trainfleet-x").remove(timeout=0.5) is None
     runtime.write_text("#!/bin/sh\necho trainfleet-x\n")
-    assert Container(str(runtime), "trainfleet-x").remove(timeout=0.5) == (True, None)
+    assert Container(str(runtime), "trainfleet-x").remove(timeout=0.5) is None
     missing = Container(str(tmp_path / "nowhere"), "trainfleet-x").remove()
-    assert missing[1] is not None and "nowhere" in missing[1]
+    assert missing is not None and "nowhere" in missing
 
 
 def test_a_monitor_left_with_its_container_has_it_deleted_by_the_oci_runtime(

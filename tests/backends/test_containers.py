@@ -57,7 +57,9 @@ def test_the_runtime_command_line(tmp_path: Path) -> None:
     assert options[-2:] == ['--entrypoint=["python3"]', "--"]
     assert command == ["train.py", "--epochs", "3"]
     joined = " ".join(options)
-    assert "--network host" in joined and "--init" in options and "--rm" in options
+    assert "--network host" in joined and "--init" in options and "--replace" in options
+    # Kept once it ends: its shim reads how it ended, then removes it.
+    assert "--rm" not in options
     assert f"--workdir {tmp_path}/work/sub" in joined
     assert f"--volume {tmp_path}/work:{tmp_path}/work " in joined + " "
     assert f"--volume {tmp_path}:/env:ro" in joined

@@ -552,7 +552,7 @@ def _read_container(record: Path) -> Container | None:
 
 def _remove(container: Container) -> None:
     """Remove what is left of a task's container (see ``Container``), whatever its state."""
-    _, problem = container.remove()
+    problem = container.remove()
     if problem is not None:
         log.warning("%s", problem)
 

@@ -189,15 +189,8 @@ def write_stop_file(path: str, why: str) -> bool:
 class _Stops:
     """A running task's SIGTERMs from Slurm: each one after why is in its stop file."""
 
-    def __init__(
-        self, shim: ModuleType, record: str, stop_file: str | None, container: bool = False
-    ) -> None:
+    def __init__(self, shim: ModuleType, record: str, stop_file: str | None) -> None:
         self.shim, self.record, self.stop_file = shim, record, stop_file
-        self.container = container
-        """Whether the task is a container's runtime client (in a session of its own)."""
-        self.unstarted = False
-        """Whether its container did not run yet at the first stop (see the shim's
-        ``finish``)."""
         self.pid: int | None = None
         """The task's, once started (``started``)."""
         self.sent: list[int] = []
@@ -224,9 +217,6 @@ class _Stops:
     def send(self, number: int) -> None:
         """Send the task's process group ``number`` (once it runs, if not yet)."""
         self.sent.append(number)
-        if len(self.sent) == 1 and self.container:
-            running = self.pid is not None and self.shim.container_runs(self.record, self.pid)
-            self.unstarted = not running
         if self.pid is None:
             self.early.append(number)
         else:
@@ -276,7 +266,7 @@ def _supervise(
     limit's warning and its ``warned`` file, to say why Slurm stops it (see the module's
     text); ``container``: the name of the container that the task (its runtime's client,
     ``command``) runs, removed once the client has ended (see the shim's ``Container``)."""
-    stops = _Stops(shim, record, env.get(STOP_VARIABLE), container=container is not None)
+    stops = _Stops(shim, record, env.get(STOP_VARIABLE))
     if slurm is not None:
         stops.job, stops.warning, stops.warned = slurm
     # Before the start: a signal that comes meanwhile is passed on once the task runs.

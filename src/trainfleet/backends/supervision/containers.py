@@ -122,10 +122,14 @@ class Containers:
     def argv(self, launch: TaskLaunch, name: str, gpus_from_slurm: bool = False) -> list[str]:
         """The runtime's command line that runs ``launch`` as the container ``name``;
         ``gpus_from_slurm``: its GPUs are the step's, known on the node only."""
-        argv = [self.runtime, "run", "--rm", "--name", name, "--network", "host"]
+        argv = [self.runtime, "run", "--name", name, "--network", "host"]
         if Path(self.runtime).name == "podman":
-            argv += ["--replace"]  # a container an ended attempt left behind (docker: --rm)
+            # Kept once it ends, until its client's shim has read how (see the shim's
+            # ``finish``) and removed it; --replace: one that an ended attempt left behind.
+            argv += ["--replace"]
             argv += _names(launch)  # docker refuses a host name of its own on the host's network
+        else:
+            argv += ["--rm"]  # docker's client removes its own (it has no --replace)
         # An init as PID 1 passes SIGTERM on: a task that is PID 1 would ignore it.
         argv += ["--init"]
         pull = "never" if self.pulls_here else RUNTIME_PULL[launch.pull]

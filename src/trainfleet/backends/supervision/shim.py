@@ -162,34 +162,17 @@ def start(
 class Stops:
     """The stop signals (SIGTERM, SIGINT, SIGHUP) sent to the task's group, in order, as
     ``handle`` (their handler) sees them. The task has each one, but those that came before
-    it was started: ``started`` sends it those.
+    it was started: ``started`` sends it those."""
 
-    ``container``: the record prefix of a task that is a container's runtime client; the
-    first stop then notes whether the container ran yet (``unstarted``: it did not, see
-    ``finish``)."""
-
-    def __init__(self, container: str | None = None) -> None:
+    def __init__(self) -> None:
         self.sent: list[int] = []
         self.early: list[int] = []
         self.pid: int | None = None
-        self.container = container
-        self.unstarted = False
 
     def handle(self, number: int, _: object = None) -> None:
         self.sent.append(number)
         if self.pid is None:
             self.early.append(number)
-        if len(self.sent) == 1 and self.container is not None:
-            self.unstarted = not self._container_runs()
-
-    def _container_runs(self) -> bool:
-        if self.pid is None or self.container is None:
-            return False
-        try:
-            group = os.getpgid(self.pid)
-        except ProcessLookupError:  # the client has ended already: it did not stop it
-            return True
-        return container_runs(self.container, group)
 
     def started(self, pid: int) -> None:
         self.pid = pid
@@ -215,10 +198,9 @@ def finish(
     backend is there to give it its grace period and end it then. ``container``: the task
     is that container's runtime client, and the container is removed once the client has
     ended, whatever state the client left it in. A client that ended with 0 on a stop
-    (``stops``: the signals the task was sent), leaving its container behind, or stopped
-    before the container ran (podman's client ends with 0 on a SIGTERM while it makes the
-    container), did not run the task to its end: its exit is the stop's signal, not a
-    success.
+    (``stops``: the signals the task was sent) may not have run the task at all (podman's
+    client ends with 0 on a SIGTERM while it makes the container): the container's own
+    record decides (its exit, where it ran to one; else the stop's signal, not a success).
     """
     code = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
     if sampling:
@@ -227,9 +209,10 @@ def finish(
         end_marked(prefix)
     problem = None
     if container is not None:
-        left, problem = container.remove()
-        if code == 0 and stops is not None and stops.sent and (left or stops.unstarted):
-            code = -stops.sent[0]
+        if code == 0 and stops is not None and stops.sent:
+            recorded = container.exit_code()
+            code = -stops.sent[0] if recorded is None else recorded
+        problem = container.remove()
     if capture:
         capture.close()
     if problem:  # after the log is finished: said at its end
@@ -263,16 +246,36 @@ class Container:
         self.runtime, self.name, self.env = runtime, name, env
         self.podman = os.path.basename(runtime) == "podman"
 
-    def remove(self, timeout: float = CONTAINER_SECONDS) -> tuple[bool, str | None]:
-        """Remove the container (its processes killed at once), and wait until podman's
-        monitor of it (``conmon``) has ended: whether there was one, and what went wrong
-        (None: it is gone, or never was)."""
+    def exit_code(self) -> int | None:
+        """The exit status that the container recorded, where it ran its program to an
+        end (None: it never ran, runs still, or is not there). Podman's only: docker's
+        client removes its container (``--rm``), which leaves no record to ask."""
         import subprocess  # here: a task without a container never needs it
+
+        if not self.podman:
+            return None
+        shown = "{{.State.Status}} {{.State.StartedAt.IsZero}} {{.State.ExitCode}}"
+        argv = [self.runtime, "container", "inspect", "--format", shown, self.name]
+        try:
+            done = subprocess.run(
+                argv, env=self.env, capture_output=True, text=True, timeout=RUNTIME_SECONDS
+            )
+        except (OSError, subprocess.SubprocessError):
+            return None
+        status, never_started, code = [*done.stdout.split(), "", "", ""][:3]
+        ran = done.returncode == 0 and status == "exited" and never_started == "false"
+        return int(code) if ran and code.lstrip("-").isdigit() else None
+
+    def remove(self, timeout: float = CONTAINER_SECONDS) -> str | None:
+        """Remove the container (its processes killed at once), and wait until podman's
+        monitor of it (``conmon``) has ended: what went wrong (None: it is gone, or never
+        was)."""
+        import subprocess
 
         options = ["--ignore", "--time", "0"] if self.podman else []
         argv = [self.runtime, "rm", "--force", *options, self.name]
         deadline = time.monotonic() + timeout
-        found, problem = False, None
+        problem = None
         while True:
             left = max(0.1, min(RUNTIME_SECONDS, deadline - time.monotonic()))
             try:
@@ -287,7 +290,6 @@ class Container:
             else:
                 absent = "no such container" in done.stderr.lower()  # docker's word
                 if done.returncode == 0 or absent:
-                    found |= done.returncode == 0 and bool(done.stdout.strip())
                     problem = None
                     break
                 problem = (done.stderr.strip().splitlines() or [f"exit {done.returncode}"])[-1]
@@ -295,18 +297,10 @@ class Container:
                 break
             time.sleep(0.2)
         if problem is not None:
-            return found, f"could not remove the container {self.name}: {problem}"
+            return f"could not remove the container {self.name}: {problem}"
         if self.podman and not end_monitors(self.name, max(0.0, deadline - time.monotonic())):
-            return found, f"the monitor (conmon) of the container {self.name} outlived it"
-        return found, None
-
-
-def container_runs(record: str, group: int) -> bool:
-    """Whether a process of the attempt ``record`` runs outside the process group ``group``
-    of its runtime's client, but this process: its container's (they carry its mark), which
-    runs once it has started."""
-    marker, own = f"{ATTEMPT_VARIABLE}={record}", os.getpid()
-    return any(pgid != group and pid != own for pid, pgid in marked_processes(marker))
+            return f"the monitor (conmon) of the container {self.name} outlived it"
+        return None
 
 
 def monitors(name: str) -> list[tuple[int, str, list[str]]]:
@@ -1009,7 +1003,7 @@ def main(argv: list[str]) -> int:
     if tethered is not None:
         runner, DURABLE = parse_tether(tethered), False
     # Caught, not ignored: a caught signal is reset to default in the child at exec.
-    stops = Stops(prefix if name else None)
+    stops = Stops()
     for number in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(number, stops.handle)
     if soft_limit is not None:
