@@ -65,6 +65,43 @@ def test_slow_work_holds_its_key_but_no_quick_thread() -> None:
     assert order == ["b quick", "a slow", "a after"]
 
 
+def test_quick_work_runs_one_call_at_a_time_and_a_stuck_call_gives_its_turn_up() -> None:
+    """Quick calls of many keys run one at a time on a lane (threads that run together
+    only fight for the interpreter's lock); a call that blocks past STUCK lets the others
+    go on around it, up to the lane's threads, and a key that waits never waits long."""
+    pool = KeyedPool("turns", workers=4, slow_workers=1)
+    running, most = 0, 0
+    lock = threading.Lock()
+    done: list[int] = []
+
+    def quick(key: int) -> None:
+        nonlocal running, most
+        with lock:
+            running += 1
+            most = max(most, running)
+        time.sleep(0.001)  # a store write's worth, the GIL let go meanwhile
+        with lock:
+            running -= 1
+            done.append(key)
+
+    for number in range(400):
+        pool.submit(number % 40, lambda key=number: quick(key))
+    wait_for(lambda: len(done) == 400, what="every quick call")
+    assert most == 1, f"{most} quick calls ran at once"
+
+    release = threading.Event()
+    pool.submit("blocked", lambda: release.wait(30))
+    time.sleep(0.05)
+    began = time.monotonic()
+    later: list[float] = []
+    for key in range(20):
+        pool.submit(key, lambda: later.append(time.monotonic()))
+    wait_for(lambda: len(later) == 20, timeout=5, what="the calls behind a blocked one")
+    release.set()
+    assert max(later) - began < 1.0, "the blocked call held the others up"
+    assert len(_pool_threads("turns")) <= 4
+
+
 def test_a_call_that_raises_is_logged_and_its_key_goes_on(
     caplog: pytest.LogCaptureFixture,
 ) -> None:

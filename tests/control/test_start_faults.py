@@ -66,7 +66,7 @@ def _after_start(self: JobController) -> None:
 
 
 STEPS: dict[str, Callable[[pytest.MonkeyPatch, Engine], None]] = {
-    "controller": lambda mp, engine: mp.setattr(engine.runner, "_controller", _boom),
+    "controller": lambda mp, engine: mp.setattr(engine, "_controller_of", _boom),
     "environment": lambda mp, engine: mp.setattr(EnvironmentCache, "lease", _boom),
     "secret files": lambda mp, engine: mp.setattr(JobLaunch, "write_secret_files", _boom),
     "workdir": lambda mp, engine: mp.setattr(JobController, "_hand_over", _boom),

@@ -231,7 +231,7 @@ class JobController:
                     shutil.rmtree(self._secret_dir, ignore_errors=True)
 
     def _open(self, resume: bool) -> State | None:
-        job = self.store.get_job(self.job_id)
+        job = self.store.get_job(self.job_id) if resume else None
         if resume and job is not None and State(job.state).is_final:
             self._linger(job)
         elif resume and job is not None and job.started_at is not None:

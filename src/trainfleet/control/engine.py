@@ -13,6 +13,7 @@ import shutil
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -298,6 +299,10 @@ class Engine:
         job = self.get(job_id)
         spec = JobSpec.model_validate_json(job.spec)
         placement = Placement(tuple(_slot(task) for task in self.store.list_tasks(job_id)))
+        return self._controller_of(job, spec, placement)
+
+    def _controller_of(self, job: JobRecord, spec: JobSpec, placement: Placement) -> JobController:
+        """The controller that runs ``job`` (its ``spec``) where ``placement`` says."""
         server = self.server_access if spec.notebook is not None else None
         return JobController(
             job.id,
@@ -410,18 +415,16 @@ class Engine:
             self._fail_launch(job.id, code.condition(error))
             return
         nodes = self.scheduler.cluster.nodes
+        # host "" where the tasks learn it (then they report it)
+        slots = tuple(
+            TaskSlot(*key, *addresses[key], queueing.host_gpus(allocation, nodes))
+            for key, allocation in zip(task_keys(spec), admission.allocations, strict=True)
+        )
         try:
             self._guard(job, addresses.values())
             self.store.place_tasks(
                 job.id,
-                {
-                    # host "" where the tasks learn it (then they report it)
-                    key: (
-                        str(addresses[key]),
-                        ",".join(map(str, queueing.host_gpus(allocation, nodes))),
-                    )
-                    for key, allocation in zip(task_keys(spec), admission.allocations, strict=True)
-                },
+                {slot.key: (slot.address, ",".join(map(str, slot.gpus))) for slot in slots},
             )
         except FirewallError as error:  # never started with its ports open to all
             self._free_ports(job.id)
@@ -433,7 +436,7 @@ class Engine:
         if self.supervised:
             # Marks the job as one a restarted server picks up (see resume).
             self.data_dir.run_dir(job.id).mkdir(parents=True, exist_ok=True)
-        self.runner.start(job.id)
+        self.runner.start(job.id, make=partial(self._controller_of, job, spec, Placement(slots)))
 
     def _fail_launch(self, job_id: str, condition: Condition) -> None:
         self.admitter.finished(job_id)

@@ -4,6 +4,12 @@ one at a time, and one clock for every key's timers (``control.runner``).
 A key's work is its queue of callables; a key is on a lane's ready queue at most once, so
 no two of its callables ever run together, whatever the number of workers. A lane's
 threads start as work comes, up to its size, and wait for more once started.
+
+Only one of a lane's threads runs a callable at a time (it has the lane's turn) while the
+callables are quick, as nearly all are: Python threads that run together only fight for
+the interpreter's lock, and a burst of starts took a third more CPU so. A callable that
+runs past ``STUCK`` (it builds an environment, waits on sbatch or on a database that is
+away) gives its turn up to the next thread, so a slow one never holds the others up.
 """
 
 from __future__ import annotations
@@ -24,6 +30,52 @@ log = logging.getLogger("trainfleet.control")
 BATCH = 32
 """Callables of one key run in a row before the other keys waiting get their turn."""
 
+STUCK = 0.1
+"""Seconds after which a lane's running callable gives its turn up to the next thread."""
+
+
+class _Turns:
+    """One turn to run callables, held by one thread at a time as long as it finds work.
+    A holder whose callable runs past ``STUCK`` loses the turn to a thread that waits for
+    it (and finishes that callable all the same); one that has kept it while another
+    thread waited past ``STUCK`` hands it on before its next callable."""
+
+    def __init__(self) -> None:
+        self._changed = threading.Condition()
+        self._holder: int | None = None
+        self._since = 0.0
+        """When the holder's callable began."""
+        self._waiting: dict[int, float] = {}
+        """The threads that wait for the turn (each with a key to serve), since when."""
+
+    def take(self) -> None:
+        me = threading.get_ident()
+        with self._changed:
+            self._waiting[me] = time.monotonic()
+            while self._holder is not None and time.monotonic() - self._since < STUCK:
+                self._changed.wait(STUCK)
+            del self._waiting[me]
+            self._holder, self._since = me, time.monotonic()
+
+    def keep(self) -> None:
+        """Before each callable: keep the turn, or take it (again) where it is not held."""
+        me = threading.get_ident()
+        with self._changed:
+            if self._holder == me:
+                now = time.monotonic()
+                if all(now - since < STUCK for since in self._waiting.values()):
+                    self._since = now
+                    return
+                self._holder = None  # another has waited long enough: its turn
+                self._changed.notify()
+        self.take()
+
+    def give(self) -> None:
+        with self._changed:
+            if self._holder == threading.get_ident():
+                self._holder = None
+                self._changed.notify()
+
 
 class _Lane:
     """Threads, up to ``size``, that serve the keys put on one ready queue."""
@@ -33,6 +85,7 @@ class _Lane:
     ) -> None:
         self._name, self._size, self.slow, self._serve = name, size, slow, serve
         self._ready: queue.SimpleQueue[Hashable] = queue.SimpleQueue()
+        self._turns = _Turns()
         self._lock = threading.Lock()
         self._threads = 0
         self._idle = 0
@@ -51,11 +104,16 @@ class _Lane:
         # Store calls wait an outage out: what a controller does can wait, its tasks run on.
         with patiently():
             while True:
-                with self._lock:
-                    self._idle += 1
-                key = self._ready.get()
-                with self._lock:
-                    self._idle -= 1
+                try:
+                    key = self._ready.get_nowait()
+                except queue.Empty:  # idle, with no turn: another thread may take it
+                    self._turns.give()
+                    with self._lock:
+                        self._idle += 1
+                    key = self._ready.get()
+                    with self._lock:
+                        self._idle -= 1
+                self._turns.keep()
                 self._serve(key, self.slow)
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 import random
 import socket
 import threading
+from collections import Counter
 from collections.abc import Hashable, Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
@@ -41,13 +42,23 @@ class PortPool:
 
     def __init__(self) -> None:
         self._held: dict[str, set[int]] = {}
+        self._holders: Counter[int] = Counter()
+        """How many owners hold each held port (a fixed port may be given twice): so that
+        a search never gathers every job's ports (thousands) to skip them."""
         self._lock = threading.Lock()
         self._next: int | None = None
 
     def hold(self, owner: str, ports: Iterable[int]) -> None:
         """Count ``ports`` as ``owner``'s (fixed ports, or an adopted job's)."""
         with self._lock:
-            self._held.setdefault(owner, set()).update(ports)
+            self._add(owner, ports)
+
+    def _add(self, owner: str, ports: Iterable[int]) -> None:
+        mine = self._held.setdefault(owner, set())
+        for port in ports:
+            if port not in mine:
+                mine.add(port)
+                self._holders[port] += 1
 
     def take(self, owner: str, count: int) -> list[int]:
         """``count`` free ports for ``owner``; raises NoFreePort after one pass over the range,
@@ -55,7 +66,7 @@ class PortPool:
         with self._lock:
             taken: list[int] = []
             waiting: list[int] = []  # free but for connections in TIME_WAIT
-            held = set().union(*self._held.values())
+            held = self._holders
             low, high = ephemeral_range()
             size = high - low + 1
             start = self._next if self._next is not None and low <= self._next <= high else None
@@ -79,7 +90,7 @@ class PortPool:
                     f"no free port: {count} wanted, {len(taken)} of the {size} ports of the"
                     f" ephemeral range {low}-{high} free ({len(held)} held by jobs here)"
                 )
-            self._held.setdefault(owner, set()).update(taken)
+            self._add(owner, taken)
             return taken
 
     def reserve(self, owner: str, fixed: Mapping[Key, int | None]) -> dict[Key, int]:
@@ -93,11 +104,14 @@ class PortPool:
     def release(self, owner: str) -> None:
         """``owner`` has ended: its ports may be given out again."""
         with self._lock:
-            self._held.pop(owner, None)
+            for port in self._held.pop(owner, ()):
+                self._holders[port] -= 1
+                if not self._holders[port]:
+                    del self._holders[port]
 
     def held(self) -> set[int]:
         with self._lock:
-            return set().union(*self._held.values())
+            return set(self._holders)
 
 
 PORTS = PortPool()
