@@ -20,7 +20,7 @@ import queue
 import shutil
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -32,7 +32,7 @@ from trainfleet.control.rounds import RoundFollower
 from trainfleet.datadir.files import modified, write_new
 from trainfleet.datadir.layout import DataDir
 from trainfleet.domain.conditions import INFRASTRUCTURE_FAILURES, Code, Condition
-from trainfleet.domain.records import JobRecord, Reason, State
+from trainfleet.domain.records import JobRecord, Reason, State, TaskRecord
 from trainfleet.environments.build import BuildFailed, BuildStopped
 from trainfleet.environments.cache import Builders, EnvironmentCache, Lease
 from trainfleet.environments.recipe import MissingRequirementsFile, Recipe
@@ -81,6 +81,15 @@ class _Task:
     handle: TaskHandle | None = None
     """Its current attempt's, while it may run."""
     condition: Condition = SUBMITTED
+
+
+@dataclass(frozen=True)
+class Stored:
+    """A job's record and its tasks as the engine read them just before its controller
+    begins (a resume reads every job's at once): its first step reads them no more."""
+
+    job: JobRecord
+    tasks: Sequence[TaskRecord]
 
 
 @dataclass(frozen=True)
@@ -138,6 +147,7 @@ class JobController:
         sick_gpus: Callable[[], frozenset[int]] | None = None,
         server: ServerAccess | None = None,
         owner: str = "",
+        stored: Stored | None = None,
     ) -> None:
         """``base``: where its tasks' environments start (see ``environments.task_base``);
         ``environments``: where the Python environments its roles ask for are built;
@@ -147,7 +157,8 @@ class JobController:
         as (None: this process's own); ``sick_gpus``: the GPUs unhealthy now (None: no
         GPU health is known here); ``server``: where a notebook job's notebook reaches its
         server, which it does with a token of ``owner`` (its user) made when it starts and
-        revoked when the job ends (``notebook_tokens``)."""
+        revoked when the job ends (``notebook_tokens``); ``stored``: the job and its tasks
+        as read just now, which ``begin`` uses instead of reading them again."""
         self.job_id = job_id
         self.spec = spec
         self.placement = placement
@@ -185,6 +196,7 @@ class JobController:
         self._server = server
         self._owner = owner
         self._phase = _Phase.TRAINING
+        self._stored = stored
         self.wake: Callable[[], None] = lambda: None
         """Called after each message put in its inbox (any thread): ``handle`` it soon."""
 
@@ -231,11 +243,12 @@ class JobController:
                     shutil.rmtree(self._secret_dir, ignore_errors=True)
 
     def _open(self, resume: bool) -> State | None:
-        job = self.store.get_job(self.job_id)
+        stored, self._stored = self._stored, None
+        job = stored.job if stored is not None else self.store.get_job(self.job_id)
         if resume and job is not None and State(job.state).is_final:
             self._linger(job)
         elif resume and job is not None and job.started_at is not None:
-            self._recover(job.started_at)
+            self._recover(job, stored.tasks if stored is not None else None)
         else:
             self._begin()
         return self._advance()
@@ -357,10 +370,12 @@ class JobController:
         building = Condition(Code.WAITING_FOR_ENVIRONMENT, message)
         self.store.note(self.job_id, state, building, waiting=state is State.STARTING)
 
-    def _recover(self, started_at: float) -> None:
-        """Rebuild what an earlier controller knew from the store and the task records."""
+    def _recover(self, job: JobRecord, tasks: Sequence[TaskRecord] | None) -> None:
+        """Rebuild what an earlier controller knew from the store and the task records
+        (``tasks``: the job's, where they were read already)."""
+        assert job.started_at is not None
         never_started = []
-        for stored in self.store.list_tasks(self.job_id):
+        for stored in self.store.list_tasks(self.job_id) if tasks is None else tasks:
             task = self._tasks[(stored.role, stored.index)]
             task.state, task.restarts = State(stored.state), stored.restarts
             code = stored.code if isinstance(stored.code, Code) else Code.STARTED
@@ -378,14 +393,13 @@ class JobController:
         self._count_restarts()
         wants = any(self.spec.environment_of(role) for role in self.spec.roles)
         self._hand_over()
-        job = self.store.get_job(self.job_id)
-        self._job_running = job is not None and State(job.state) is State.RUNNING
-        if wants and not self._setup(State(job.state) if job else State.RUNNING):
+        self._job_running = State(job.state) is State.RUNNING  # adopting changed no job state
+        if wants and not self._setup(State(job.state)):
             return
         self._start(never_started)
         self._follow_rounds()
         self._check_gpus()
-        self._watch_deadline(started_at)
+        self._watch_deadline(job.started_at)
         self._evaluate()
 
     def _count_restarts(self, requeued: bool = False) -> None:

@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import functools
 import getpass
 import json
 import os
@@ -22,7 +23,7 @@ from trainfleet.backends.launch import JobLaunch, ServerAccess
 from trainfleet.backends.local.firewall import Firewall, FirewallError
 from trainfleet.control import notebook_tokens, queueing
 from trainfleet.control.admitter import Admitter
-from trainfleet.control.controller import JobController
+from trainfleet.control.controller import JobController, Stored
 from trainfleet.control.gpu_health import GpuHealth
 from trainfleet.control.runner import Runner
 from trainfleet.datadir.checkpoints import committed_steps
@@ -296,8 +297,15 @@ class Engine:
     def controller(self, job_id: str) -> JobController:
         """The controller that runs a stored job."""
         job = self.get(job_id)
-        spec = JobSpec.model_validate_json(job.spec)
-        placement = Placement(tuple(_slot(task) for task in self.store.list_tasks(job_id)))
+        return self._controller_of(job, JobSpec.model_validate_json(job.spec))
+
+    def _controller_of(
+        self, job: JobRecord, spec: JobSpec, stored: Stored | None = None
+    ) -> JobController:
+        """The controller of ``job`` (its ``spec`` parsed); ``stored``: the job's tasks as
+        read just now, which it reads no more."""
+        tasks = stored.tasks if stored is not None else self.store.list_tasks(job.id)
+        placement = Placement(tuple(_slot(task) for task in tasks))
         server = self.server_access if spec.notebook is not None else None
         return JobController(
             job.id,
@@ -316,6 +324,7 @@ class Engine:
             self.gpu_health.unhealthy if self.gpu_health.reader is not None else None,
             server=server,
             owner=job.user,
+            stored=stored,
         )
 
     def _builders(self, team: str) -> Builders | None:
@@ -359,11 +368,13 @@ class Engine:
         cluster = self.scheduler.cluster
         try:
             with self.admitter.lock:
+                tasks = self.store.tasks_of([other.id for other in others])
                 for other in others:
                     held = queueing.gang_job(
                         other.id, JobSpec.model_validate_json(other.spec), other.created_at
                     )
-                    self.scheduler.adopt(held, self._allocations(other.id, held))
+                    allocations = self._allocations(other.id, held, tasks.get(other.id, []))
+                    self.scheduler.adopt(held, allocations)
                 if State(self.get(job_id).state).is_final:  # cancelled meanwhile
                     return None
                 if cluster.place(job_id, gang.tasks) is None:
@@ -468,7 +479,7 @@ class Engine:
         jobs that ended meanwhile are revoked. Returns the ids of the adopted jobs.
         """
         notebook_tokens.sweep(self.store, self.data_dir.root)  # of jobs that ended meanwhile
-        resumed, waiting = [], []
+        resumed, waiting, adopting = [], [], []
         with self.admitter.lock:
             running = set(self.runner.running())
             for job in self.store.unfinished_jobs():
@@ -483,9 +494,14 @@ class Engine:
                     continue
                 if not self.data_dir.run_dir(job.id).is_dir():
                     continue  # run by another process (an embedded `trainfleet run`)
-                self.scheduler.adopt(gang, self._allocations(job.id, gang))
-                self._hold_ports(job)
-                self.runner.start(job.id, resume=True)
+                adopting.append((job, spec, gang))
+            tasks = self.store.tasks_of([job.id for job, _, _ in adopting])  # one read for all
+            for job, spec, gang in adopting:
+                stored = Stored(job, tasks.get(job.id, []))
+                self.scheduler.adopt(gang, self._allocations(job.id, gang, stored.tasks))
+                self._hold_ports(job, stored.tasks)
+                make = functools.partial(self._controller_of, job, spec, stored)
+                self.runner.start(job.id, resume=True, make=make)
                 resumed.append(job.id)
             for job_id in self.store.lingering():  # services in their keep_after
                 if self.data_dir.run_dir(job_id).is_dir() and not self._embedded(job_id):
@@ -498,10 +514,10 @@ class Engine:
         self.admitter.wake()
         return resumed
 
-    def _hold_ports(self, job: JobRecord) -> None:
+    def _hold_ports(self, job: JobRecord, tasks: Sequence[TaskRecord]) -> None:
         """An adopted job keeps its ports, and only its account reaches them: no other job
         may be given them."""
-        placed = [_slot(task) for task in self.store.list_tasks(job.id) if task.address]
+        placed = [_slot(task) for task in tasks if task.address]
         addresses = {slot.key: Address(slot.host, slot.port) for slot in placed}
         self.backend.hold(job.id, addresses)
         self._guard(job, addresses.values())
@@ -512,10 +528,12 @@ class Engine:
 
         return (self.data_dir.job_dir(job_id) / RUNNER_RECORD).exists()
 
-    def _allocations(self, job_id: str, gang: GangJob) -> list[TaskAllocation]:
-        """What a running job holds: the GPUs it was given here, else any place that fits
-        (on a cluster's nodes, only its engine knows the real one)."""
-        tasks = self.store.list_tasks(job_id)
+    def _allocations(
+        self, job_id: str, gang: GangJob, tasks: Sequence[TaskRecord]
+    ) -> list[TaskAllocation]:
+        """What a running job holds (``tasks``: its stored tasks): the GPUs it was given
+        here, else any place that fits (on a cluster's nodes, only its engine knows the
+        real one)."""
         if not any(task.gpus for task in tasks):
             places = self.scheduler.cluster.place(job_id, gang.tasks)
             if places is not None:

@@ -61,10 +61,17 @@ class Runner:
         self._pool = KeyedPool("control", WORKERS, STARTERS)
         self._clock = Clock("control-clock")
 
-    def start(self, job_id: str, resume: bool = False) -> None:
-        """Run (or, with ``resume``, pick up) a stored job until it ends; returns at once."""
+    def start(
+        self,
+        job_id: str,
+        resume: bool = False,
+        make: Callable[[], JobController] | None = None,
+    ) -> None:
+        """Run (or, with ``resume``, pick up) a stored job until it ends; returns at once.
+        ``make`` makes its controller where the caller has read the job already (by
+        default, the runner's own factory reads it)."""
         try:
-            controller = self._controller(job_id)
+            controller = make() if make is not None else self._controller(job_id)
         except StoreUnavailable:
             raise
         except Exception as error:  # a secret gone, an account that cannot be made
