@@ -472,13 +472,24 @@ class Engine:
             self.admitter.finished(job_id)
 
     def resume(self) -> list[str]:
+        """Pick up what an earlier process of this data directory left: ``sweep_tokens``,
+        then ``resume_jobs``. Returns the ids of the adopted jobs."""
+        self.sweep_tokens()
+        return self.resume_jobs()
+
+    def sweep_tokens(self) -> None:
+        """Revoke the tokens of notebook jobs that ended while no server followed them (a
+        server serves no request before)."""
+        notebook_tokens.sweep(self.store, self.data_dir.root)
+
+    def resume_jobs(self) -> list[str]:
         """Pick up the jobs an earlier process of this data directory left unfinished.
 
         Jobs that were running with supervised tasks (a server's) are adopted where they
-        run; jobs that were waiting wait again, in their old order; the tokens of notebook
-        jobs that ended meanwhile are revoked. Returns the ids of the adopted jobs.
+        run; jobs that were waiting wait again, in their old order. Whatever admits,
+        starts or stops a job waits meanwhile (the admission lock is held throughout).
+        Returns the ids of the adopted jobs.
         """
-        notebook_tokens.sweep(self.store, self.data_dir.root)  # of jobs that ended meanwhile
         resumed, waiting, adopting = [], [], []
         with self.admitter.lock:
             running = set(self.runner.running())
