@@ -4,7 +4,8 @@
 as ``trainfleet server`` does, but the backend holds each adopted job's ports (which a
 resume does with the admission lock held) only once the file ``GATE`` exists: a test sees
 the server while its resume is under way, for as long as it likes. A gate that says
-``fail`` makes the resume fail instead.
+``fail`` makes the resume fail instead. Each adoption of a task takes ``ADOPT_SECONDS``
+more: a server that said it was ready before its jobs' tasks were adopted would be seen.
 """
 
 from __future__ import annotations
@@ -15,11 +16,14 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 
-from trainfleet.backends.api import Address
+from trainfleet.backends.api import Address, TaskHandle, TaskReports
 from trainfleet.backends.simulated import SimulatedBackend
 from trainfleet.cli.main import cli
 from trainfleet.control import assembly
+from trainfleet.datadir.layout import DataDir
 from trainfleet.scheduling.placement import TaskKey
+
+ADOPT_SECONDS = 0.5
 
 
 class GatedBackend(SimulatedBackend):
@@ -36,6 +40,12 @@ class GatedBackend(SimulatedBackend):
         if self.gate.read_text() == "fail":
             raise OSError("the simulated engine is gone")
         super().hold(job_id, addresses)
+
+    def adopt(
+        self, data_dir: DataDir, job_id: str, key: TaskKey, attempt: int, reports: TaskReports
+    ) -> TaskHandle | None:
+        time.sleep(ADOPT_SECONDS)
+        return super().adopt(data_dir, job_id, key, attempt, reports)
 
 
 if __name__ == "__main__":

@@ -487,8 +487,9 @@ class Engine:
 
         Jobs that were running with supervised tasks (a server's) are adopted where they
         run; jobs that were waiting wait again, in their old order. Whatever admits,
-        starts or stops a job waits meanwhile (the admission lock is held throughout).
-        Returns the ids of the adopted jobs.
+        starts or stops a job waits until all are picked up (the admission lock is held
+        meanwhile). Returns the ids of the adopted jobs once their controllers have
+        adopted their tasks.
         """
         resumed, waiting, adopting = [], [], []
         with self.admitter.lock:
@@ -523,6 +524,7 @@ class Engine:
             for gang in waiting:
                 self.scheduler.submit(gang)
         self.admitter.wake()
+        self.runner.wait_begun(resumed)
         return resumed
 
     def _hold_ports(self, job: JobRecord, tasks: Sequence[TaskRecord]) -> None:

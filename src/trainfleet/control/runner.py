@@ -8,7 +8,7 @@ import functools
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from trainfleet.control.controller import JobController
@@ -33,6 +33,8 @@ class _Running:
     job_id: str
     controller: JobController
     done: threading.Event = field(default_factory=threading.Event)
+    begun: threading.Event = field(default_factory=threading.Event)
+    """Its first step has run (with ``resume``: its running tasks are adopted)."""
     ended: bool = False
     woken: bool = False
     """A step is asked for and has not begun: a report needs ask for none more."""
@@ -83,8 +85,13 @@ class Runner:
         controller.wake = functools.partial(self._wake, running)
         with self._lock:
             self._running[job_id] = running
-        begin = functools.partial(self._step, running, lambda: controller.begin(resume))
-        self._pool.submit(running, begin, slow=True)
+        self._pool.submit(running, functools.partial(self._begin, running, resume), slow=True)
+
+    def _begin(self, running: _Running, resume: bool) -> None:
+        try:
+            self._step(running, lambda: running.controller.begin(resume))
+        finally:
+            running.begun.set()
 
     def _wake(self, running: _Running) -> None:
         with self._lock:
@@ -154,6 +161,18 @@ class Runner:
         with self._lock:
             running = self._running.get(job_id)
         return running is None or running.done.wait(timeout)
+
+    def wait_begun(self, job_ids: Iterable[str], timeout: float | None = None) -> bool:
+        """Wait until each job's first step has run (or it is not running here); False
+        where ``timeout`` ran out first."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        for job_id in job_ids:
+            with self._lock:
+                running = self._running.get(job_id)
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            if running is not None and not running.begun.wait(left):
+                return False
+        return True
 
     def running(self) -> list[str]:
         with self._lock:
