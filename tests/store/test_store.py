@@ -94,6 +94,30 @@ def test_tasks_of_many_jobs_reads_what_each_jobs_own_read_does(
     assert store.tasks_of(job_ids) == {job_id: store.list_tasks(job_id) for job_id in job_ids}
 
 
+def test_events_of_many_jobs_are_those_of_each_jobs_own_read_that_match(
+    store: Store, make_job: MakeJob, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A resume reads the events that count restarts of every job at once."""
+    monkeypatch.setattr(database, "IDS_READ", 2)
+    restarting = Condition(Code.PROGRAM_FAILED, "exit code 1")
+    for n in range(5):
+        job_id = f"j{n}-1"
+        store.add_job(make_job(job_id), _tasks(job_id, "w/0"))
+        for _ in range(n % 3):
+            store.transition(job_id, State.RUNNING, STARTED, task=("w", 0))
+            store.transition(job_id, State.RESTARTING, restarting, task=("w", 0))
+        store.note(job_id, State.QUEUED, Condition(Code.REGROUPED, "2 of 4"))
+    states, codes = {State.RESTARTING}, {Code.REGROUPED}
+    job_ids = [f"j{n}-1" for n in range(5)]
+    expected = {
+        job_id: [e for e in store.list_events(job_id) if e.state in states or e.code in codes]
+        for job_id in job_ids
+    }
+    assert store.events_of([*job_ids, "gone-1"], states, codes) == expected
+    assert [len(events) for events in expected.values()] == [1, 2, 3, 1, 2]
+    assert store.events_of(job_ids, set(), set()) == {}
+
+
 def test_lingering_jobs_are_ended_jobs_with_a_task_still_running(
     store: Store, make_job: MakeJob
 ) -> None:

@@ -23,7 +23,7 @@ from trainfleet.backends.launch import JobLaunch, ServerAccess
 from trainfleet.backends.local.firewall import Firewall, FirewallError
 from trainfleet.control import notebook_tokens, queueing
 from trainfleet.control.admitter import Admitter
-from trainfleet.control.controller import JobController, Stored
+from trainfleet.control.controller import COUNTED_CODES, COUNTED_STATES, JobController, Stored
 from trainfleet.control.gpu_health import GpuHealth
 from trainfleet.control.runner import Runner
 from trainfleet.datadir.checkpoints import committed_steps
@@ -507,9 +507,11 @@ class Engine:
                 if not self.data_dir.run_dir(job.id).is_dir():
                     continue  # run by another process (an embedded `trainfleet run`)
                 adopting.append((job, spec, gang))
-            tasks = self.store.tasks_of([job.id for job, _, _ in adopting])  # one read for all
+            ids = [job.id for job, _, _ in adopting]  # their tasks and events read at once:
+            tasks = self.store.tasks_of(ids)
+            counted = self.store.events_of(ids, COUNTED_STATES, COUNTED_CODES)
             for job, spec, gang in adopting:
-                stored = Stored(job, tasks.get(job.id, []))
+                stored = Stored(job, tasks.get(job.id, []), counted.get(job.id, []))
                 self.scheduler.adopt(gang, self._allocations(job.id, gang, stored.tasks))
                 self._hold_ports(job, stored.tasks)
                 make = functools.partial(self._controller_of, job, spec, stored)

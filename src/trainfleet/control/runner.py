@@ -33,7 +33,7 @@ class _Running:
     job_id: str
     controller: JobController
     done: threading.Event = field(default_factory=threading.Event)
-    begun: threading.Event = field(default_factory=threading.Event)
+    begun: bool = False
     """Its first step has run (with ``resume``: its running tasks are adopted)."""
     ended: bool = False
     woken: bool = False
@@ -60,6 +60,9 @@ class Runner:
         self._on_broken = on_broken
         self._running: dict[str, _Running] = {}
         self._lock = threading.Lock()
+        self._begun = threading.Condition(self._lock)
+        """Notified as each job's first step has run (one Condition for all: a resume
+        starts thousands of jobs, and an Event of each would cost more than its step)."""
         self._pool = KeyedPool("control", WORKERS, STARTERS)
         self._clock = Clock("control-clock")
 
@@ -91,7 +94,9 @@ class Runner:
         try:
             self._step(running, lambda: running.controller.begin(resume))
         finally:
-            running.begun.set()
+            with self._begun:
+                running.begun = True
+                self._begun.notify_all()
 
     def _wake(self, running: _Running) -> None:
         with self._lock:
@@ -166,12 +171,14 @@ class Runner:
         """Wait until each job's first step has run (or it is not running here); False
         where ``timeout`` ran out first."""
         deadline = None if timeout is None else time.monotonic() + timeout
-        for job_id in job_ids:
-            with self._lock:
+        with self._begun:
+            for job_id in job_ids:
                 running = self._running.get(job_id)
-            left = None if deadline is None else max(0.0, deadline - time.monotonic())
-            if running is not None and not running.begun.wait(left):
-                return False
+                while running is not None and not running.begun:
+                    left = None if deadline is None else deadline - time.monotonic()
+                    if left is not None and left <= 0:
+                        return False
+                    self._begun.wait(left)
         return True
 
     def running(self) -> list[str]:

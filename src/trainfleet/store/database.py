@@ -354,6 +354,30 @@ class Store:
         )
         return [EventRecord.from_row(row) for row in rows]
 
+    def events_of(
+        self, job_ids: Sequence[str], states: Collection[State], codes: Collection[Code]
+    ) -> dict[str, list[EventRecord]]:
+        """The events of each of ``job_ids`` in one of ``states`` or with one of ``codes``,
+        oldest first, in one query per ``IDS_READ`` jobs: a job with none is left out."""
+        found: dict[str, list[EventRecord]] = {}
+        wanted, wanted_params = [], {}
+        for column, values in (("state", states), ("code", codes)):
+            if values:
+                listed, params = queries.in_list(column, sorted(value.value for value in values))
+                wanted.append(f"{column} IN {listed}")
+                wanted_params.update(params)
+        for start in range(0, len(job_ids), IDS_READ) if wanted else ():  # bounded parameters
+            listed, params = queries.in_list("job", list(job_ids[start : start + IDS_READ]))
+            rows = self._db.rows(
+                f"SELECT {queries.columns(schema.EVENT_COLUMNS)} FROM events "
+                f"WHERE job_id IN {listed} AND ({' OR '.join(wanted)}) ORDER BY id",
+                {**params, **wanted_params},
+            )
+            for row in rows:
+                event = EventRecord.from_row(row)
+                found.setdefault(event.job_id, []).append(event)
+        return found
+
     def changes(self, after: int, limit: int) -> list[EventRecord]:
         """Events of every job with an id above ``after``, oldest first, at most ``limit``:
         ids grow in the order of the commits, so no event read later has a lower id."""
