@@ -25,11 +25,12 @@ on failure (1,000 times, no backoff) and run until stopped. In turn:
 
 Scenarios: --jobs N one-task jobs beside --peer one-task jobs (100), and --gang JxT (100x100)
 beside the same peer run (JxT: J jobs of T tasks each; "" skips it). Each figure is printed
-and written as {value, peer, ratio, target, ok}.
+and written as {value, peer, ratio, target, ok}. --only runs some parts (``--only D``: the
+kill alone); A always runs, as it is what fills the server.
 
 usage: python benchmarks/scale_sim.py [--jobs 10000] [--peer 100] [--gang 100x100]
            [--fail-per-minute 0.01] [--steady-minutes 5] [--stall-seconds 60]
-           [--postgres-url URL] [--quick] [--out benchmarks/results/scale-sim.json]
+           [--postgres-url URL] [--only ABCD] [--quick] [--out benchmarks/results/scale-sim.json]
 `benchmarks/scale.py --part sim` runs the same through ``add_arguments`` and ``run``.
 """
 
@@ -138,6 +139,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     _add(parser, "--clients", type=int, default=64, help="connections of the burst [64]")
     _add(parser, "--running-timeout", type=float, default=900, help="seconds for all to run")
     _add(parser, "--src", type=Path, help="run the server from this source tree (its src/)")
+    _add(parser, "--only", default="ABCD", help="the parts to run; A always runs [ABCD]")
 
 
 def _settings(args: argparse.Namespace) -> dict[str, Any]:
@@ -160,6 +162,7 @@ def _settings(args: argparse.Namespace) -> dict[str, Any]:
         "clients": getattr(args, "clients", 64),
         "running_timeout": getattr(args, "running_timeout", 900.0),
         "src": getattr(args, "src", None),
+        "parts": "A" + getattr(args, "only", "ABCD").upper(),
     }
 
 
@@ -365,10 +368,14 @@ class Scenario:
         server = self.start_server()
         database = Database(self.database_url, self.root / "trainfleet.db")
         try:
+            parts = self.settings["parts"]
             results = {"A": self.burst(server, database)}
-            results["B"] = self.steady()
-            results["C"] = self.stall(database)
-            results["D"] = self.kill(database)
+            if "B" in parts:
+                results["B"] = self.steady()
+            if "C" in parts:
+                results["C"] = self.stall(database)
+            if "D" in parts:
+                results["D"] = self.kill(database)
             return results
         finally:
             database.close()

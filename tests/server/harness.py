@@ -11,6 +11,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -93,9 +94,15 @@ class ServerProcess:
     """``trainfleet server`` in a subprocess, on a free port; its output lines are kept."""
 
     def __init__(
-        self, data_dir: Path, env: dict[str, str] | None = None, args: list[str] | None = None
+        self,
+        data_dir: Path,
+        env: dict[str, str] | None = None,
+        args: list[str] | None = None,
+        program: Sequence[str] = ("-m", "trainfleet"),
     ) -> None:
-        argv = [sys.executable, "-m", "trainfleet", "--data-dir", str(data_dir)]
+        """``program``: what the interpreter runs, trainfleet's arguments after it (a script
+        that serves through trainfleet's CLI)."""
+        argv = [sys.executable, *program, "--data-dir", str(data_dir)]
         self.process = subprocess.Popen(
             [*argv, "server", "--port", "0", *(args or [])],
             stdout=subprocess.PIPE,

@@ -12,6 +12,7 @@ import pytest
 
 from trainfleet.domain.conditions import Code, Condition
 from trainfleet.domain.records import JobRecord, State, TaskRecord
+from trainfleet.store import database
 from trainfleet.store.database import Store
 from trainfleet.store.errors import StoreConflict, StoreError
 
@@ -78,6 +79,43 @@ def test_tasks_of_several_jobs_in_one_read(store: Store, make_job: MakeJob) -> N
         "b-1": ["chief/0"],
     }
     assert store.tasks_of([]) == {}
+
+
+def test_tasks_of_many_jobs_reads_what_each_jobs_own_read_does(
+    store: Store, make_job: MakeJob, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A resume reads every unfinished job's tasks at once, over several queries."""
+    monkeypatch.setattr(database, "IDS_READ", 2)  # five jobs: three queries
+    for n in range(5):
+        job_id = f"j{n}-1"
+        store.add_job(make_job(job_id), _tasks(job_id, *(f"w/{i}" for i in range(n % 3 + 1))))
+        store.transition(job_id, State.RUNNING, STARTED, task=("w", 0), pid=n, address=f"h:{n}")
+    job_ids = [f"j{n}-1" for n in range(5)]
+    assert store.tasks_of(job_ids) == {job_id: store.list_tasks(job_id) for job_id in job_ids}
+
+
+def test_events_of_many_jobs_are_those_of_each_jobs_own_read_that_match(
+    store: Store, make_job: MakeJob, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A resume reads the events that count restarts of every job at once."""
+    monkeypatch.setattr(database, "IDS_READ", 2)
+    restarting = Condition(Code.PROGRAM_FAILED, "exit code 1")
+    for n in range(5):
+        job_id = f"j{n}-1"
+        store.add_job(make_job(job_id), _tasks(job_id, "w/0"))
+        for _ in range(n % 3):
+            store.transition(job_id, State.RUNNING, STARTED, task=("w", 0))
+            store.transition(job_id, State.RESTARTING, restarting, task=("w", 0))
+        store.note(job_id, State.QUEUED, Condition(Code.REGROUPED, "2 of 4"))
+    states, codes = {State.RESTARTING}, {Code.REGROUPED}
+    job_ids = [f"j{n}-1" for n in range(5)]
+    expected = {
+        job_id: [e for e in store.list_events(job_id) if e.state in states or e.code in codes]
+        for job_id in job_ids
+    }
+    assert store.events_of([*job_ids, "gone-1"], states, codes) == expected
+    assert [len(events) for events in expected.values()] == [1, 2, 3, 1, 2]
+    assert store.events_of(job_ids, set(), set()) == {}
 
 
 def test_lingering_jobs_are_ended_jobs_with_a_task_still_running(

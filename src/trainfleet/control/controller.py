@@ -20,7 +20,7 @@ import queue
 import shutil
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -32,7 +32,7 @@ from trainfleet.control.rounds import RoundFollower
 from trainfleet.datadir.files import modified, write_new
 from trainfleet.datadir.layout import DataDir
 from trainfleet.domain.conditions import INFRASTRUCTURE_FAILURES, Code, Condition
-from trainfleet.domain.records import JobRecord, Reason, State
+from trainfleet.domain.records import EventRecord, JobRecord, Reason, State, TaskRecord
 from trainfleet.environments.build import BuildFailed, BuildStopped
 from trainfleet.environments.cache import Builders, EnvironmentCache, Lease
 from trainfleet.environments.recipe import MissingRequirementsFile, Recipe
@@ -56,6 +56,11 @@ START_AGAIN_AFTER = 2.0
 
 GPU_CHECK_EVERY = 2.0
 """Seconds between two looks at the health of the GPUs a job's running tasks hold."""
+
+COUNTED_STATES = frozenset({State.RESTARTING})
+COUNTED_CODES = frozenset({Code.REGROUPED})
+"""The events a controller counts as it picks a job up: those in these states, or with
+these codes (its tasks' restarts, its elastic rounds)."""
 
 
 @dataclass
@@ -81,6 +86,18 @@ class _Task:
     handle: TaskHandle | None = None
     """Its current attempt's, while it may run."""
     condition: Condition = SUBMITTED
+
+
+@dataclass(frozen=True)
+class Stored:
+    """A job's record and its tasks as the engine read them just before its controller
+    begins (a resume reads every job's at once): its first step reads them no more."""
+
+    job: JobRecord
+    tasks: Sequence[TaskRecord]
+    counted: Sequence[EventRecord] | None = None
+    """Its events of ``COUNTED_STATES`` or ``COUNTED_CODES``, oldest first (None: not
+    read)."""
 
 
 @dataclass(frozen=True)
@@ -138,6 +155,7 @@ class JobController:
         sick_gpus: Callable[[], frozenset[int]] | None = None,
         server: ServerAccess | None = None,
         owner: str = "",
+        stored: Stored | None = None,
     ) -> None:
         """``base``: where its tasks' environments start (see ``environments.task_base``);
         ``environments``: where the Python environments its roles ask for are built;
@@ -147,7 +165,8 @@ class JobController:
         as (None: this process's own); ``sick_gpus``: the GPUs unhealthy now (None: no
         GPU health is known here); ``server``: where a notebook job's notebook reaches its
         server, which it does with a token of ``owner`` (its user) made when it starts and
-        revoked when the job ends (``notebook_tokens``)."""
+        revoked when the job ends (``notebook_tokens``); ``stored``: the job and its tasks
+        as read just now, which ``begin`` uses instead of reading them again."""
         self.job_id = job_id
         self.spec = spec
         self.placement = placement
@@ -167,7 +186,8 @@ class JobController:
         self._handed_over = False
         self._python_dirs: dict[str, Path] = {}
         self._tasks = {slot.key: _Task(slot.key, where=f"on {slot.host}") for slot in placement}
-        self._inbox: queue.Queue[_Exited | _Placed | _Cancel | _Preempt] = queue.Queue()
+        # A SimpleQueue: a Queue's locks cost more to make than the rest of a controller.
+        self._inbox: queue.SimpleQueue[_Exited | _Placed | _Cancel | _Preempt] = queue.SimpleQueue()
         self._stopping = threading.Event()
         """Set with a cancel or a preemption: the environment build, if any, stops."""
         self._timers: list[tuple[float, int, Callable[[], None]]] = []
@@ -185,6 +205,7 @@ class JobController:
         self._server = server
         self._owner = owner
         self._phase = _Phase.TRAINING
+        self._stored = stored
         self.wake: Callable[[], None] = lambda: None
         """Called after each message put in its inbox (any thread): ``handle`` it soon."""
 
@@ -231,11 +252,15 @@ class JobController:
                     shutil.rmtree(self._secret_dir, ignore_errors=True)
 
     def _open(self, resume: bool) -> State | None:
-        job = self.store.get_job(self.job_id) if resume else None
+        stored, self._stored = self._stored, None
+        if stored is not None:
+            job: JobRecord | None = stored.job
+        else:
+            job = self.store.get_job(self.job_id) if resume else None
         if resume and job is not None and State(job.state).is_final:
             self._linger(job)
         elif resume and job is not None and job.started_at is not None:
-            self._recover(job.started_at)
+            self._recover(job, stored)
         else:
             self._begin()
         return self._advance()
@@ -357,10 +382,12 @@ class JobController:
         building = Condition(Code.WAITING_FOR_ENVIRONMENT, message)
         self.store.note(self.job_id, state, building, waiting=state is State.STARTING)
 
-    def _recover(self, started_at: float) -> None:
-        """Rebuild what an earlier controller knew from the store and the task records."""
+    def _recover(self, job: JobRecord, known: Stored | None) -> None:
+        """Rebuild what an earlier controller knew from the store and the task records
+        (``known``: what was read of them already)."""
+        assert job.started_at is not None
         never_started = []
-        for stored in self.store.list_tasks(self.job_id):
+        for stored in self.store.list_tasks(self.job_id) if known is None else known.tasks:
             task = self._tasks[(stored.role, stored.index)]
             task.state, task.restarts = State(stored.state), stored.restarts
             code = stored.code if isinstance(stored.code, Code) else Code.STARTED
@@ -375,24 +402,30 @@ class JobController:
             else:
                 task.restarts = attempt
                 self._adopt(task, attempt)
-        self._count_restarts()
+        self._count_restarts(counted=known.counted if known is not None else None)
         wants = any(self.spec.environment_of(role) for role in self.spec.roles)
         self._hand_over()
-        job = self.store.get_job(self.job_id)
-        self._job_running = job is not None and State(job.state) is State.RUNNING
-        if wants and not self._setup(State(job.state) if job else State.RUNNING):
+        self._job_running = State(job.state) is State.RUNNING  # adopting changed no job state
+        if wants and not self._setup(State(job.state)):
             return
         self._start(never_started)
         self._follow_rounds()
         self._check_gpus()
-        self._watch_deadline(started_at)
+        self._watch_deadline(job.started_at)
         self._evaluate()
 
-    def _count_restarts(self, requeued: bool = False) -> None:
+    def _count_restarts(
+        self, requeued: bool = False, counted: Sequence[EventRecord] | None = None
+    ) -> None:
         """Each task's restarts of either kind so far, from the job's events (a restarted
         server, a job run again after a preemption, keep counting); ``requeued``: a new
-        run of the job, whose tasks go on from their last attempt."""
-        for event in self.store.list_events(self.job_id):
+        run of the job, whose tasks go on from their last attempt; ``counted``: its events
+        of ``COUNTED_STATES`` or ``COUNTED_CODES``, where they were read already."""
+        if counted is None:
+            counted = self.store.events_of([self.job_id], COUNTED_STATES, COUNTED_CODES).get(
+                self.job_id, []
+            )
+        for event in counted:
             self._rounds_told += event.code == Code.REGROUPED
             if event.state != State.RESTARTING or not event.task:
                 continue

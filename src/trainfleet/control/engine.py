@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import functools
 import getpass
 import json
 import os
@@ -23,7 +24,7 @@ from trainfleet.backends.launch import JobLaunch, ServerAccess
 from trainfleet.backends.local.firewall import Firewall, FirewallError
 from trainfleet.control import notebook_tokens, queueing
 from trainfleet.control.admitter import Admitter
-from trainfleet.control.controller import JobController
+from trainfleet.control.controller import COUNTED_CODES, COUNTED_STATES, JobController, Stored
 from trainfleet.control.gpu_health import GpuHealth
 from trainfleet.control.runner import Runner
 from trainfleet.datadir.checkpoints import committed_steps
@@ -297,12 +298,21 @@ class Engine:
     def controller(self, job_id: str) -> JobController:
         """The controller that runs a stored job."""
         job = self.get(job_id)
-        spec = JobSpec.model_validate_json(job.spec)
-        placement = Placement(tuple(_slot(task) for task in self.store.list_tasks(job_id)))
-        return self._controller_of(job, spec, placement)
+        return self._controller_of(job, JobSpec.model_validate_json(job.spec))
 
-    def _controller_of(self, job: JobRecord, spec: JobSpec, placement: Placement) -> JobController:
-        """The controller that runs ``job`` (its ``spec``) where ``placement`` says."""
+    def _controller_of(
+        self,
+        job: JobRecord,
+        spec: JobSpec,
+        stored: Stored | None = None,
+        placement: Placement | None = None,
+    ) -> JobController:
+        """The controller of ``job`` (its ``spec`` parsed); ``stored``: the job's tasks as
+        read just now, which it reads no more; ``placement``: where its tasks run, where
+        the caller has just decided it."""
+        if placement is None:
+            tasks = stored.tasks if stored is not None else self.store.list_tasks(job.id)
+            placement = Placement(tuple(_slot(task) for task in tasks))
         server = self.server_access if spec.notebook is not None else None
         return JobController(
             job.id,
@@ -321,6 +331,7 @@ class Engine:
             self.gpu_health.unhealthy if self.gpu_health.reader is not None else None,
             server=server,
             owner=job.user,
+            stored=stored,
         )
 
     def _builders(self, team: str) -> Builders | None:
@@ -364,11 +375,13 @@ class Engine:
         cluster = self.scheduler.cluster
         try:
             with self.admitter.lock:
+                tasks = self.store.tasks_of([other.id for other in others])
                 for other in others:
                     held = queueing.gang_job(
                         other.id, JobSpec.model_validate_json(other.spec), other.created_at
                     )
-                    self.scheduler.adopt(held, self._allocations(other.id, held))
+                    allocations = self._allocations(other.id, held, tasks.get(other.id, []))
+                    self.scheduler.adopt(held, allocations)
                 if State(self.get(job_id).state).is_final:  # cancelled meanwhile
                     return None
                 if cluster.place(job_id, gang.tasks) is None:
@@ -436,7 +449,9 @@ class Engine:
         if self.supervised:
             # Marks the job as one a restarted server picks up (see resume).
             self.data_dir.run_dir(job.id).mkdir(parents=True, exist_ok=True)
-        self.runner.start(job.id, make=partial(self._controller_of, job, spec, Placement(slots)))
+        self.runner.start(
+            job.id, make=partial(self._controller_of, job, spec, placement=Placement(slots))
+        )
 
     def _fail_launch(self, job_id: str, condition: Condition) -> None:
         self.admitter.finished(job_id)
@@ -464,14 +479,26 @@ class Engine:
             self.admitter.finished(job_id)
 
     def resume(self) -> list[str]:
+        """Pick up what an earlier process of this data directory left: ``sweep_tokens``,
+        then ``resume_jobs``. Returns the ids of the adopted jobs."""
+        self.sweep_tokens()
+        return self.resume_jobs()
+
+    def sweep_tokens(self) -> None:
+        """Revoke the tokens of notebook jobs that ended while no server followed them (a
+        server serves no request before)."""
+        notebook_tokens.sweep(self.store, self.data_dir.root)
+
+    def resume_jobs(self) -> list[str]:
         """Pick up the jobs an earlier process of this data directory left unfinished.
 
         Jobs that were running with supervised tasks (a server's) are adopted where they
-        run; jobs that were waiting wait again, in their old order; the tokens of notebook
-        jobs that ended meanwhile are revoked. Returns the ids of the adopted jobs.
+        run; jobs that were waiting wait again, in their old order. Whatever admits,
+        starts or stops a job waits until all are picked up (the admission lock is held
+        meanwhile). Returns the ids of the adopted jobs once their controllers have
+        adopted their tasks.
         """
-        notebook_tokens.sweep(self.store, self.data_dir.root)  # of jobs that ended meanwhile
-        resumed, waiting = [], []
+        resumed, waiting, adopting = [], [], []
         with self.admitter.lock:
             running = set(self.runner.running())
             for job in self.store.unfinished_jobs():
@@ -486,9 +513,16 @@ class Engine:
                     continue
                 if not self.data_dir.run_dir(job.id).is_dir():
                     continue  # run by another process (an embedded `trainfleet run`)
-                self.scheduler.adopt(gang, self._allocations(job.id, gang))
-                self._hold_ports(job)
-                self.runner.start(job.id, resume=True)
+                adopting.append((job, spec, gang))
+            ids = [job.id for job, _, _ in adopting]  # their tasks and events read at once:
+            tasks = self.store.tasks_of(ids)
+            counted = self.store.events_of(ids, COUNTED_STATES, COUNTED_CODES)
+            for job, spec, gang in adopting:
+                stored = Stored(job, tasks.get(job.id, []), counted.get(job.id, []))
+                self.scheduler.adopt(gang, self._allocations(job.id, gang, stored.tasks))
+                self._hold_ports(job, stored.tasks)
+                make = functools.partial(self._controller_of, job, spec, stored)
+                self.runner.start(job.id, resume=True, make=make)
                 resumed.append(job.id)
             for job_id in self.store.lingering():  # services in their keep_after
                 if self.data_dir.run_dir(job_id).is_dir() and not self._embedded(job_id):
@@ -499,12 +533,13 @@ class Engine:
             for gang in waiting:
                 self.scheduler.submit(gang)
         self.admitter.wake()
+        self.runner.wait_begun(resumed)
         return resumed
 
-    def _hold_ports(self, job: JobRecord) -> None:
+    def _hold_ports(self, job: JobRecord, tasks: Sequence[TaskRecord]) -> None:
         """An adopted job keeps its ports, and only its account reaches them: no other job
         may be given them."""
-        placed = [_slot(task) for task in self.store.list_tasks(job.id) if task.address]
+        placed = [_slot(task) for task in tasks if task.address]
         addresses = {slot.key: Address(slot.host, slot.port) for slot in placed}
         self.backend.hold(job.id, addresses)
         self._guard(job, addresses.values())
@@ -515,10 +550,12 @@ class Engine:
 
         return (self.data_dir.job_dir(job_id) / RUNNER_RECORD).exists()
 
-    def _allocations(self, job_id: str, gang: GangJob) -> list[TaskAllocation]:
-        """What a running job holds: the GPUs it was given here, else any place that fits
-        (on a cluster's nodes, only its engine knows the real one)."""
-        tasks = self.store.list_tasks(job_id)
+    def _allocations(
+        self, job_id: str, gang: GangJob, tasks: Sequence[TaskRecord]
+    ) -> list[TaskAllocation]:
+        """What a running job holds (``tasks``: its stored tasks): the GPUs it was given
+        here, else any place that fits (on a cluster's nodes, only its engine knows the
+        real one)."""
         if not any(task.gpus for task in tasks):
             places = self.scheduler.cluster.place(job_id, gang.tasks)
             if places is not None:

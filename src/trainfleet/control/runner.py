@@ -8,7 +8,7 @@ import functools
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from trainfleet.control.controller import JobController
@@ -33,6 +33,8 @@ class _Running:
     job_id: str
     controller: JobController
     done: threading.Event = field(default_factory=threading.Event)
+    begun: bool = False
+    """Its first step has run (with ``resume``: its running tasks are adopted)."""
     ended: bool = False
     woken: bool = False
     """A step is asked for and has not begun: a report needs ask for none more."""
@@ -58,6 +60,9 @@ class Runner:
         self._on_broken = on_broken
         self._running: dict[str, _Running] = {}
         self._lock = threading.Lock()
+        self._begun = threading.Condition(self._lock)
+        """Notified as each job's first step has run (one Condition for all: a resume
+        starts thousands of jobs, and an Event of each would cost more than its step)."""
         self._pool = KeyedPool("control", WORKERS, STARTERS)
         self._clock = Clock("control-clock")
 
@@ -68,8 +73,8 @@ class Runner:
         make: Callable[[], JobController] | None = None,
     ) -> None:
         """Run (or, with ``resume``, pick up) a stored job until it ends; returns at once.
-        ``make``: makes its controller from what the caller has read already (else it is
-        made from the store)."""
+        ``make`` makes its controller where the caller has read the job already (by
+        default, the runner's own factory reads it)."""
         try:
             controller = make() if make is not None else self._controller(job_id)
         except StoreUnavailable:
@@ -83,8 +88,15 @@ class Runner:
         controller.wake = functools.partial(self._wake, running)
         with self._lock:
             self._running[job_id] = running
-        begin = functools.partial(self._step, running, lambda: controller.begin(resume))
-        self._pool.submit(running, begin, slow=True)
+        self._pool.submit(running, functools.partial(self._begin, running, resume), slow=True)
+
+    def _begin(self, running: _Running, resume: bool) -> None:
+        try:
+            self._step(running, lambda: running.controller.begin(resume))
+        finally:
+            with self._begun:
+                running.begun = True
+                self._begun.notify_all()
 
     def _wake(self, running: _Running) -> None:
         with self._lock:
@@ -154,6 +166,20 @@ class Runner:
         with self._lock:
             running = self._running.get(job_id)
         return running is None or running.done.wait(timeout)
+
+    def wait_begun(self, job_ids: Iterable[str], timeout: float | None = None) -> bool:
+        """Wait until each job's first step has run (or it is not running here); False
+        where ``timeout`` ran out first."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self._begun:
+            for job_id in job_ids:
+                running = self._running.get(job_id)
+                while running is not None and not running.begun:
+                    left = None if deadline is None else deadline - time.monotonic()
+                    if left is not None and left <= 0:
+                        return False
+                    self._begun.wait(left)
+        return True
 
     def running(self) -> list[str]:
         with self._lock:

@@ -1,6 +1,6 @@
 """The ASGI application: the API's routers, its error handlers, its OpenAPI document."""
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from importlib.metadata import version
 
@@ -43,12 +43,18 @@ from trainfleet.wire import API_PREFIX, Health
 from trainfleet.workdirs.store import WorkdirStore
 
 
-def create_app(engine: Engine, settings: Settings, services: Services | None = None) -> FastAPI:
+def create_app(
+    engine: Engine,
+    settings: Settings,
+    services: Services | None = None,
+    starting: Callable[[], str | None] = lambda: None,
+) -> FastAPI:
     """The API over ``engine`` (``control.assembly.server_engine``, or ``build_engine`` with
     its vault) and its ``services`` (made here if not given); when the server stops, the
-    jobs it runs are stopped."""
+    jobs it runs are stopped. ``starting``: why the server is not ready yet, while it
+    starts (``/readyz`` says so), or None."""
     services = services or Services.of(engine)
-    readiness = Readiness(services.problem)
+    readiness = Readiness(services.problem, starting)
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
@@ -135,11 +141,15 @@ def create_app(engine: Engine, settings: Settings, services: Services | None = N
         dependencies=[Depends(known_query_only)],
         responses={
             "400": errors.ERROR_RESPONSES["400"],
-            "503": errors.answer("Not ready: the store cannot answer now (see Retry-After)."),
+            "503": errors.answer(
+                "Not ready: the server is starting, or its store cannot answer now (see "
+                "Retry-After)."
+            ),
         },
     )
     async def readyz() -> Health:
-        """Whether the server can serve requests now (its store answers); needs no token."""
+        """Whether the server can serve requests now (it has picked up its jobs, its store
+        answers); needs no token."""
         problem = await readiness.problem()
         if problem is not None:
             raise errors.ApiError(

@@ -1,4 +1,5 @@
-"""Readiness: whether the server can serve now (its store answers), checked cheaply.
+"""Readiness: whether the server can serve now (it has started, its store answers), checked
+cheaply.
 
 ``/healthz`` says the process answers (liveness); ``/readyz`` says whether requests can be
 served: a load balancer stops sending work while it is 503. One check runs at a time, on a
@@ -23,10 +24,16 @@ FRESH = 1.0
 
 class Readiness:
     """Asks ``check`` (given the seconds to wait: why the store cannot answer, or None)
-    at most once per ``FRESH`` seconds."""
+    at most once per ``FRESH`` seconds; ``starting`` (why the server has not started yet,
+    or None), first, every time."""
 
-    def __init__(self, check: Callable[[float], str | None]) -> None:
+    def __init__(
+        self,
+        check: Callable[[float], str | None],
+        starting: Callable[[], str | None] = lambda: None,
+    ) -> None:
         self._check_store = check
+        self._starting = starting
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="readyz")
         self._lock = asyncio.Lock()
         self._checked_at = -FRESH
@@ -35,6 +42,8 @@ class Readiness:
 
     async def problem(self) -> str | None:
         """Why the server is not ready, or None when it is."""
+        if (starting := self._starting()) is not None:
+            return starting
         async with self._lock:
             if time.monotonic() - self._checked_at >= FRESH:
                 if self._running is None or self._running.done():

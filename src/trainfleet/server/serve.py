@@ -10,6 +10,7 @@ import math
 import re
 import socket
 import ssl
+import sys
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
@@ -21,6 +22,7 @@ from trainfleet.control.engine import Engine
 from trainfleet.control.services.audit import AuditPruner
 from trainfleet.control.services.bundle import Services
 from trainfleet.server.app import create_app
+from trainfleet.server.resumption import Resumption
 from trainfleet.server.settings import Settings
 from trainfleet.spec.queues import QueuesFile
 
@@ -31,6 +33,8 @@ output: 1.38x a direct round trip with it, 1.07x without; benchmarks/proxy.py)."
 
 GRACEFUL_SHUTDOWN = 3
 """Seconds a stopping server waits for open requests before it cuts them."""
+STARTUP_FAILURE = 3
+"""The exit status of a server that could not start listening (uvicorn's)."""
 MAX_RETENTION = 100_000
 """The longest ``--audit-retention`` in days (about 270 years)."""
 
@@ -151,7 +155,8 @@ def serve(
     """Serve ``engine`` (``control.assembly.server_engine``) in this process until SIGINT
     or SIGTERM.
 
-    Supervised tasks outlive this process; a restarted server adopts them (resume).
+    Supervised tasks outlive this process; a restarted server adopts them (resume), on a
+    thread of its own while it serves (see ``server.resumption``).
     ``settings``: limits and defaults (``Settings``' own, in this directory, by default).
     ``queues`` (from ``--queues FILE``) are created or updated before jobs resume.
     ``tls``: serve HTTPS with this certificate (see ``tls_of``); plain HTTP without.
@@ -170,35 +175,47 @@ def serve(
     token = services.accounts.bootstrap(admin_token)
     if token is not None:
         print(f"trainfleet | admin token (shown only this once): {token}", flush=True)
-    resumed = engine.resume()
-    if resumed:
-        print(f"trainfleet | resumed {len(resumed)} unfinished job(s)", flush=True)
+    engine.sweep_tokens()  # before any request: no token of an ended job is taken
     settings = settings or Settings(workdir=Path.cwd())
-    app = create_app(engine, settings, services)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
     warn_if_clear(host, port, tls)
     retention = settings.audit_retention
     pruning: AbstractContextManager[object] = (
         AuditPruner(services.audit.trail, retention) if retention else nullcontext()
     )
+    server: uvicorn.Server | None = None
+
+    def stop(_: BaseException) -> None:  # a server that cannot follow its jobs serves none
+        if server is not None:
+            server.should_exit = True
+
+    resumption = Resumption(engine.resume_jobs, stop)
+    config = uvicorn.Config(
+        create_app(engine, settings, services, starting=resumption.problem),
+        host=host,
+        port=port,
+        log_level="info",
+        server_header=False,
+        # Followed streams last as long as their jobs: on stop, give them this long, then
+        # cut them, so that the jobs can be stopped (clients resume elsewhere or give up).
+        timeout_graceful_shutdown=GRACEFUL_SHUTDOWN,
+        ws_per_message_deflate=WS_DEFLATE,
+        ssl_certfile=tls.cert if tls else None,
+        ssl_keyfile=tls.key if tls else None,
+    )
+    server = uvicorn.Server(config)
+    resumption.start()
     try:
         with pruning:  # at start, then daily, until the server stops
-            uvicorn.run(
-                app,
-                host=host,
-                port=port,
-                log_level="info",
-                server_header=False,
-                # Followed streams last as long as their jobs: on stop, give them this long,
-                # then cut them, so that the jobs can be stopped (clients resume elsewhere or
-                # give up).
-                timeout_graceful_shutdown=GRACEFUL_SHUTDOWN,
-                ws_per_message_deflate=WS_DEFLATE,
-                ssl_certfile=tls.cert if tls else None,
-                ssl_keyfile=tls.key if tls else None,
-            )
+            server.run()
+    except KeyboardInterrupt:  # Ctrl-C, raised again once served: a clean stop
+        pass
     finally:
         close_backend(engine)
+    if resumption.error is not None:
+        raise resumption.error
+    if not server.started:  # as uvicorn.run says it (the port is taken, say)
+        sys.exit(STARTUP_FAILURE)
 
 
 def close_backend(engine: Engine) -> None:

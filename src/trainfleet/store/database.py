@@ -43,8 +43,9 @@ TASK_KEY = transitions.TASK_KEY
 SELECT_JOBS = f"SELECT {queries.columns(schema.JOB_COLUMNS)} FROM jobs"
 SELECT_TOKENS = f"SELECT {queries.columns(schema.TOKEN_COLUMNS)} FROM tokens"
 NEWEST_FIRST = "ORDER BY created_at DESC, id DESC"
-LABELS_READ = 1000
-"""Jobs whose labels one query reads (SQLite and PostgreSQL bound a query's parameters)."""
+IDS_READ = 1000
+"""Jobs whose labels or tasks one query reads (SQLite and PostgreSQL bound a query's
+parameters)."""
 
 
 class Store:
@@ -317,20 +318,19 @@ class Store:
         return [TaskRecord.from_row(row) for row in rows]
 
     def tasks_of(self, job_ids: Sequence[str]) -> dict[str, list[TaskRecord]]:
-        """The tasks of each of ``job_ids`` (as ``list_tasks``), in one query: a job that
-        does not exist is left out."""
+        """The tasks of each of ``job_ids`` (as ``list_tasks``), in one query per
+        ``IDS_READ`` jobs: a job that does not exist is left out."""
         found: dict[str, list[TaskRecord]] = {}
-        if not job_ids:
-            return found
-        listed, params = queries.in_list("job", list(job_ids))
-        rows = self._db.rows(
-            f"SELECT {queries.columns(schema.TASK_COLUMNS)} FROM tasks "
-            f'WHERE job_id IN {listed} ORDER BY job_id, position, role, "index"',
-            params,
-        )
-        for row in rows:
-            task = TaskRecord.from_row(row)
-            found.setdefault(task.job_id, []).append(task)
+        for start in range(0, len(job_ids), IDS_READ):  # a query's parameters are bounded
+            listed, params = queries.in_list("job", list(job_ids[start : start + IDS_READ]))
+            rows = self._db.rows(
+                f"SELECT {queries.columns(schema.TASK_COLUMNS)} FROM tasks "
+                f'WHERE job_id IN {listed} ORDER BY job_id, position, role, "index"',
+                params,
+            )
+            for row in rows:
+                task = TaskRecord.from_row(row)
+                found.setdefault(task.job_id, []).append(task)
         return found
 
     def lingering(self) -> list[str]:
@@ -353,6 +353,30 @@ class Store:
             {"id": job_id, "after": after},
         )
         return [EventRecord.from_row(row) for row in rows]
+
+    def events_of(
+        self, job_ids: Sequence[str], states: Collection[State], codes: Collection[Code]
+    ) -> dict[str, list[EventRecord]]:
+        """The events of each of ``job_ids`` in one of ``states`` or with one of ``codes``,
+        oldest first, in one query per ``IDS_READ`` jobs: a job with none is left out."""
+        found: dict[str, list[EventRecord]] = {}
+        wanted, wanted_params = [], {}
+        for column, values in (("state", states), ("code", codes)):
+            if values:
+                listed, params = queries.in_list(column, sorted(value.value for value in values))
+                wanted.append(f"{column} IN {listed}")
+                wanted_params.update(params)
+        for start in range(0, len(job_ids), IDS_READ) if wanted else ():  # bounded parameters
+            listed, params = queries.in_list("job", list(job_ids[start : start + IDS_READ]))
+            rows = self._db.rows(
+                f"SELECT {queries.columns(schema.EVENT_COLUMNS)} FROM events "
+                f"WHERE job_id IN {listed} AND ({' OR '.join(wanted)}) ORDER BY id",
+                {**params, **wanted_params},
+            )
+            for row in rows:
+                event = EventRecord.from_row(row)
+                found.setdefault(event.job_id, []).append(event)
+        return found
 
     def changes(self, after: int, limit: int) -> list[EventRecord]:
         """Events of every job with an id above ``after``, oldest first, at most ``limit``:
@@ -389,8 +413,8 @@ class Store:
         """Job rows as records, each with its labels (one more query for them all)."""
         labels: dict[str, dict[str, str]] = {}
         job_ids = [str(row["id"]) for row in rows]
-        for start in range(0, len(job_ids), LABELS_READ):  # a query's parameters are bounded
-            ids, params = queries.in_list("job", job_ids[start : start + LABELS_READ])
+        for start in range(0, len(job_ids), IDS_READ):  # a query's parameters are bounded
+            ids, params = queries.in_list("job", job_ids[start : start + IDS_READ])
             query = f'SELECT job_id, "key", "value" FROM job_labels WHERE job_id IN {ids}'
             for label in self._db.rows(query, params):
                 labels.setdefault(label["job_id"], {})[label["key"]] = label["value"]
