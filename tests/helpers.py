@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import json
 import os
 import secrets
 import signal
@@ -128,6 +129,25 @@ def processes_naming(folder: Path) -> list[int]:
         except OSError:
             continue  # gone meanwhile
     return found
+
+
+SIM_ADOPT = Path(__file__).parent / "backends" / "sim_adopt.py"
+
+
+def killed_sim_engine(data: Path) -> tuple[str, str, str]:
+    """The data directory ``data`` of an engine on the simulated backend killed with -9
+    while it ran three jobs (``backends/sim_adopt.py``): their ids (one that runs on, one
+    that ends a second after its start, one waiting for a place)."""
+    done = subprocess.run(
+        [sys.executable, str(SIM_ADOPT), str(data)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=data.parent,
+    )
+    assert done.returncode == -9, done.stdout + done.stderr
+    forever, ends, waits = json.loads(done.stdout.splitlines()[-1])
+    return forever, ends, waits
 
 
 POSTGRES_URL = "TRAINFLEET_TEST_POSTGRES_URL"

@@ -8,15 +8,13 @@ import itertools
 import json
 import secrets
 import statistics
-import subprocess
-import sys
 import time
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import wait_for
+from helpers import killed_sim_engine, wait_for
 from task_reports import Reports
 
 from trainfleet.backends.api import NotStarted, TaskHandle
@@ -35,7 +33,6 @@ from trainfleet.scheduling.placement import Placement, TaskKey, TaskSlot, task_k
 from trainfleet.spec.models import JobSpec
 
 WORKER: TaskKey = ("worker", 0)
-ADOPT_SCRIPT = Path(__file__).with_name("sim_adopt.py")
 
 
 def _job(
@@ -184,15 +181,7 @@ def test_a_server_killed_with_nine_has_its_tasks_adopted_by_the_next(tmp_path: P
     whose end comes while no server runs, one still waiting for a place. The next server's
     engine, on a new backend, adopts the first and third and learns the second's exit."""
     data = tmp_path / "data"
-    done = subprocess.run(
-        [sys.executable, str(ADOPT_SCRIPT), str(data)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        cwd=tmp_path,
-    )
-    assert done.returncode == -9, done.stdout + done.stderr
-    forever, ends, waits = json.loads(done.stdout.splitlines()[-1])
+    forever, ends, waits = killed_sim_engine(data)
     time.sleep(1.5)  # the second one's end passes while no server runs
     engine = engine_at(data, supervised=True, backend=SimulatedBackend())
     try:

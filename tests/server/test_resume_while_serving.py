@@ -5,15 +5,12 @@ engine)."""
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
 
 import httpx
-from helpers import wait_for
+from helpers import killed_sim_engine, wait_for
 
 from trainfleet.client import Client
 from trainfleet.domain.records import State
@@ -21,24 +18,8 @@ from trainfleet.domain.records import State
 from .harness import ServerProcess
 
 HERE = Path(__file__).resolve().parent
-KILLED_ENGINE = HERE.parent / "backends" / "sim_adopt.py"
 GATED_SERVER = HERE / "gated_resume_server.py"
 TOKEN = "resume-while-serving-admin-token"
-
-
-def _killed_engine(tmp_path: Path) -> tuple[str, str, str]:
-    """The data directory of an engine killed with -9 while it ran three jobs: the jobs'
-    ids (one that runs on, one that ends, one waiting for a place)."""
-    killed = subprocess.run(
-        [sys.executable, str(KILLED_ENGINE), str(tmp_path / "data")],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        cwd=tmp_path,
-    )
-    assert killed.returncode == -9, killed.stdout + killed.stderr
-    forever, ends, waits = json.loads(killed.stdout.splitlines()[-1])
-    return forever, ends, waits
 
 
 def _gated_server(tmp_path: Path, gate: Path) -> ServerProcess:
@@ -48,7 +29,7 @@ def _gated_server(tmp_path: Path, gate: Path) -> ServerProcess:
 
 
 def test_a_restarted_server_answers_before_its_jobs_are_picked_up(tmp_path: Path) -> None:
-    forever, _, _ = _killed_engine(tmp_path)
+    forever, _, _ = killed_sim_engine(tmp_path / "data")
     gate = tmp_path / "gate"
     server = _gated_server(tmp_path, gate)
     try:
@@ -88,7 +69,7 @@ def test_a_restarted_server_answers_before_its_jobs_are_picked_up(tmp_path: Path
 def test_a_server_whose_jobs_cannot_be_picked_up_stops(tmp_path: Path) -> None:
     """As it did when it picked them up before it served: it serves nothing it cannot
     follow, and says why."""
-    _killed_engine(tmp_path)
+    killed_sim_engine(tmp_path / "data")
     gate = tmp_path / "gate"
     server = _gated_server(tmp_path, gate)
     try:

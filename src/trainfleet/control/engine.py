@@ -5,7 +5,6 @@
 
 from __future__ import annotations
 
-import functools
 import getpass
 import json
 import os
@@ -521,7 +520,7 @@ class Engine:
                 stored = Stored(job, tasks.get(job.id, []), counted.get(job.id, []))
                 self.scheduler.adopt(gang, self._allocations(job.id, gang, stored.tasks))
                 self._hold_ports(job, stored.tasks)
-                make = functools.partial(self._controller_of, job, spec, stored)
+                make = partial(self._controller_of, job, spec, stored)
                 self.runner.start(job.id, resume=True, make=make)
                 resumed.append(job.id)
             for job_id in self.store.lingering():  # services in their keep_after

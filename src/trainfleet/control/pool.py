@@ -59,15 +59,14 @@ class _Turns:
 
     def keep(self) -> None:
         """Before each callable: keep the turn, or take it (again) where it is not held."""
-        me = threading.get_ident()
         with self._changed:
-            if self._holder == me:
-                now = time.monotonic()
-                if all(now - since < STUCK for since in self._waiting.values()):
-                    self._since = now
-                    return
-                self._holder = None  # another has waited long enough: its turn
-                self._changed.notify()
+            now = time.monotonic()
+            if self._holder == threading.get_ident() and all(
+                now - since < STUCK for since in self._waiting.values()
+            ):
+                self._since = now
+                return
+        self.give()  # where it has it, another has waited long enough: its turn
         self.take()
 
     def give(self) -> None:
