@@ -45,4 +45,4 @@ fi
 .venv/bin/ruff check src tests benchmarks examples
 .venv/bin/ruff format --check src tests benchmarks examples
 .venv/bin/mypy
-.venv/bin/pytest -q "$@"
+.venv/bin/pytest -q -n 2 --dist loadgroup "$@"

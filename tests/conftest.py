@@ -37,6 +37,24 @@ def pytest_configure() -> None:
     os.environ["TRAINFLEET_STARTER"] = "off"
 
 
+SHARED_CLUSTERS = ("slurm", "kubernetes")
+"""The clusters of this machine that tests share. With pytest-xdist (``--dist loadgroup``,
+as scripts/test.sh runs the suite) each one's tests run one at a time on one worker, so none
+waits in a queue behind another test's job: its folder's tests, and the backend contract's
+on it (``site`` is its name)."""
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    tests = Path(__file__).parent
+    for item in items:
+        callspec = getattr(item, "callspec", None)
+        site = str(callspec.params.get("site", "")) if callspec else ""
+        folder = item.path.relative_to(tests).parts[0]
+        for cluster in SHARED_CLUSTERS:
+            if folder == cluster or site.startswith(cluster):
+                item.add_marker(pytest.mark.xdist_group(cluster))
+
+
 @pytest.fixture
 def data_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A data directory of this test only, used by the CLI and by `engine`."""
