@@ -103,6 +103,7 @@ def test_a_wrong_key_says_what_happened(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     "value",
     ["not-a-key-at-all", "c2hvcnQ=", Fernet.generate_key().decode()[:-4] + "!!!="],
+    ids=["words", "too-short", "bad-characters"],  # the same on every pytest-xdist worker
 )
 def test_a_bad_key_in_the_environment_is_named_never_shown(tmp_path: Path, value: str) -> None:
     good = Fernet.generate_key().decode()
