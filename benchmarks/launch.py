@@ -582,7 +582,7 @@ def main() -> None:
     BENCHMARKS["e"] = partial(bench_stdout, baseline=args.baseline_src)
     BENCHMARKS["g"] = partial(bench_first_task, baseline=args.baseline_src, torchx=args.torchx)
     results: dict[str, object] = {"runs": args.runs, "cpus": os.cpu_count()}
-    with tempfile.TemporaryDirectory(prefix="trainfleet-bench-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="trainfleet-bench-launch-") as tmp:
         for name in args.only.split(","):
             work = Path(tmp) / name
             work.mkdir()

@@ -45,4 +45,6 @@ fi
 .venv/bin/ruff check src tests benchmarks examples
 .venv/bin/ruff format --check src tests benchmarks examples
 .venv/bin/mypy
-.venv/bin/pytest -q -n 2 --dist loadgroup "$@"
+# Two workers (tests/conftest.py says what runs together on one); a short folder for the
+# tests' files, as UNIX sockets in it have at most 107 bytes of path
+.venv/bin/pytest -q -n 2 --dist loadgroup --basetemp="/tmp/trainfleet-tests-$(id -u)" "$@"

@@ -38,21 +38,23 @@ def pytest_configure() -> None:
 
 
 SHARED_CLUSTERS = ("slurm", "kubernetes")
-"""The clusters of this machine that tests share. With pytest-xdist (``--dist loadgroup``,
-as scripts/test.sh runs the suite) each one's tests run one at a time on one worker, so none
-waits in a queue behind another test's job: its folder's tests, and the backend contract's
-on it (``site`` is its name)."""
+"""The clusters of this machine that tests share."""
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """With pytest-xdist (``--dist loadgroup``, as scripts/test.sh runs the suite), what runs
+    on one worker in order: each shared cluster's tests (its folder's, and the backend
+    contract's on it: ``site`` names it), so that none waits in a queue behind another
+    test's job; else each module's (its module-scoped fixtures build on earlier tests)."""
     tests = Path(__file__).parent
     for item in items:
         callspec = getattr(item, "callspec", None)
         site = str(callspec.params.get("site", "")) if callspec else ""
-        folder = item.path.relative_to(tests).parts[0]
-        for cluster in SHARED_CLUSTERS:
-            if folder == cluster or site.startswith(cluster):
-                item.add_marker(pytest.mark.xdist_group(cluster))
+        path = item.path.relative_to(tests)
+        group = next(
+            (c for c in SHARED_CLUSTERS if path.parts[0] == c or site.startswith(c)), str(path)
+        )
+        item.add_marker(pytest.mark.xdist_group(group))
 
 
 @pytest.fixture

@@ -313,7 +313,10 @@ def test_a_lost_node_restarts_the_job_by_default(slurm_user: SlurmUser, tmp_path
     lost = [e for e in details["events"] if e["code"] == "node-lost"]
     assert lost and all(e["state"] == "restarting" for e in lost), details["events"]
     said = [e["message"] for e in lost]
-    assert any(f"node {victim} failed" in m and "NODE_FAIL" in m for m in said), said
+    # The node is named as the one that failed, or (where Slurm, asked later on a busy
+    # machine, no longer holds it down) as the lost task's
+    named = (f"node {victim} failed", f"on {victim} ")
+    assert any("NODE_FAIL" in m and any(n in m for n in named) for m in said), said
     assert victim not in hosts_of(details), "restarted on the node that died"
     second = sorted(marks.glob("*-1-*"))
     assert len(second) == 3  # every task ran its second attempt

@@ -38,10 +38,9 @@ def _wait(condition: Callable[[], object], what: str, seconds: float = 30.0) -> 
 class Home:
     """A private runtime folder, data directory and environment for the console script."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, runtime: Path) -> None:
         self.root = root
-        self.runtime = root / "run"
-        self.runtime.mkdir(mode=0o700)
+        self.runtime = runtime
         self.folder = self.runtime / "trainfleet"
         self.env = {
             **os.environ,
@@ -90,8 +89,13 @@ def ran_warm(result: subprocess.CompletedProcess[str]) -> bool:
 
 @pytest.fixture
 def home(tmp_path: Path) -> Iterator[Home]:
-    yield Home(tmp_path)
-    kill_processes_under(tmp_path)  # the starter names its folder in its argv
+    # A short runtime folder, as /run/user/UID is: a UNIX socket's path has at most 107
+    # bytes, and pytest's own folders (a pytest-xdist worker's deeper still) pass that.
+    runtime = Path(tempfile.mkdtemp(prefix="tf-run-"))
+    yield Home(tmp_path, runtime)
+    kill_processes_under(tmp_path)
+    kill_processes_under(runtime)  # the starter names its folder in its argv
+    shutil.rmtree(runtime, ignore_errors=True)
 
 
 @pytest.fixture
