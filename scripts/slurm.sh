@@ -10,6 +10,7 @@
 #   status              sinfo and squeue (on stdout)
 #   node-start NODE     (re)start one node's slurmd, wait until the node is back in service
 #   node-kill NODE      kill -9 one node's slurmd and the job steps it was running (a node failure)
+#   ctld-stop           stop slurmctld alone (the nodes and their jobs run on); ctld-start: again
 #   conf                print the path of slurm.conf (like start's last line, starts nothing)
 #
 # State, config and logs live in $TRAINFLEET_SLURM_DIR (default /var/tmp/trainfleet-slurm, or
@@ -454,5 +455,7 @@ case "${1:-}" in
     conf) echo "$CONF" ;;
     node-start) [ $# = 2 ] || die "usage: $0 node-start NODE"; node_start "$2" ;;
     node-kill) [ $# = 2 ] || die "usage: $0 node-kill NODE"; node_kill "$2" ;;
-    *) echo "usage: $0 start|stop|status|conf|node-start NODE|node-kill NODE" >&2; exit 2 ;;
+    ctld-stop) if pid="$(ctld_pid)"; then say "stopping slurmctld"; terminate "$pid"; fi ;;
+    ctld-start) start_ctld ;;
+    *) echo "usage: $0 start|stop|status|conf|node-start NODE|node-kill NODE|ctld-stop|ctld-start" >&2; exit 2 ;;
 esac

@@ -147,6 +147,34 @@ def test_an_api_server_away_for_30_s_fails_no_task(cluster) -> None:
     _wait_node_ready()
 
 
+def test_a_start_while_the_api_server_is_away_is_tried_again_never_failed(tmp_path) -> None:
+    """Started while the API server answers nothing, every task is NotStarted with
+    ``retry`` (its controller starts the same attempt again after a pause, and counts no
+    failure); the same start once the API is back makes its Pod."""
+    config = KubernetesConfig(kubeconfig=kubeconfig(), host_paths=True, request_timeout=2)
+    backend = KubernetesBackend(config)
+    (tmp_path / "work").mkdir()
+    job = _job(backend, tmp_path, {"command": ["sh", "-c", "echo back"]})
+    apiserver = int(subprocess.check_output(["pgrep", "-o", "-x", "kube-apiserver"]))
+    os.kill(apiserver, signal.SIGSTOP)
+    try:
+        away = backend.start(job, Reports())
+    finally:
+        os.kill(apiserver, signal.SIGCONT)
+    try:
+        waiting = [s.reason for s in away.values() if isinstance(s, NotStarted) and s.retry]
+        assert len(waiting) == len(away) and "did not answer" in waiting[0], away
+        _wait_node_ready()
+        reports = Reports()
+        (handle,) = backend.start(job, reports).values()
+        assert not isinstance(handle, NotStarted), handle
+        assert reports.next() == (0, None)
+        assert backend.log_path(job.data_dir, job.job_id, WORKER).read_text() == "back\n"
+    finally:
+        backend.release(job.job_id)
+        backend.close()
+
+
 def test_a_task_restarted_alone_after_an_adoption_knows_its_peers_host(cluster) -> None:
     """A new trainfleet (a restarted server) adopts a job's two Pods, then starts one of
     them again alone: the new Pod is told where its peer runs, and the job's root owns

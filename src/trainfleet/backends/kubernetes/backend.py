@@ -36,7 +36,7 @@ from trainfleet.backends.api import (
     TaskStatus,
 )
 from trainfleet.backends.kubernetes import manifests, volumes
-from trainfleet.backends.kubernetes.connection import Connection, status_of
+from trainfleet.backends.kubernetes.connection import Connection, Unanswered, status_of
 from trainfleet.backends.kubernetes.logs import LogCopy
 from trainfleet.backends.kubernetes.pod_state import PodState, pod_state
 from trainfleet.backends.launch import JobLaunch, TaskLaunch
@@ -271,6 +271,8 @@ class KubernetesBackend(PooledAddresses):
             nodes = self._choose_nodes(job)
             self._check_files(job)
             owners = self._root(job)
+        except Unanswered as error:  # nothing made yet but the job's root (found again)
+            return {key: NotStarted(str(error), retry=True) for key in keys}
         except (OSError, Unschedulable) as error:
             return {key: NotStarted(str(error)) for key in keys}
         hosts = {

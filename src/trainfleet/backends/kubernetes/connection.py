@@ -65,10 +65,15 @@ class Connection:
             found.status = error.status or 0
             return found
         host = getattr(self._core.api_client.configuration, "host", "?") if self._core else "?"
-        return BackendError(
+        return Unanswered(
             f"{what}: the cluster at {host} (kubeconfig {self.kubeconfig}) did not answer: "
             f"{_first_line(error)}"
         )
+
+
+class Unanswered(BackendError):
+    """The cluster did not answer (away, or too slow): what it was asked may or may not
+    have been done."""
 
 
 class ApiError(BackendError):

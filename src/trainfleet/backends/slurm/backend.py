@@ -29,7 +29,7 @@ from trainfleet.backends.api import (
 )
 from trainfleet.backends.launch import JobLaunch
 from trainfleet.backends.slurm import commands
-from trainfleet.backends.slurm.commands import Shards, SlurmError, SlurmJob
+from trainfleet.backends.slurm.commands import Shards, SlurmError, SlurmJob, SlurmUnreachable
 from trainfleet.backends.slurm.pyxis import pyxis_argv
 from trainfleet.backends.slurm.script import (
     NotForSlurm,
@@ -262,6 +262,8 @@ class SlurmBackend(PooledAddresses):
         keys = list(job.attempts)
         try:
             slurm_job = self._submit(job)
+        except SlurmUnreachable as error:  # sbatch sent nothing: the same start again later
+            return {key: NotStarted(str(error), retry=True) for key in keys}
         except (SlurmError, NotForSlurm, OSError) as error:
             return {key: NotStarted(str(error)) for key in keys}
         started: dict[TaskKey, TaskHandle | NotStarted] = {}
@@ -359,7 +361,12 @@ class SlurmBackend(PooledAddresses):
         )
         script = run / f"{name}.sh"
         script.write_text(self._script(job, groups, launch_file))
-        return commands.sbatch(script)
+        try:
+            return commands.sbatch(script)
+        except SlurmError:  # no job will read them (they hold the tasks' variables)
+            launch_file.unlink(missing_ok=True)
+            script.unlink(missing_ok=True)
+            raise
 
     def _peers(self, job: JobLaunch, tokens: Mapping[TaskKey, str]) -> dict[str, dict[str, str]]:
         """Each running task this start joins but does not start (it starts a task restarted

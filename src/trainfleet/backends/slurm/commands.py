@@ -29,8 +29,18 @@ ENDED_STATES = frozenset(
 )
 
 
+UNREACHABLE = "Unable to contact slurm controller (connect failure)"
+"""What a Slurm client says when no connection to the controller could be made at all."""
+
+
 class SlurmError(BackendError):
     """A Slurm command failed or could not be run."""
+
+
+class SlurmUnreachable(SlurmError):
+    """The controller could not be reached (stopped, restarting): the command sent it
+    nothing, so asking again later is safe. A timeout is not this: the controller may have
+    taken what was sent."""
 
 
 @dataclass(frozen=True)
@@ -56,7 +66,8 @@ def _run(
         raise SlurmError(f"Slurm: {argv[0]}: {error}") from None
     if done.returncode != 0:
         message = (done.stderr or done.stdout).strip().splitlines()
-        raise SlurmError(f"Slurm: {argv[0]} failed: {message[-1] if message else done.returncode}")
+        kind = SlurmUnreachable if UNREACHABLE in done.stderr else SlurmError
+        raise kind(f"Slurm: {argv[0]} failed: {message[-1] if message else done.returncode}")
     return done.stdout
 
 
