@@ -261,6 +261,19 @@ def test_a_folder_that_is_not_private_is_never_used(
         place.private_folder()
 
 
+def test_a_runtime_folder_too_deep_for_a_socket_gives_way_to_tmp(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A socket's path has at most 107 bytes: a starter could never listen deeper, and each
+    command would start one in vain."""
+    deep = tmp_path / ("d" * 100)
+    deep.mkdir(mode=0o700)
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(deep))
+    assert place.private_folder() == f"/tmp/trainfleet-{os.getuid()}"
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path))
+    assert place.private_folder() == str(tmp_path / "trainfleet")
+
+
 @pytest.mark.skipif(os.getuid() != 0, reason="needs root to be another user (CI is root)")
 def test_another_user_is_refused_even_through_an_open_socket(
     home: Home, job: Callable[..., Path], monkeypatch: pytest.MonkeyPatch

@@ -17,13 +17,22 @@ READ_AT_START = ("LANG", "LC_ALL", "LC_CTYPE", "TZ", "SSL_CERT_FILE", "SSL_CERT_
 value (beside every ``PYTHON*`` variable)."""
 
 
+SOCKET_PATH = 107
+"""The most bytes of a UNIX socket's path (``sun_path``, less its final NUL)."""
+
+SOCKET_NAME = len("/0123456789abcdef.sock")
+"""A starter's socket in its folder: its key (16 hex digits) and ``.sock``."""
+
+
 def private_folder() -> str:
-    """This user's folder for starters (``$XDG_RUNTIME_DIR/trainfleet``, else
-    ``/tmp/trainfleet-UID``), made 0700. OSError when it is not this user's alone: a folder
-    or link someone else put there is never used."""
+    """This user's folder for starters (``$XDG_RUNTIME_DIR/trainfleet``, else, or where that
+    is too deep for a socket's path, ``/tmp/trainfleet-UID``), made 0700. OSError when it
+    is not this user's alone: a folder or link someone else put there is never used."""
     uid = os.getuid()
     base = os.environ.get("XDG_RUNTIME_DIR")
-    folder = os.path.join(base, "trainfleet") if base else f"/tmp/trainfleet-{uid}"
+    folder = os.path.join(base, "trainfleet") if base else ""
+    if not folder or len(os.fsencode(folder)) + SOCKET_NAME > SOCKET_PATH:
+        folder = f"/tmp/trainfleet-{uid}"
     try:  # noqa: SIM105 (contextlib: one more import on every command)
         os.mkdir(folder, 0o700)
     except FileExistsError:
