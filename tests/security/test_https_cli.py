@@ -211,6 +211,7 @@ def walk_workflows(walk: Walk, user: str, tmp_path: Path) -> None:
     assert run in walk.ok(user, "workflow", "show", run)
     assert run in walk.ok(user, "workflow", "runs", "nightly")
     assert "next runs:" in walk.ok(user, "workflow", "submit", str(flow / "yearly.yaml"))
+    assert "yearly-" in walk.ok(user, "workflow", "start", "yearly")
     assert "yearly" in walk.ok(user, "workflow", "list")
     assert "paused" in walk.ok(user, "workflow", "pause", "yearly")
     assert "resumed" in walk.ok(user, "workflow", "resume", "yearly")

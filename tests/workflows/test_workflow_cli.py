@@ -1,4 +1,4 @@
-"""``trainfleet workflow submit|list|describe|runs|show|retry|stop|pause|resume|delete``
+"""``trainfleet workflow submit|start|list|describe|runs|show|retry|stop|pause|resume|delete``
 against a real server (in this process's thread), and ``workflow run FILE``'s check of
 every step's job before any starts."""
 
@@ -247,6 +247,38 @@ def test_workflow_schedule_shows_next_times_and_pauses_and_resumes(
     details = json.loads(_ok("describe", "yearly", "-o", "json"))
     assert details["schedule"]["code"] == "active" and len(details["next_times"]) == 5
     _ok("delete", "yearly")
+
+
+ECHO = """\
+kind: Workflow
+name: echo
+parameters: {word: hello}
+schedule: {cron: '0 0 1 1 *'}
+steps:
+  say: {job: {roles: {worker: {command: 'echo said %word%'}}}}
+"""
+
+
+def test_workflow_start_runs_a_stored_workflow_now_and_its_schedule_goes_on(
+    admin: Client, tmp_path: Path
+) -> None:
+    _ok("submit", _folder(tmp_path, ECHO))
+    shown = json.loads(_ok("start", "echo", "--param", "word=again", "-o", "json"))
+    run = shown["run"]
+    assert run["workflow"] == "echo" and run["parameters"] == {"word": "again"}, run
+    details = _ended(admin, run["id"])
+    assert _steps(details) == {"say": ("succeeded", 1, 1)}, details
+    job = details.steps[0].jobs[0]
+    assert admin.read_log(job, "worker", 0) == b"said again\n"
+    table = _ok("start", "echo")  # the workflow's own parameters, the run shown as a table
+    assert re.search(r"^run: +echo-[0-9a-f]{8}$", table, re.MULTILINE), table
+    assert "word=hello" in table
+    head, _ = _ok("describe", "echo").split("\n\n")
+    assert _fields(head)["state"] == "active", head
+    assert "no-such" in _refused("start", "no-such")
+    assert "colour" in _refused("start", "echo", "--param", "colour=red")
+    assert "NAME=VALUE" in _refused("start", "echo", "--param", "word")
+    _ok("delete", "echo")
 
 
 def test_workflow_stop_stops_a_long_run_and_its_job(admin: Client, tmp_path: Path) -> None:

@@ -184,6 +184,24 @@ def stop(options: Options, /, run_id: str, output: str) -> None:
     sys.exit(workflows.stop(options, run_id, output))
 
 
+@workflow.command("start")
+@click.argument("name")
+@TEAM
+@PARAM
+@OUTPUT
+@click.pass_obj
+def start(
+    options: Options, /, name: str, team: str | None, params: tuple[str, ...], output: str
+) -> None:
+    """Start a run of stored workflow NAME now (its schedule, if any, fires on as before),
+    from the file and folder it was last submitted with; shows the run."""
+    from trainfleet.cli import commands, workflows
+
+    with commands.user_errors():
+        given = commands.key_values(params, "--param", "NAME")
+        sys.exit(workflows.start(options, name, team, given, output))
+
+
 @workflow.command("pause")
 @click.argument("name")
 @TEAM

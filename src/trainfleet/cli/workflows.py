@@ -175,6 +175,17 @@ def runs(options: Options, name: str, team: str | None, limit: int, output: str)
     return 0
 
 
+def start(
+    options: Options, name: str, team: str | None, params: Mapping[str, str], output: str
+) -> int:
+    with server_of(options) as server:
+        chosen = team_of(server, team)
+        run = server.call(lambda: server.client.run_workflow(chosen, name, params))
+        details = server.call(lambda: server.client.workflow_run(run.id))
+    _show_run(details, output)
+    return 0
+
+
 def pause(options: Options, name: str, team: str | None) -> int:
     with server_of(options) as server:
         chosen = team_of(server, team)
