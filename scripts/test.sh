@@ -47,4 +47,4 @@ fi
 .venv/bin/mypy
 # Two workers (tests/conftest.py says what runs together on one); a short folder for the
 # tests' files, as UNIX sockets in it have at most 107 bytes of path
-.venv/bin/pytest -q -n 2 --dist loadgroup --basetemp="/tmp/trainfleet-tests-$(id -u)" "$@"
+.venv/bin/pytest -q -n 2 --basetemp="/tmp/trainfleet-tests-$(id -u)" "$@"

@@ -12,6 +12,7 @@ import tempfile
 import textwrap
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from helpers import fresh_postgres_database, kill_processes_under, missing
@@ -41,20 +42,28 @@ SHARED_CLUSTERS = ("slurm", "kubernetes")
 """The clusters of this machine that tests share."""
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """With pytest-xdist (``--dist loadgroup``, as scripts/test.sh runs the suite), what runs
-    on one worker in order: each shared cluster's tests (its folder's, and the backend
-    contract's on it: ``site`` names it), so that none waits in a queue behind another
-    test's job; else each module's (its module-scoped fixtures build on earlier tests)."""
-    tests = Path(__file__).parent
-    for item in items:
-        callspec = getattr(item, "callspec", None)
-        site = str(callspec.params.get("site", "")) if callspec else ""
-        path = item.path.relative_to(tests)
-        group = next(
-            (c for c in SHARED_CLUSTERS if path.parts[0] == c or site.startswith(c)), str(path)
-        )
-        item.add_marker(pytest.mark.xdist_group(group))
+def run_together(nodeid: str) -> str:
+    """Which tests one pytest-xdist worker runs, in order (scripts/test.sh runs two): each
+    shared cluster's (its folder's, and those whose parameter names it, as the backend
+    contract's ``[slurm-podman]``), so that none waits in a queue behind another test's
+    job; else each module's (its module-scoped fixtures build on earlier tests)."""
+    path, _, name = nodeid.partition("::")
+    folders = Path(path).parts[:2]
+    parameter = name.partition("[")[2]
+    for cluster in SHARED_CLUSTERS:
+        if cluster in folders or parameter.startswith(cluster):
+            return cluster
+    return path
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    from xdist.scheduler import LoadScopeScheduling
+
+    class Together(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return run_together(nodeid)
+
+    return Together(config, log)
 
 
 @pytest.fixture
