@@ -6,10 +6,12 @@ mounting is impossible the test is skipped, and fails under CI).
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Iterator
 from pathlib import Path
 
+import psutil
 import pytest
 from helpers import fill_disk, run_cli, tmpfs, wait_for
 
@@ -102,7 +104,10 @@ def test_a_full_disk_refuses_work_and_loses_no_exit(
             assert "disk full" in done.stderr and "Traceback" not in done.stderr
 
             go.touch()  # the task ends (exit 3) while the disk is still full
-            wait_for(finished.exists, what="the task's end")
+            try:
+                wait_for(finished.exists, what="the task's end")
+            except AssertionError:  # say where it stands (one CI run, on two workers)
+                pytest.fail(f"no end: {client.describe(job.id)}; {_tree(small_disk, job.id)}")
             wait_for(lambda: not _task_alive(small_disk, job.id), what="the task's process")
             assert client.get(job.id).state == "running"  # its exit waits for room, not lost
 
@@ -130,6 +135,17 @@ def _task_alive(data_dir: Path, job_id: str) -> bool:
         return bool(children.read_text().split())
     except OSError:
         return False
+
+
+def _tree(data_dir: Path, job_id: str) -> str:
+    """The task's shim and its descendants as ``ps`` shows them (state, command)."""
+    (record,) = (data_dir / "jobs" / job_id / "run").glob("*.pid")
+    shim = psutil.Process(int(record.read_text()))
+    shown = []
+    for process in [shim, *shim.children(recursive=True)]:
+        with contextlib.suppress(psutil.Error):
+            shown.append(f"{process.pid} {process.status()} {process.cmdline()}")
+    return "; ".join(shown)
 
 
 def test_a_full_disk_where_the_servers_keys_go_is_named_not_a_traceback(
