@@ -632,9 +632,14 @@ async def _start_probe(port: int, token: str, args: argparse.Namespace) -> dict[
         expect=201,
     )
     after = [await _time_to_start(load, "bench-after", timeout) for _ in range(samples)]
-    _, body = await load.one("GET", f"{API}/jobs?name=bench-burst&state=running&limit=100")
-    for job in json.loads(body)["jobs"]:  # its tasks would outlive the server otherwise
-        await load.one("POST", f"{API}/jobs/{job['id']}/cancel")
+    # Their tasks would outlive the server: the queued ones first, so that none is admitted
+    # after (one cancelled frees the queue's quota for the next), then those begun.
+    for state in ("queued", "starting", "running"):
+        for _ in range(1 + args.start_burst // 100 if state == "queued" else 1):
+            _, body = await load.one("GET", f"{API}/jobs?name=bench-burst&state={state}&limit=100")
+            found = json.loads(body)["jobs"]
+            for job in found:
+                await load.one("POST", f"{API}/jobs/{job['id']}/cancel")
 
     def seconds(found: list[float | None]) -> dict[str, Any]:
         started = sorted(t for t in found if t is not None)
