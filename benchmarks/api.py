@@ -634,9 +634,11 @@ async def _start_probe(port: int, token: str, args: argparse.Namespace) -> dict[
     after = [await _time_to_start(load, "bench-after", timeout) for _ in range(samples)]
     # Their tasks would outlive the server: the queued ones first, so that none is admitted
     # after (one cancelled frees the queue's quota for the next), then those begun.
+    page = 100
     for state in ("queued", "starting", "running"):
-        for _ in range(1 + args.start_burst // 100 if state == "queued" else 1):
-            _, body = await load.one("GET", f"{API}/jobs?name=bench-burst&state={state}&limit=100")
+        for _ in range(1 + args.start_burst // page if state == "queued" else 1):
+            query = f"name=bench-burst&state={state}&limit={page}"
+            _, body = await load.one("GET", f"{API}/jobs?{query}")
             found = json.loads(body)["jobs"]
             for job in found:
                 await load.one("POST", f"{API}/jobs/{job['id']}/cancel")

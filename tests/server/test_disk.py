@@ -126,10 +126,15 @@ def test_a_full_disk_refuses_work_and_loses_no_exit(
         server.stop()
 
 
+def _shim(data_dir: Path, job_id: str) -> int:
+    """The pid of the job's one task's shim, from its record."""
+    (record,) = (data_dir / "jobs" / job_id / "run").glob("*.pid")
+    return int(record.read_text())
+
+
 def _task_alive(data_dir: Path, job_id: str) -> bool:
     """Whether the task's own process (the shim's child) still runs."""
-    (record,) = (data_dir / "jobs" / job_id / "run").glob("*.pid")
-    shim = int(record.read_text())
+    shim = _shim(data_dir, job_id)
     children = Path(f"/proc/{shim}/task/{shim}/children")
     try:
         return bool(children.read_text().split())
@@ -139,8 +144,7 @@ def _task_alive(data_dir: Path, job_id: str) -> bool:
 
 def _tree(data_dir: Path, job_id: str) -> str:
     """The task's shim and its descendants as ``ps`` shows them (state, command)."""
-    (record,) = (data_dir / "jobs" / job_id / "run").glob("*.pid")
-    shim = psutil.Process(int(record.read_text()))
+    shim = psutil.Process(_shim(data_dir, job_id))
     shown = []
     for process in [shim, *shim.children(recursive=True)]:
         with contextlib.suppress(psutil.Error):
