@@ -10,11 +10,14 @@ import os
 import secrets
 import signal
 import subprocess
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
+from urllib.parse import urlsplit
 
+import psutil
 import pytest
 from container_images import base_image
 from helpers import fill_disk, tmpfs, wait_for
@@ -55,6 +58,13 @@ def _job(
     attempts = dict.fromkeys(task_keys(spec), 0)
     data_dir = DataDir(root / "data")
     return JobLaunch(job_id, spec, Placement(slots), root / "work", data_dir, attempts, mask=mask)
+
+
+def _connections_to_the_api(backend: KubernetesBackend) -> set[int]:
+    """The local ports of this process's connections to the cluster's API server."""
+    api = urlsplit(backend.connection.core.api_client.configuration.host).port
+    found = psutil.Process().net_connections("tcp")
+    return {c.laddr.port for c in found if c.raddr and c.raddr.port == api}
 
 
 def _wait_running(reports: Reports, tasks: int = 1) -> None:
@@ -124,6 +134,39 @@ def test_secret_values_reach_the_task_through_a_secret_and_leave_its_log_masked(
     assert reports.next() == (0, None)
     log = backend.log_path(job.data_dir, job.job_id, WORKER).read_text()
     assert log == "key=***\n"
+
+
+def test_the_logs_of_many_running_pods_are_copied_by_one_thread_over_few_connections(
+    cluster,
+) -> None:
+    """Eight Pods running at once, each printing a line a second: the backend holds one
+    thread for all their log copies (and one for its watch), their streams share HTTP/2
+    connections, and every log is whole."""
+    backend, root = cluster
+    before, connected = threading.active_count(), _connections_to_the_api(backend)
+    pods = 8
+    jobs = [
+        _job(
+            backend,
+            root,
+            {"command": ["sh", "-c", f'for i in $(seq 8); do echo "pod{n}-$i"; sleep 1; done']},
+        )
+        for n in range(pods)
+    ]
+    reports = [Reports() for _ in jobs]
+    for job, reported in zip(jobs, reports, strict=True):
+        backend.start(job, reported)
+    for reported in reports:
+        _wait_running(reported)
+    logs = [backend.log_path(job.data_dir, job.job_id, WORKER) for job in jobs]
+    wait_for(lambda: all(log.exists() and log.stat().st_size for log in logs), 30, "lines")
+    assert threading.active_count() - before <= 2, [t.name for t in threading.enumerate()]
+    opened = _connections_to_the_api(backend) - connected
+    assert len(opened) < pods / 2, "log streams share HTTP/2 connections"
+    for reported in reports:
+        assert reported.next() == (0, None)
+    for n, log in enumerate(logs):
+        assert log.read_text() == "".join(f"pod{n}-{i}\n" for i in range(1, 9))
 
 
 def test_an_api_server_away_for_30_s_fails_no_task(cluster) -> None:

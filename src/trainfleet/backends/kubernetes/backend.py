@@ -37,7 +37,7 @@ from trainfleet.backends.api import (
 )
 from trainfleet.backends.kubernetes import manifests, volumes
 from trainfleet.backends.kubernetes.connection import Connection, Unanswered, status_of
-from trainfleet.backends.kubernetes.logs import LogCopy
+from trainfleet.backends.kubernetes.logs import LogCopies, LogCopy
 from trainfleet.backends.kubernetes.pod_state import PodState, pod_state
 from trainfleet.backends.launch import JobLaunch, TaskLaunch
 from trainfleet.backends.supervision.containers import Containers, ImageUnavailable
@@ -125,6 +125,7 @@ class KubernetesBackend(PooledAddresses):
         self.supervised = supervised
         self._claims = {Path(path): claim for path, claim in config.claims.items()}
         self.connection = Connection(config)
+        self._logs = LogCopies(self.connection)
         self._tasks: dict[str, _Task] = {}
         """Followed tasks, by Pod name."""
         self._hosts: dict[tuple[str, TaskKey], str] = {}
@@ -551,15 +552,11 @@ class KubernetesBackend(PooledAddresses):
         the middle of a TLS read when the interpreter finalizes aborts it); their tasks
         run on, for a later process to adopt."""
         self._closing = True
-        with self._lock:
-            watcher, copies = self._watcher, [t.copy for t in self._tasks.values() if t.copy]
         with contextlib.suppress(Exception):
             self._response.shutdown()
-        for copy in copies:
-            copy.close()
-        for thread in [watcher, *(copy.thread for copy in copies)]:
-            if thread is not None:
-                thread.join(CLOSE_SECONDS)
+        self._logs.close()
+        if self._watcher is not None:
+            self._watcher.join(CLOSE_SECONDS)
 
     def _loop(self) -> None:
         version = kept = self._kept_version()
@@ -679,15 +676,13 @@ class KubernetesBackend(PooledAddresses):
             return
         task.state = state or task.state
         if state is not None and state.running and task.copy is None:
-            task.copy = LogCopy(
-                self.connection,
+            task.copy = self._logs.start(
                 task.pod,
                 task.log,
                 task.mask,
                 task.record,
                 lambda: task.final or (task.state is not None and task.state.exit is not None),
             )
-            task.copy.start()
         if state is not None and not task.placed:
             self._place(task, state)
         verdict = self._verdict(task, state, gone)

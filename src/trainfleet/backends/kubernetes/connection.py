@@ -11,8 +11,9 @@ from trainfleet.backends.api import BackendError
 from trainfleet.spec.backends import KubernetesConfig
 
 T = TypeVar("T")
-POOL_SIZE = 64
-"""Connections kept to the API: one per task whose log is being copied, and the watch."""
+POOL_SIZE = 16
+"""Connections kept to the API for the watch and the backend's calls (logs have their own,
+``logs.LogCopies``)."""
 
 
 class Connection:
