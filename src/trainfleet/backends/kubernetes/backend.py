@@ -109,6 +109,10 @@ class _Task:
     followed_at: float = field(default_factory=time.monotonic)
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
+    def ended(self) -> bool:
+        """Whether its exit is reported, or its container has ended."""
+        return self.final or (self.state is not None and self.state.exit is not None)
+
 
 class KubernetesBackend(PooledAddresses):
     """Runs each task as a Pod of one cluster (``kubernetes:`` in the config file).
@@ -676,13 +680,8 @@ class KubernetesBackend(PooledAddresses):
             return
         task.state = state or task.state
         if state is not None and state.running and task.copy is None:
-            task.copy = self._logs.start(
-                task.pod,
-                task.log,
-                task.mask,
-                task.record,
-                lambda: task.final or (task.state is not None and task.state.exit is not None),
-            )
+            copied = LogCopy(task.pod, task.log, task.mask, task.record, task.ended)
+            task.copy = self._logs.start(copied)
         if state is not None and not task.placed:
             self._place(task, state)
         verdict = self._verdict(task, state, gone)

@@ -114,16 +114,8 @@ class LogCopies:
         self._running: set[asyncio.Task[None]] = set()
         self._closing = False
 
-    def start(
-        self,
-        pod: str,
-        path: Path,
-        mask: tuple[bytes, ...],
-        record: Path,
-        ended: Callable[[], bool],
-    ) -> LogCopy:
-        """Begin copying Pod ``pod``'s log; the copy says when it has finished."""
-        copied = LogCopy(pod, path, mask, record, ended)
+    def start(self, copied: LogCopy) -> LogCopy:
+        """Begin ``copied``, which says when it has finished."""
         with self._lock:
             if self._closing:
                 copied.done.set()
