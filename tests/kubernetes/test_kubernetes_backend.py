@@ -5,6 +5,7 @@ for a while. The backend contract itself is ``tests/backends/test_conformance.py
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import secrets
@@ -167,6 +168,24 @@ def test_the_logs_of_many_running_pods_are_copied_by_one_thread_over_few_connect
         assert reported.next() == (0, None)
     for n, log in enumerate(logs):
         assert log.read_text() == "".join(f"pod{n}-{i}\n" for i in range(1, 9))
+
+
+def test_without_h2_a_log_is_copied_over_http_1_and_the_server_says_why(
+    cluster, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """``h2`` comes with the ``kubernetes`` extra; where it is missing, each log stream
+    takes a connection of its own, and a warning says how to have it."""
+    find_spec = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *rest: None if name == "h2" else find_spec(name)
+    )
+    backend, root = cluster
+    job = _job(backend, root, {"command": ["sh", "-c", "echo one; sleep 1; echo two"]})
+    reports = Reports()
+    backend.start(job, reports)
+    assert reports.next() == (0, None)
+    assert backend.log_path(job.data_dir, job.job_id, WORKER).read_text() == "one\ntwo\n"
+    assert "h2 is not installed (pip install 'trainfleet[kubernetes]')" in caplog.text
 
 
 def test_an_api_server_away_for_30_s_fails_no_task(cluster) -> None:

@@ -16,6 +16,8 @@ import asyncio
 import contextlib
 import copy
 import errno
+import importlib.util
+import logging
 import os
 import ssl
 import threading
@@ -31,6 +33,7 @@ from trainfleet.backends.kubernetes.connection import Connection
 from trainfleet.backends.supervision.masking import Masker
 from trainfleet.backends.supervision.shim import write_atomically
 
+log = logging.getLogger("trainfleet.kubernetes")
 RETRY_SECONDS = 0.3
 FULL_SECONDS = 2.0
 """How long a copy waits before it tries again where the disk was full."""
@@ -214,9 +217,17 @@ class LogCopies:
 
 
 def _client(connection: Connection) -> httpx.AsyncClient:
-    """An HTTP/2 client of the cluster's API, with the kubeconfig's address, authority
-    and credentials; no proxy but the kubeconfig's own."""
+    """An HTTP/2 client of the cluster's API (HTTP/1.1 where ``h2``, of the ``kubernetes``
+    extra, is missing), with the kubeconfig's address, authority and credentials; no proxy
+    but the kubeconfig's own."""
     settings = connection.core.api_client.configuration
+    http2 = importlib.util.find_spec("h2") is not None
+    if not http2:
+        log.warning(
+            "h2 is not installed (pip install 'trainfleet[kubernetes]'): each log copied "
+            "takes a connection of its own, %d at most at once",
+            CONNECTIONS,
+        )
     verify: ssl.SSLContext | bool = False
     if settings.verify_ssl:
         verify = ssl.create_default_context(cafile=settings.ssl_ca_cert)
@@ -225,7 +236,7 @@ def _client(connection: Connection) -> httpx.AsyncClient:
     return httpx.AsyncClient(
         base_url=settings.host,
         verify=verify,
-        http2=True,
+        http2=http2,
         trust_env=False,
         proxy=settings.proxy or None,
         limits=httpx.Limits(max_connections=CONNECTIONS, max_keepalive_connections=4),
