@@ -211,7 +211,7 @@ class LogCopies:
                     copied.write([held], out, end=b"")
         except OSError as error:  # a full disk
             copied.full = _out_of_room(error)
-        except httpx.HTTPError:  # the API is away, or the stream broke: read again
+        except Exception:  # the API is away, or the stream broke: read again from the last line
             pass
         return True
 
