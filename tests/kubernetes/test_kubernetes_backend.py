@@ -170,6 +170,50 @@ def test_the_logs_of_many_running_pods_are_copied_by_one_thread_over_few_connect
         assert log.read_text() == "".join(f"pod{n}-{i}\n" for i in range(1, 9))
 
 
+def test_a_pod_that_floods_its_log_holds_back_no_other_pods_lines(cluster) -> None:
+    """One Pod writes 100,000 numbered lines at about 5,000 a second (a followed stream
+    brings them a frame each, more than the copies' loop can read) while another prints a
+    line every 0.2 s with the time it printed it: the quiet Pod's lines reach its copy
+    within seconds, the flood is copied whole, once and in order (read in turns once it is
+    chatty), and the time of its last line is kept in place, not in a new file each time."""
+    backend, root = cluster
+    flood_lines = (
+        "i=0; while [ $i -lt 100 ]; do seq $((i*1000+1)) $((i*1000+1000)) | "
+        "sed 's/$/ flood-0123456789-0123456789-0123456789/'; i=$((i+1)); sleep 0.2; done"
+    )
+    quiet_lines = 'for i in $(seq 60); do echo "quiet-$i $(date +%s.%N)"; sleep 0.2; done'
+    flood = _job(backend, root, {"command": ["sh", "-c", flood_lines]})
+    quiet = _job(backend, root, {"command": ["sh", "-c", quiet_lines]})
+    reports = {job.job_id: Reports() for job in (flood, quiet)}
+    for job in (flood, quiet):
+        backend.start(job, reports[job.job_id])
+    flood_log = backend.log_path(flood.data_dir, flood.job_id, WORKER)
+    quiet_log = backend.log_path(quiet.data_dir, quiet.job_id, WORKER)
+    stamps = flood.data_dir.job_dir(flood.job_id)
+    kept = wait_for(lambda: next(stamps.rglob("*.logged"), None), 60, "a stamp")
+    assert isinstance(kept, Path)
+    inode = kept.stat().st_ino
+    lags: dict[str, float] = {}  # a quiet line: how late this test found it copied
+    deadline = time.monotonic() + 60
+    while len(lags) < 60 and time.monotonic() < deadline:
+        for line in quiet_log.read_text().splitlines() if quiet_log.exists() else []:
+            name, _, printed = line.partition(" ")
+            lags.setdefault(name, time.time() - float(printed))
+        time.sleep(0.05)
+    assert reports[quiet.job_id].next() == (0, None)
+    assert len(lags) == 60, sorted(lags)
+    assert max(lags.values()) < 5, f"quiet lines copied up to {max(lags.values()):.1f} s late"
+    assert reports[flood.job_id].next() == (0, None)
+    wait_for(
+        lambda: flood_log.read_bytes().endswith(b"100000 flood-0123456789-0123456789-0123456789\n"),
+        30,
+        "the flood's last line",
+    )
+    numbers = [int(line.split()[0]) for line in flood_log.read_text().splitlines()]
+    assert numbers == list(range(1, 100_001))
+    assert kept.stat().st_ino == inode, "the stamp is written in place"
+
+
 def test_without_h2_a_log_is_copied_over_http_1_and_the_server_says_why(
     cluster, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
