@@ -9,12 +9,19 @@ Secret values are masked as the local shim masks them (``supervision.masking``).
 that finds the disk full leaves the log as it was, and its lines are asked for again,
 every ``FULL_SECONDS``, until they fit: none is lost or written twice.
 
+Every stream is read to its end, even where its lines cannot be written (they are asked
+for again): httpx resets no HTTP/2 stream given up, and what the API goes on sending on it
+would hold the shared connection's flow-control window for good. So a followed stream
+asks for at most ``FOLLOW_BYTES`` (the API ends it there, and it is followed again from its
+last line), and no stream has a read timeout: TCP keepalives find a connection that died.
+
 The API sends a followed log a line at a time, each in a frame of its own, and on this
-loop a frame costs far more than a line (on a 2-core machine: about 5,000 frames a second
-in all, against 30,000 lines a second in a log read whole). So a log that brings more than
-``CHATTY_LINES`` lines in a second is no longer followed but read whole since its last
-line, once every ``TURN_SECONDS``, until a turn finds it calm again: a Pod that floods its
-log neither falls ever further behind nor holds back the others' lines.
+loop a frame costs far more than a line (on a 2-core machine: about 3,000 lines a second
+copied followed, against 23,000 read whole; ``benchmarks/kubernetes_logs.py``). So a log
+whose followed stream brings more than ``CHATTY_LINES`` lines a second is read whole since
+its last line instead, once every ``TURN_SECONDS`` at most, until a turn finds it calm
+again: a Pod that floods its log neither falls ever further behind nor holds back the
+others' lines.
 """
 
 from __future__ import annotations
@@ -26,6 +33,7 @@ import errno
 import importlib.util
 import logging
 import os
+import socket
 import ssl
 import threading
 import time
@@ -43,9 +51,10 @@ log = logging.getLogger("trainfleet.kubernetes")
 RETRY_SECONDS = 0.3
 FULL_SECONDS = 2.0
 """How long a copy waits before it tries again where the disk was full."""
-QUIET_SECONDS = 300
-"""How long a stream may stay silent before it is asked for again (a task may be quiet
-that long; a connection that died silently is found out then)."""
+FOLLOW_BYTES = 64 << 10
+"""Bytes a followed stream asks for at most (``limitBytes``): about a thousand lines."""
+KEEPALIVE = ((socket.TCP_KEEPIDLE, 60), (socket.TCP_KEEPINTVL, 10), (socket.TCP_KEEPCNT, 6))
+"""A connection silent for a minute is probed, and given up after six unanswered probes."""
 CONNECTIONS = 64
 """Connections to the API at most; each carries up to the server's stream limit (250 by
 default), and a stream past them all waits for one to end."""
@@ -53,7 +62,7 @@ CLOSE_SECONDS = 5.0
 CHATTY_LINES = 1000
 """Lines a second past which a log is read in turns rather than followed."""
 TURN_SECONDS = 1.0
-"""How often a chatty log is read."""
+"""How often a chatty log is read, at most."""
 Stamp = tuple[datetime, int]
 """A kubelet timestamp: the second, and the nanoseconds within it."""
 
@@ -92,6 +101,8 @@ class LogCopy:
         """The last write found the disk full."""
         self.chatty = False
         """The log brings more lines than a followed stream should carry: read in turns."""
+        self.cut = False
+        """The last read ended at its ``FOLLOW_BYTES``, not at the log's end."""
         self.done = threading.Event()
         self._stamp_file: int | None = None
 
@@ -207,11 +218,13 @@ class LogCopies:
                 try:
                     while True:
                         finished = copied.ended()  # before the read: what it reads is whole
+                        began = time.monotonic()
                         if not await self._copy_once(copied, out):
                             return
-                        if finished and not copied.full:
+                        if finished and not copied.full and not copied.cut:
                             return
-                        pause = TURN_SECONDS if copied.chatty else RETRY_SECONDS
+                        turn = began + TURN_SECONDS - time.monotonic()  # a read a turn at most
+                        pause = max(0.0, turn) if copied.chatty else RETRY_SECONDS
                         await asyncio.sleep(FULL_SECONDS if copied.full else pause)
                 finally:
                     with contextlib.suppress(OSError):
@@ -224,49 +237,64 @@ class LogCopies:
             copied.done.set()
 
     async def _copy_once(self, copied: LogCopy, out: BinaryIO) -> bool:
-        """One read of the log, followed (or, where it is chatty, whole as it is now) to
-        its end; False where there is nothing more to copy ever (the Pod is gone)."""
+        """One read of the log to its end: followed for ``FOLLOW_BYTES`` at most, or where
+        it is chatty, whole as it is now. False where there is nothing more to copy ever
+        (the Pod is gone)."""
         assert self._client is not None
         follow = not copied.chatty
         params: dict[str, Any] = {"container": "task", "timestamps": "true"}
         if follow:
-            params["follow"] = "true"
+            params.update(follow="true", limitBytes=FOLLOW_BYTES)
         if copied.last is not None:  # the node's own clock, as the lines' stamps
             params["sinceTime"] = copied.last[0].strftime("%Y-%m-%dT%H:%M:%SZ")
         url = f"/api/v1/namespaces/{self.connection.namespace}/pods/{copied.pod}/log"
-        copied.full = False
-        began, read = time.monotonic(), copied.lines
+        copied.full = copied.cut = False
+        began, read, received, last = time.monotonic(), copied.lines, 0, copied.last
         try:
             async with self._client.stream(
                 "GET", url, params=params, headers=_authorization(self.connection)
             ) as response:
                 if response.status_code != 200:  # not started yet (400), or gone (404)
+                    await response.aread()
                     return response.status_code != 404
                 held = b""
                 async for chunk in response.aiter_raw():
+                    received += len(chunk)
                     held += chunk
                     *lines, held = held.split(b"\n")
-                    copied.write(lines, out)
-                    if follow and _chatty(copied.lines - read, time.monotonic() - began):
-                        copied.chatty = True
-                        return True  # read in turns from now on
+                    _write(copied, lines, out)
                     # A stream that always has data would keep the loop from the others'.
                     await asyncio.sleep(0)
-                if held:
-                    copied.write([held], out, end=b"")
-                if not follow:  # calm again: followed from now on
-                    copied.chatty = copied.lines - read > CHATTY_LINES * TURN_SECONDS
-        except OSError as error:  # a full disk
-            copied.full = _out_of_room(error)
+                copied.cut = follow and received >= FOLLOW_BYTES
+                if held and not copied.cut:  # the last line, unfinished: a cut one comes again
+                    _write(copied, [held], out, end=b"")
         except Exception:  # the API is away, or the stream broke: read again from the last line
             pass
+        brought = copied.lines - read
+        if follow:  # a stream cut short that brought nothing new: the dense second it began in
+            seconds = time.monotonic() - began
+            copied.chatty = copied.cut and (copied.last == last or _chatty(brought, seconds))
+        else:
+            copied.chatty = _chatty(brought, TURN_SECONDS)
         return True
 
 
+def _write(copied: LogCopy, lines: list[bytes], out: BinaryIO, end: bytes = b"\n") -> None:
+    """``copied.write``, but on a full disk note it and write nothing more of this read
+    (its lines are asked for again)."""
+    if copied.full:
+        return
+    try:
+        copied.write(lines, out, end)
+    except OSError as error:
+        if not _out_of_room(error):
+            raise
+        copied.full = True
+
+
 def _chatty(lines: int, seconds: float) -> bool:
-    """Whether ``lines`` read in ``seconds`` are more than a followed stream should carry
-    (counted over a second at least, so that a burst at its start is not taken for it)."""
-    return lines > CHATTY_LINES * max(1.0, seconds)
+    """Whether ``lines`` read in ``seconds`` are more than a followed stream should carry."""
+    return lines > CHATTY_LINES * seconds
 
 
 def _client(connection: Connection) -> httpx.AsyncClient:
@@ -286,14 +314,21 @@ def _client(connection: Connection) -> httpx.AsyncClient:
         verify = ssl.create_default_context(cafile=settings.ssl_ca_cert)
         if settings.cert_file:
             verify.load_cert_chain(settings.cert_file, settings.key_file)
-    return httpx.AsyncClient(
-        base_url=settings.host,
+    keepalive = [(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)]
+    keepalive += [(socket.IPPROTO_TCP, option, value) for option, value in KEEPALIVE]
+    transport = httpx.AsyncHTTPTransport(
         verify=verify,
         http2=http2,
         trust_env=False,
         proxy=settings.proxy or None,
         limits=httpx.Limits(max_connections=CONNECTIONS, max_keepalive_connections=4),
-        timeout=httpx.Timeout(connection.config.request_timeout, read=QUIET_SECONDS, pool=None),
+        socket_options=keepalive,
+    )
+    return httpx.AsyncClient(
+        base_url=settings.host,
+        transport=transport,
+        trust_env=False,
+        timeout=httpx.Timeout(connection.config.request_timeout, read=None, pool=None),
     )
 
 
