@@ -53,8 +53,9 @@ FULL_SECONDS = 2.0
 """How long a copy waits before it tries again where the disk was full."""
 FOLLOW_BYTES = 64 << 10
 """Bytes a followed stream asks for at most (``limitBytes``): about a thousand lines."""
-KEEPALIVE = ((socket.TCP_KEEPIDLE, 60), (socket.TCP_KEEPINTVL, 10), (socket.TCP_KEEPCNT, 6))
-"""A connection silent for a minute is probed, and given up after six unanswered probes."""
+KEEPALIVE = {"TCP_KEEPIDLE": 60, "TCP_KEEPINTVL": 10, "TCP_KEEPCNT": 6}
+"""A connection silent for a minute is probed, and given up after six unanswered probes
+(each option where the system has it: Linux has all three)."""
 CONNECTIONS = 64
 """Connections to the API at most; each carries up to the server's stream limit (250 by
 default), and a stream past them all waits for one to end."""
@@ -315,7 +316,11 @@ def _client(connection: Connection) -> httpx.AsyncClient:
         if settings.cert_file:
             verify.load_cert_chain(settings.cert_file, settings.key_file)
     keepalive = [(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)]
-    keepalive += [(socket.IPPROTO_TCP, option, value) for option, value in KEEPALIVE]
+    keepalive += [
+        (socket.IPPROTO_TCP, getattr(socket, name), value)
+        for name, value in KEEPALIVE.items()
+        if hasattr(socket, name)
+    ]
     transport = httpx.AsyncHTTPTransport(
         verify=verify,
         http2=http2,
