@@ -45,9 +45,9 @@ class RunView:
             signal.SIGTERM: signal.signal(signal.SIGTERM, _interrupt),
             signal.SIGHUP: signal.signal(signal.SIGHUP, _hang_up),
         }
-        self._say(f"job {self.job_id}: {self.service.attach(self.job_id)}")
         try:
-            try:
+            try:  # a Ctrl-C even as the first line is written (a reader may act on it) stops it
+                self._say(f"job {self.job_id}: {self.service.attach(self.job_id)}")
                 if self.tty:
                     self._watch_live()
                 else:

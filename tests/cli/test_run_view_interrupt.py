@@ -1,0 +1,61 @@
+"""``trainfleet run``'s Ctrl-C at the one moment no real run can aim at: while its first
+line is being written (a reader that acts on that line may signal at once). The service is
+a stand-in recording what the view asks of it: the moment needs the signal inside the
+view's own call, which no server or engine can time."""
+
+from __future__ import annotations
+
+import os
+import signal
+from types import SimpleNamespace
+
+import pytest
+
+from trainfleet.cli.run_view import RunView
+from trainfleet.domain.records import State
+
+
+class Service:
+    """What ``RunView`` asks of a job's service, for a job that runs until interrupted."""
+
+    poll_interval = 0.01
+
+    def __init__(self) -> None:
+        self.interrupted = False
+
+    def tasks(self, job_id: str) -> list[object]:
+        return []
+
+    def links(self, job_id: str) -> list[object]:
+        return []
+
+    def events(self, job_id: str, after: int) -> list[object]:
+        return []
+
+    def attach(self, job_id: str) -> str:
+        os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C as the first line is made
+        return "runs here"
+
+    def interrupt(self, job_id: str) -> None:
+        self.interrupted = True
+
+    def wait(self, job_id: str, timeout: float) -> bool:
+        return self.interrupted
+
+    def get(self, job_id: str) -> SimpleNamespace:
+        state = State.CANCELLED if self.interrupted else State.RUNNING
+        return SimpleNamespace(id=job_id, state=state.value, reason="cancelled by user")
+
+    def event_dir(self, job_id: str) -> None:
+        return None
+
+
+def test_ctrl_c_as_the_first_line_is_written_stops_the_job_and_exits_130(capfd) -> None:
+    service = Service()
+    try:
+        code = RunView(service, "sleeper-1", show_logs=False).run()  # type: ignore[arg-type]
+    except KeyboardInterrupt:
+        pytest.fail("the Ctrl-C went past the view: the job would run on, and the exit be 1")
+    assert code == 130
+    assert service.interrupted
+    assert "stopping the job" in capfd.readouterr().out
