@@ -96,8 +96,6 @@ class LogCopy:
         self.logged = record.with_name(record.name + ".logged")
         self.ended = ended
         self.last: Stamp | None = _read_stamp(self.logged)
-        self.lines = 0
-        """Lines read so far (written, or skipped as written already)."""
         self.full = False
         """The last write found the disk full."""
         self.chatty = False
@@ -114,7 +112,6 @@ class LogCopy:
     def write(self, lines: list[bytes], out: BinaryIO, end: bytes = b"\n") -> None:
         """Append ``lines`` not written yet, whole or not at all (a full disk: OSError, and
         they are written by a later read)."""
-        self.lines += len(lines)
         last, written = self.last, b""
         for line in lines:
             text, _, rest = line.partition(b" ")
@@ -136,12 +133,13 @@ class LogCopy:
         where a new file each time (``write_atomically``) would cost more than the chunk.
         A write of a few bytes is whole or not made at all when this process is killed;
         at worst, a line is copied twice."""
+        text, opened = _stamp_text(last), self._stamp_file is None
         if self._stamp_file is None:
             flags = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
             self._stamp_file = os.open(self.logged, flags, 0o600)
-        text = _stamp_text(last)
         os.pwrite(self._stamp_file, text, 0)
-        os.ftruncate(self._stamp_file, len(text))  # every stamp is as long: cuts only an old one
+        if opened:  # every stamp is as long: only one left by an earlier copy may be longer
+            os.ftruncate(self._stamp_file, len(text))
 
     def close(self) -> None:
         """Let go of the file that remembers the last line."""
@@ -250,7 +248,7 @@ class LogCopies:
             params["sinceTime"] = copied.last[0].strftime("%Y-%m-%dT%H:%M:%SZ")
         url = f"/api/v1/namespaces/{self.connection.namespace}/pods/{copied.pod}/log"
         copied.full = copied.cut = False
-        began, read, received, last = time.monotonic(), copied.lines, 0, copied.last
+        began, brought, received, last = time.monotonic(), 0, 0, copied.last
         try:
             async with self._client.stream(
                 "GET", url, params=params, headers=_authorization(self.connection)
@@ -263,6 +261,7 @@ class LogCopies:
                     received += len(chunk)
                     held += chunk
                     *lines, held = held.split(b"\n")
+                    brought += len(lines)
                     _write(copied, lines, out)
                     # A stream that always has data would keep the loop from the others'.
                     await asyncio.sleep(0)
@@ -271,7 +270,6 @@ class LogCopies:
                     _write(copied, [held], out, end=b"")
         except Exception:  # the API is away, or the stream broke: read again from the last line
             pass
-        brought = copied.lines - read
         if follow:  # a stream cut short that brought nothing new: the dense second it began in
             seconds = time.monotonic() - began
             copied.chatty = copied.cut and (copied.last == last or _chatty(brought, seconds))
