@@ -42,8 +42,11 @@ CATCH_TERM = "trap 'exit 7' TERM; echo ready; while :; do sleep 0.1; done"
 ROUNDS = 10
 REPLICAS = 3
 EXIT_SECONDS = 30.0
-GRACEFUL_SECONDS = 15.0
-"""A task that exits on SIGTERM ends this soon after a graceful stop, whenever it came."""
+GRACEFUL_SECONDS = 30.0
+"""A task that exits on SIGTERM ends this soon after a graceful stop, whenever it came, its
+container's removal included (one CI run saw one of three not ended after 15 s, which no
+run here repeated: what was left is in the message now). A stop that never reached it
+leaves the task running for ever."""
 
 
 def _seed() -> int:
@@ -206,7 +209,7 @@ def test_no_container_outlives_a_task_stopped_at_any_moment_of_its_start(
         said = f"round {round_}: stopped {'forced' if force else 'gracefully'} {when}"
         codes = reports.all(REPLICAS, EXIT_SECONDS if force else GRACEFUL_SECONDS)
         if len(codes) < REPLICAS and not force:
-            failures.append(f"{said}: {REPLICAS - len(codes)} ran on")
+            failures.append(f"{said}: {REPLICAS - len(codes)} ran on: {leftovers(job)}")
             for handle in handles.values():
                 backend.stop(handle, force=True)
             codes |= reports.all(REPLICAS - len(codes), EXIT_SECONDS)

@@ -102,7 +102,8 @@ class Traffic:
             try:
                 body = response.body()
             except PlaywrightError as error:
-                self.unread.append(f"{what}: {error}")
+                if self.on:  # else it came as the test closed the browser: never read
+                    self.unread.append(f"{what}: {error}")
         self.received.append((what, head + b"\n" + body))
 
     def _request(self, request: Any) -> None:

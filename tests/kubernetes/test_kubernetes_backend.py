@@ -25,8 +25,9 @@ from helpers import fill_disk, tmpfs, wait_for
 from kube_cluster import kubeconfig, kubectl
 from task_reports import EXIT_SECONDS, Reports
 
-from trainfleet.backends.api import NotStarted
+from trainfleet.backends.api import NotStarted, Outside
 from trainfleet.backends.kubernetes.backend import KubernetesBackend
+from trainfleet.backends.kubernetes.manifests import FINALIZER
 from trainfleet.backends.launch import JobLaunch
 from trainfleet.datadir.layout import DataDir
 from trainfleet.domain.conditions import Code
@@ -135,6 +136,33 @@ def test_secret_values_reach_the_task_through_a_secret_and_leave_its_log_masked(
     assert reports.next() == (0, None)
     log = backend.log_path(job.data_dir, job.job_id, WORKER).read_text()
     assert log == "key=***\n"
+
+
+class PodAtExit(Reports):
+    """Reports that look at the task's Pod as its exit is reported."""
+
+    def __init__(self, pod: str = "") -> None:
+        super().__init__()
+        self.pod, self.seen = pod, ""
+
+    def exited(self, key: TaskKey, returncode: int, outside: Outside | None = None) -> None:
+        shown = kubectl("get", "pod", self.pod, "-o", "jsonpath={.metadata.finalizers}")
+        self.seen = shown.stdout if shown.returncode == 0 else "gone"
+        super().exited(key, returncode, outside)
+
+
+def test_a_pod_is_let_go_before_its_exit_is_reported(cluster) -> None:
+    """A process that ends as soon as its job has (``trainfleet run``) leaves no Pod
+    behind: by the time a task's exit is reported, its Pod holds trainfleet's finalizer no
+    more (a CI run saw the process abort at its exit, its watch thread mid-request)."""
+    backend, root = cluster
+    job = _job(backend, root, {"command": "true"})
+    reports = PodAtExit()
+    (handle,) = backend.start(job, reports).values()
+    reports.pod = handle
+    assert reports.next() == (0, None)
+    assert FINALIZER not in reports.seen, reports.seen
+    wait_for_gone(handle)
 
 
 def test_the_logs_of_many_running_pods_are_copied_by_one_thread_over_few_connections(

@@ -3,6 +3,7 @@ written, kept in place, read back by the next copy; and when a log counts as cha
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from trainfleet.backends.kubernetes.logs import CHATTY_LINES, LogCopy, _chatty
@@ -43,6 +44,28 @@ def test_a_stamp_longer_than_the_new_one_is_cut_to_it(tmp_path: Path) -> None:
     copy.close()
     assert (tmp_path / "task.log").read_text() == "line-2\n"
     assert (tmp_path / "task.record.logged").read_text() == "2026-11-28T18:00:02.500000000Z\n"
+
+
+def test_a_link_or_a_pipe_in_the_stamp_s_place_is_neither_followed_nor_waited_on(
+    tmp_path: Path,
+) -> None:
+    """The stamp file sits beside the task's records: whatever stands in its place, no
+    file elsewhere is read or written through it, nothing blocks, and the log is copied."""
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.write_text("2026-11-28T18:00:09.0Z\n")
+    for name, make in (
+        ("link", lambda path: path.symlink_to(elsewhere)),
+        ("pipe", lambda path: os.mkfifo(path)),
+    ):
+        record = tmp_path / f"{name}.record"
+        make(tmp_path / f"{name}.record.logged")
+        copy = LogCopy("pod", tmp_path / f"{name}.log", (), record, lambda: False)
+        assert copy.last is None, "the link's target, read as the last line"
+        with (tmp_path / f"{name}.log").open("ab", buffering=0) as out:
+            copy.write(_lines(1, 2), out)
+        copy.close()
+        assert (tmp_path / f"{name}.log").read_text() == "line-1\nline-2\n"
+    assert elsewhere.read_text() == "2026-11-28T18:00:09.0Z\n"
 
 
 def test_a_log_is_chatty_past_its_lines_a_second() -> None:

@@ -584,7 +584,8 @@ class KubernetesBackend(PooledAddresses):
                     said = text
                 time.sleep(pause)
                 pause = min(2 * pause, RETRY_SECONDS[1])
-            self._sweep()
+            if not self._closing:
+                self._sweep()
 
     def _kept_version(self) -> str | None:
         """The version an earlier trainfleet's watch reached, where it kept one."""
@@ -637,6 +638,9 @@ class KubernetesBackend(PooledAddresses):
             _request_timeout=(self.config.request_timeout, WATCH_SECONDS + 10),
         )
         self._response = response
+        if self._closing:  # ``close`` came between the request and the line above
+            with contextlib.suppress(Exception):  # urllib3 < 2.3 has no shutdown
+                response.shutdown()
         try:
             for line in response:
                 event = json.loads(line)
@@ -798,8 +802,10 @@ class KubernetesBackend(PooledAddresses):
         if task.copy is not None:
             task.copy.wait(LOG_SECONDS)
         write_record(f"{task.record}.exit", str(status))
-        task.reports.exited(task.key, status, outside)
+        # Let go before the report: a process that ends once its job has (``trainfleet
+        # run``) would leave the Pod behind, its thread cut mid-request at its exit.
         self._tidy(task.pod)
+        task.reports.exited(task.key, status, outside)
 
     def _tidy(self, pod: str) -> None:
         """Remove the finalizer and the object of an ended task's Pod, and its Secret."""

@@ -60,6 +60,11 @@ CONNECTIONS = 64
 """Connections to the API at most; each carries up to the server's stream limit (250 by
 default), and a stream past them all waits for one to end."""
 CLOSE_SECONDS = 5.0
+STAMP_FLAGS = os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+"""How the file that keeps the last line's stamp is opened: never through a link, and
+never waiting on a pipe that stands in its place."""
+STAMP_BYTES = 64
+"""More than a stamp takes."""
 CHATTY_LINES = 1000
 """Lines a second past which a log is read in turns rather than followed."""
 TURN_SECONDS = 1.0
@@ -135,8 +140,7 @@ class LogCopy:
         at worst, a line is copied twice."""
         text, opened = _stamp_text(last), self._stamp_file is None
         if self._stamp_file is None:
-            flags = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
-            self._stamp_file = os.open(self.logged, flags, 0o600)
+            self._stamp_file = os.open(self.logged, os.O_WRONLY | os.O_CREAT | STAMP_FLAGS, 0o600)
         os.pwrite(self._stamp_file, text, 0)
         if opened:  # every stamp is as long: only one left by an earlier copy may be longer
             os.ftruncate(self._stamp_file, len(text))
@@ -361,8 +365,12 @@ def _out_of_room(error: OSError) -> bool:
 
 
 def _read_stamp(path: Path) -> Stamp | None:
+    """The stamp kept in ``path``: None where there is none, or where something else than
+    a file stands there (a link is not followed, a pipe not waited on)."""
     try:
-        return stamp(path.read_bytes().strip())
+        opened = os.open(path, os.O_RDONLY | STAMP_FLAGS)
+        with os.fdopen(opened, "rb") as kept:
+            return stamp(kept.read(STAMP_BYTES).strip())
     except OSError:
         return None
 
