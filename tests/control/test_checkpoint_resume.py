@@ -339,5 +339,5 @@ def test_a_task_whose_python_has_no_trainfleet_still_imports_its_checkpoint_help
     job_id = _newest_job_id()
     tasks = data_dir / "jobs" / job_id / "tasks"
     bare, ours = ((tasks / "checkpoints" / f"step-{n}" / "w").read_text() for n in (1, 2))
-    assert bare == str(tasks / "python" / "trainfleet" / "checkpoint.py")
+    assert bare == str(tasks / "python.zip" / "trainfleet" / "checkpoint.py")
     assert ours == checkpoint.__file__

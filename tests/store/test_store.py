@@ -54,6 +54,25 @@ def test_job_tasks_and_events_round_trip(store: Store, make_job: MakeJob) -> Non
     assert store.list_tasks("nope") == [] and store.list_events("nope") == []
 
 
+def test_many_jobs_are_read_and_placed_at_once(store: Store, make_job: MakeJob) -> None:
+    """``get_jobs`` reads those of the ids that exist (with their labels), past the bound
+    of one query's parameters; ``place_tasks`` places the tasks of several jobs at once."""
+    for n in range(3):
+        store.add_job(make_job(f"j-{n}", labels={"n": str(n)}), _tasks(f"j-{n}", "w/0", "w/1"))
+    ids = ["j-0", "nope", "j-2", *(f"missing-{n}" for n in range(database.IDS_READ))]
+    found = store.get_jobs(ids)
+    assert sorted(found) == ["j-0", "j-2"]
+    assert found["j-2"] == store.get_job("j-2") and found["j-2"].labels == {"n": "2"}
+    store.place_tasks({"j-0": {("w", 1): ("h:1", "0,1")}, "j-2": {("w", 0): ("h:2", "")}})
+    placed = {
+        (job, task.name): (task.address, task.gpus)
+        for job in ("j-0", "j-1", "j-2")
+        for task in store.list_tasks(job)
+    }
+    assert placed[("j-0", "w/1")] == ("h:1", "0,1") and placed[("j-2", "w/0")] == ("h:2", "")
+    assert placed[("j-0", "w/0")] == placed[("j-1", "w/0")] == ("", "")
+
+
 def test_fields_without_state_change_record_no_event(store: Store, make_job: MakeJob) -> None:
     store.add_job(make_job(), _tasks("demo-1", "w/0"))
     store.update_job("demo-1", reason="waiting")

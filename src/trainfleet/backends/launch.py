@@ -4,12 +4,14 @@ ways to run the same launch."""
 
 from __future__ import annotations
 
+import functools
+import io
 import os
 import re
 import subprocess
+import zipfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from functools import cached_property
 from pathlib import Path
 
 import trainfleet.checkpoint as checkpoint
@@ -52,6 +54,20 @@ from pkgutil import extend_path
 __path__ = extend_path(__path__, __name__)
 __path__.reverse()  # this folder last: a trainfleet the task has installed wins
 '''
+
+
+@functools.cache
+def checkpoint_archive() -> bytes:
+    """The zip archive of the package ``trainfleet`` that a job's tasks see: ``SHIM_INIT``
+    and ``trainfleet.checkpoint`` (the same bytes for every job)."""
+    packed = io.BytesIO()
+    with zipfile.ZipFile(packed, "w") as archive:
+        for name, data in (
+            ("__init__.py", SHIM_INIT),
+            ("checkpoint.py", Path(checkpoint.__file__).read_bytes()),
+        ):
+            archive.writestr(zipfile.ZipInfo(f"trainfleet/{name}"), data)
+    return packed.getvalue()
 
 
 @dataclass(frozen=True)
@@ -290,7 +306,7 @@ class JobLaunch:
         except ValueError:
             return path
 
-    @cached_property
+    @functools.cached_property
     def _resume_from(self) -> str | None:
         """The newest committed step, read once for all the tasks this launch starts;
         never through a link in the folder's place (it could name another team's steps)."""
@@ -345,15 +361,11 @@ class JobLaunch:
         """``trainfleet.checkpoint`` (standard library only) where every task's python finds
         it: a package ``trainfleet`` that also takes in any trainfleet the task's python has
         (``pkgutil.extend_path``), so that one wins where it is installed."""
-        package = self.data_dir.task_python(self.job_id) / "trainfleet"
-        if package.is_dir():
+        archive = self.data_dir.task_python(self.job_id)
+        if os.path.lexists(archive):
             return
-        readable = 0o750 if group is not None else 0o700
-        fresh_dir(package.parent, readable, group)
-        fresh_dir(package, readable, group)
-        files = {"__init__.py": SHIM_INIT, "checkpoint.py": Path(checkpoint.__file__).read_bytes()}
-        for name, data in files.items():
-            write_new(package, name, data, 0o640 if group is not None else 0o600, group)
+        mode = 0o640 if group is not None else 0o600
+        write_new(archive.parent, archive.name, checkpoint_archive(), mode, group)
 
     def _secret_variables(self, role: str) -> dict[str, str]:
         """The role's variables that name secrets: their values, or their files' paths; in

@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 
 from trainfleet.domain.conditions import Condition
 from trainfleet.scheduling.admission import Admission, Decisions, Preemption, Scheduler
@@ -32,6 +32,9 @@ followed by a longer pause, so that a burst of submissions leaves the server tim
 answer them..."""
 MAX_PAUSE = 0.2
 """...but never longer than this many seconds: a job that fits never waits long for one."""
+LAUNCH_BATCH = 128
+"""Admitted jobs launched together (their store reads and writes made once for all): a
+burst's pass admits thousands, and the first of them need not wait for the last."""
 RETRY_FIRST, RETRY_MAX = 0.1, 5.0
 """Seconds before a failed pass is tried again: doubled after each failure, up to the max."""
 
@@ -42,15 +45,17 @@ class Admitter:
     def __init__(
         self,
         scheduler: Scheduler,
-        launch: Callable[[Admission], None],
+        launch: Callable[[Sequence[Admission]], Mapping[str, Exception]],
         preempt: Callable[[Preemption], object],
         note_waiting: Callable[[str, Condition], object],
         before_pass: Callable[[Scheduler], object] | None = None,
     ) -> None:
-        """``launch`` starts an admitted job (called without ``lock``; when it raises, the
-        job waits again in its old place); ``note_waiting(job_id, condition)`` is called when
-        why a waiting job waits changes; ``before_pass(scheduler)`` before each pass decides
-        (under ``lock``: it keeps unhealthy GPUs out of it)."""
+        """``launch`` starts admitted jobs, ``LAUNCH_BATCH`` at most at a time (called
+        without ``lock``): it answers the jobs it could not start for now, each with why,
+        which wait again in their old places (all of them, where it raises);
+        ``note_waiting(job_id, condition)`` is called when why a waiting job waits changes;
+        ``before_pass(scheduler)`` before each pass decides (under ``lock``: it keeps
+        unhealthy GPUs out of it)."""
         self.scheduler = scheduler
         self._before_pass = before_pass
         self._launch = launch
@@ -111,17 +116,19 @@ class Admitter:
                 self._launching.add(admission.job)
             self._to_note.update(dict.fromkeys(decisions.waiting + decisions.passed_over))
         failed: Exception | None = None
-        for admission in decisions.admitted:
+        for start in range(0, len(decisions.admitted), LAUNCH_BATCH):
+            batch = decisions.admitted[start : start + LAUNCH_BATCH]
             try:
-                self._launch(admission)
-            except Exception as error:  # it waits again, and the pass is retried
-                failed = failed or error
-                with self.lock:
-                    self.scheduler.requeue(admission.job)
-            finally:
-                with self.lock:
+                errors = self._launch(batch)
+            except Exception as error:
+                errors = {admission.job: error for admission in batch}
+            with self.lock:
+                for admission in batch:
+                    if admission.job in errors:  # it waits again, and the pass is retried
+                        failed = failed or errors[admission.job]
+                        self.scheduler.requeue(admission.job)
                     self._launching.discard(admission.job)
-                    self.lock.notify_all()
+                self.lock.notify_all()
         for preemption in decisions.preempted:
             self._preempt(preemption)
         self._note_reasons()

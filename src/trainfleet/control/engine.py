@@ -413,19 +413,64 @@ class Engine:
             self.scheduler.submit(queueing.gang_job(job.id, spec, job.created_at))
         self.admitter.wake()
 
-    def _launch(self, admission: Admission) -> None:
-        """Give an admitted job its ports and GPUs and start its controller.
+    def _launch(self, admissions: Sequence[Admission]) -> dict[str, Exception]:
+        """Give admitted jobs their ports and GPUs and start their controllers, with one
+        read and one write of the store for them all (a burst is admitted by the thousand:
+        a round trip each kept the store from the submissions).
 
         Called by the admitter without its lock: starting processes never holds up a
-        submission. When this raises, the job waits again (see ``Admitter``)."""
-        job = self.get(admission.job)
+        submission. The jobs that could not be launched for now, with why: they wait again
+        (see ``Admitter``); one that never can (no free port) has failed instead."""
+        jobs = self.store.get_jobs([admission.job for admission in admissions])
+        failed: dict[str, Exception] = {}
+        placed: dict[str, tuple[JobRecord, JobSpec, tuple[TaskSlot, ...]]] = {}
+        for admission in admissions:
+            job = jobs.get(admission.job)
+            try:
+                if job is None:
+                    raise JobNotFound(f"no job {admission.job!r}")
+                ready = self._place(job, admission)
+            except Exception as error:
+                failed[admission.job] = error
+                continue
+            if ready is not None:
+                placed[job.id] = (job, *ready)
+        places = {
+            job_id: {slot.key: (slot.address, ",".join(map(str, slot.gpus))) for slot in slots}
+            for job_id, (_, _, slots) in placed.items()
+        }
+        try:
+            if places:
+                self.store.place_tasks(places)
+        except Exception as error:  # they wait again: their next launch reserves ports anew
+            for job_id in placed:
+                self._free_ports(job_id)
+                failed[job_id] = error
+            return failed
+        for job_id, (job, spec, slots) in placed.items():
+            make = partial(self._controller_of, job, spec, placement=Placement(slots))
+            try:
+                if self.supervised:  # marks the job as one a restarted server picks up
+                    self.data_dir.run_dir(job_id).mkdir(parents=True, exist_ok=True)
+                self.runner.start(job_id, make=make)
+            except Exception as error:  # a full disk, the store away: it waits again
+                self._free_ports(job_id)
+                failed[job_id] = error
+        return failed
+
+    def _place(
+        self, job: JobRecord, admission: Admission
+    ) -> tuple[JobSpec, tuple[TaskSlot, ...]] | None:
+        """The job's spec and its tasks' slots: its ports reserved, open to its own account
+        only; None where the job failed instead (no free port, a firewall that cannot guard
+        them)."""
         spec = JobSpec.model_validate_json(job.spec)
         try:
             addresses = self.backend.reserve(job.id, spec)
         except Exception as error:  # no free port (or a fault): fail now, saying why
             code = Reason.NO_FREE_PORT if isinstance(error, OSError) else Reason.INTERNAL_ERROR
             self._fail_launch(job.id, code.condition(error))
-            return
+            return None
         nodes = self.scheduler.cluster.nodes
         # host "" where the tasks learn it (then they report it)
         slots = tuple(
@@ -434,23 +479,14 @@ class Engine:
         )
         try:
             self._guard(job, addresses.values())
-            self.store.place_tasks(
-                job.id,
-                {slot.key: (slot.address, ",".join(map(str, slot.gpus))) for slot in slots},
-            )
         except FirewallError as error:  # never started with its ports open to all
             self._free_ports(job.id)
             self._fail_launch(job.id, Reason.COULD_NOT_START.condition(error))
-            return
+            return None
         except BaseException:  # it waits again: its next launch reserves ports anew
             self._free_ports(job.id)
             raise
-        if self.supervised:
-            # Marks the job as one a restarted server picks up (see resume).
-            self.data_dir.run_dir(job.id).mkdir(parents=True, exist_ok=True)
-        self.runner.start(
-            job.id, make=partial(self._controller_of, job, spec, placement=Placement(slots))
-        )
+        return spec, slots
 
     def _fail_launch(self, job_id: str, condition: Condition) -> None:
         self.admitter.finished(job_id)

@@ -96,9 +96,10 @@ class DataDir:
         return self.task_share(job_id) / "heartbeats" / f"{role}-{index}"
 
     def task_python(self, job_id: str) -> Path:
-        """A folder on the tasks' ``PYTHONPATH`` (last) holding ``trainfleet.checkpoint``,
-        for a task whose python has no trainfleet of its own (an image, an environment)."""
-        return self.task_share(job_id) / "python"
+        """A zip archive on the tasks' ``PYTHONPATH`` (last) holding ``trainfleet.checkpoint``,
+        for a task whose python has no trainfleet of its own (an image, an environment):
+        one file, where a package's folders and files would cost a job's start four."""
+        return self.task_share(job_id) / "python.zip"
 
     ROUNDS = "rendezvous/rounds.jsonl"
     """Under ``task_share``: the rounds an elastic job's rendezvous store saw complete

@@ -210,11 +210,13 @@ class Store:
             query = f"UPDATE {table} SET {sets} WHERE {which}"
             self._db.write(lambda db: db.execute(query, {**fields, **key}))
 
-    def place_tasks(self, job_id: str, places: Mapping[tuple[str, int], tuple[str, str]]) -> None:
-        """Record where each task runs, ``{(role, index): (address, gpus)}``, at once."""
+    def place_tasks(self, places: Mapping[str, Mapping[tuple[str, int], tuple[str, str]]]) -> None:
+        """Record where each job's tasks run, ``{job_id: {(role, index): (address, gpus)}}``,
+        in one transaction (an admission pass places hundreds of jobs at once)."""
         rows = [
             {"job_id": job_id, "role": role, "index": index, "address": address, "gpus": gpus}
-            for (role, index), (address, gpus) in places.items()
+            for job_id, tasks in places.items()
+            for (role, index), (address, gpus) in tasks.items()
         ]
         self._db.write(
             lambda db: db.execute_many(
@@ -251,6 +253,15 @@ class Store:
     def get_job(self, job_id: str) -> JobRecord | None:
         rows = self._db.rows(f"{SELECT_JOBS} WHERE id = :id", {"id": job_id})
         return self._jobs(rows)[0] if rows else None
+
+    def get_jobs(self, job_ids: Sequence[str]) -> dict[str, JobRecord]:
+        """Each of ``job_ids`` that exists, by id, in one query per ``IDS_READ`` jobs."""
+        found: dict[str, JobRecord] = {}
+        for start in range(0, len(job_ids), IDS_READ):  # a query's parameters are bounded
+            listed, params = queries.in_list("id", list(job_ids[start : start + IDS_READ]))
+            rows = self._db.rows(f"{SELECT_JOBS} WHERE id IN {listed}", params)
+            found.update((job.id, job) for job in self._jobs(rows))
+        return found
 
     def list_jobs(self, limit: int = 100) -> list[JobRecord]:
         """The newest jobs first."""
