@@ -93,6 +93,9 @@ def test_a_full_disk_refuses_work_and_loses_no_exit(
             )
             job = client.submit(waiting.read_text())
             wait_for(lambda: client.get(job.id).state == "running", what="a running job")
+            # Running as soon as its shim is spawned: the shim must have written its records
+            # and started the task before the disk fills (a CI run filled it first).
+            wait_for(lambda: _task_alive(small_disk, job.id), what="the task's process")
 
             fill_disk(small_disk / "filler")
             with pytest.raises(ClientError) as refused:
@@ -126,15 +129,18 @@ def test_a_full_disk_refuses_work_and_loses_no_exit(
         server.stop()
 
 
-def _shim(data_dir: Path, job_id: str) -> int:
-    """The pid of the job's one task's shim, from its record."""
-    (record,) = (data_dir / "jobs" / job_id / "run").glob("*.pid")
-    return int(record.read_text())
+def _shim(data_dir: Path, job_id: str) -> int | None:
+    """The pid of the job's one task's shim, from its record (None: not written yet)."""
+    records = list((data_dir / "jobs" / job_id / "run").glob("*.pid"))
+    assert len(records) <= 1, records
+    return int(records[0].read_text()) if records else None
 
 
 def _task_alive(data_dir: Path, job_id: str) -> bool:
-    """Whether the task's own process (the shim's child) still runs."""
+    """Whether the task's own process (the shim's child) runs."""
     shim = _shim(data_dir, job_id)
+    if shim is None:
+        return False
     children = Path(f"/proc/{shim}/task/{shim}/children")
     try:
         return bool(children.read_text().split())
@@ -144,7 +150,10 @@ def _task_alive(data_dir: Path, job_id: str) -> bool:
 
 def _tree(data_dir: Path, job_id: str) -> str:
     """The task's shim and its descendants as ``ps`` shows them (state, command)."""
-    shim = psutil.Process(_shim(data_dir, job_id))
+    pid = _shim(data_dir, job_id)
+    if pid is None:
+        return "no shim's pid recorded"
+    shim = psutil.Process(pid)
     shown = []
     for process in [shim, *shim.children(recursive=True)]:
         with contextlib.suppress(psutil.Error):
