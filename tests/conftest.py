@@ -66,6 +66,18 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     return Together(config, log)
 
 
+@pytest.fixture(autouse=True)
+def signal_handlers() -> Iterator[None]:
+    """Each test finds the stop signals handled as the suite set them: a test that runs a
+    program's ``main`` in this process (the shim's catches SIGINT) would otherwise leave a
+    later test's Ctrl-C caught and lost."""
+    numbers = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+    handlers = {number: signal.getsignal(number) for number in numbers}
+    yield
+    for number, handler in handlers.items():
+        signal.signal(number, handler)
+
+
 @pytest.fixture
 def data_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A data directory of this test only, used by the CLI and by `engine`."""

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import signal
+import time
 from types import SimpleNamespace
 
 import pytest
@@ -22,6 +23,7 @@ class Service:
 
     def __init__(self) -> None:
         self.interrupted = False
+        self.deadline = time.monotonic() + 30
 
     def tasks(self, job_id: str) -> list[object]:
         return []
@@ -40,6 +42,8 @@ class Service:
         self.interrupted = True
 
     def wait(self, job_id: str, timeout: float) -> bool:
+        if time.monotonic() > self.deadline:  # the job would run on for ever
+            raise AssertionError("the Ctrl-C never reached the view: the job was not stopped")
         return self.interrupted
 
     def get(self, job_id: str) -> SimpleNamespace:
