@@ -73,6 +73,27 @@ def test_many_jobs_are_read_and_placed_at_once(store: Store, make_job: MakeJob) 
     assert placed[("j-0", "w/0")] == placed[("j-1", "w/0")] == ("", "")
 
 
+def test_jobs_stored_together_are_stored_whole_or_not_at_all(
+    store: Store, make_job: MakeJob
+) -> None:
+    """``add_jobs`` stores several jobs (labels, tasks, a ``submitted`` event each) in one
+    transaction; where one id is taken, none of them is stored."""
+    store.add_jobs(
+        [
+            (make_job("a-1", labels={"n": "1"}), _tasks("a-1", "w/0", "w/1")),
+            (make_job("b-1", team="blue"), _tasks("b-1", "chief/0")),
+        ]
+    )
+    assert store.get_job("a-1").labels == {"n": "1"}  # type: ignore[union-attr]
+    assert [t.name for t in store.list_tasks("a-1")] == ["w/0", "w/1"]
+    events = store.list_events("b-1")
+    assert [(e.state, e.team) for e in events] == [("queued", "blue")]
+    with pytest.raises(StoreConflict):
+        store.add_jobs([(make_job("c-1"), _tasks("c-1", "w/0")), (make_job("a-1"), [])])
+    assert store.get_job("c-1") is None and store.list_events("c-1") == []
+    assert len(store.list_tasks("a-1")) == 2
+
+
 def test_fields_without_state_change_record_no_event(store: Store, make_job: MakeJob) -> None:
     store.add_job(make_job(), _tasks("demo-1", "w/0"))
     store.update_job("demo-1", reason="waiting")

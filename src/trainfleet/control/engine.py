@@ -13,7 +13,8 @@ import shutil
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
-from functools import partial
+from concurrent.futures import Future
+from functools import cached_property, partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -26,6 +27,7 @@ from trainfleet.control.admitter import Admitter
 from trainfleet.control.controller import COUNTED_CODES, COUNTED_STATES, JobController, Stored
 from trainfleet.control.gpu_health import GpuHealth
 from trainfleet.control.runner import Runner
+from trainfleet.control.submissions import NewJob, SubmissionWriter
 from trainfleet.datadir.checkpoints import committed_steps
 from trainfleet.datadir.layout import DataDir
 from trainfleet.datadir.space import require_free
@@ -197,14 +199,7 @@ class Engine:
         Raises Unschedulable when it could never be admitted, DiskFull when the data
         directory's disk has no room for it.
         """
-        require_free(self.data_dir.root)
-        if (problem := python_problem(spec)) is not None:
-            raise BadInput(problem)
-        self._check_secrets(spec, team)
-        self._check_checkpoint_folder(spec, workdir, team)
-        spec = sized_by_memory(spec, self.backend.gpu_memory)
-        self.backend.check(spec)
-        self.scheduler.check(queueing.gang_job(spec.name, spec, time.time()))
+        spec = self._admissible(spec, workdir, team)
         for _ in range(ID_TRIES):
             job_id = f"{spec.name}-{secrets.token_hex(4)}"
             own = self.data_dir.job_dir(job_id) / "workdir"
@@ -225,6 +220,73 @@ class Engine:
                 self._queue(job, spec)
             return job
         raise StoreConflict(f"no free job id for {spec.name!r} after {ID_TRIES} tries")
+
+    def submit_soon(
+        self,
+        spec: JobSpec,
+        workdir: Path | None,
+        source: str = "trainfleet",
+        user: str | None = None,
+        team: str = "default",
+    ) -> Future[JobRecord]:
+        """``submit(..., start=True)`` for a caller that waits on a future, not on the store
+        (the API's event loop): the checks here, then the job stored with the others queued
+        meanwhile (``SubmissionWriter``: one transaction for a burst) and queued for
+        admission. The future is the stored job, or why it could not be stored."""
+        spec = self._admissible(spec, workdir, team)
+        answer: Future[JobRecord] = Future()
+        self._store_soon(answer, spec, workdir, source, user, team, ID_TRIES)
+        return answer
+
+    def _store_soon(
+        self,
+        answer: Future[JobRecord],
+        spec: JobSpec,
+        workdir: Path | None,
+        source: str,
+        user: str | None,
+        team: str,
+        tries: int,
+    ) -> None:
+        job_id = f"{spec.name}-{secrets.token_hex(4)}"
+        runs_in = workdir if workdir is not None else self.data_dir.job_dir(job_id) / "workdir"
+        job, tasks = self._records(job_id, spec, runs_in, source, user, team)
+
+        def stored(new: Future[JobRecord]) -> None:
+            error = new.exception()
+            if isinstance(error, StoreConflict) and tries > 1:  # the id was taken: draw again
+                self._store_soon(answer, spec, workdir, source, user, team, tries - 1)
+            elif error is not None:
+                answer.set_exception(error)
+            else:
+                answer.set_result(new.result())
+
+        self.submissions.add(NewJob(job, tasks, spec)).add_done_callback(stored)
+
+    @cached_property
+    def submissions(self) -> SubmissionWriter:
+        """The thread that stores ``submit_soon``'s jobs, many per transaction."""
+        return SubmissionWriter(self.store, self._queue_stored)
+
+    def _queue_stored(self, stored: Sequence[NewJob]) -> None:
+        """Queue stored jobs for admission, under one hold of the admitter's lock."""
+        with self.admitter.lock:
+            for new in stored:
+                self.scheduler.submit(queueing.gang_job(new.job.id, new.spec, new.job.created_at))
+        self.admitter.wake()
+
+    def _admissible(self, spec: JobSpec, workdir: Path | None, team: str) -> JobSpec:
+        """``spec`` as it will wait, if it can be stored: Unschedulable, DiskFull, BadInput
+        or SpecError where not (see ``submit``)."""
+        require_free(self.data_dir.root)
+        if (problem := python_problem(spec)) is not None:
+            raise BadInput(problem)
+        self._check_secrets(spec, team)
+        self._check_checkpoint_folder(spec, workdir, team)
+        spec = sized_by_memory(spec, self.backend.gpu_memory)
+        self.backend.check(spec)
+        self.scheduler.check(queueing.gang_job(spec.name, spec, time.time()))
+        return spec
 
     def _check_secrets(self, spec: JobSpec, team: str) -> None:
         """SpecError naming each secret the job names that its team does not have."""
@@ -271,6 +333,20 @@ class Engine:
         user: str | None,
         team: str,
     ) -> JobRecord:
+        job, tasks = self._records(job_id, spec, workdir, source, user, team)
+        self.store.add_job(job, tasks)
+        return job
+
+    def _records(
+        self,
+        job_id: str,
+        spec: JobSpec,
+        workdir: Path,
+        source: str,
+        user: str | None,
+        team: str,
+    ) -> tuple[JobRecord, list[TaskRecord]]:
+        """A new job's records as stored, queued."""
         job = JobRecord(
             id=job_id,
             name=spec.name,
@@ -291,8 +367,7 @@ class Engine:
             TaskRecord(job_id=job.id, role=role, index=index, code=Code.SUBMITTED)
             for role, index in task_keys(spec)
         ]
-        self.store.add_job(job, tasks)
-        return job
+        return job, tasks
 
     def controller(self, job_id: str) -> JobController:
         """The controller that runs a stored job."""

@@ -1,5 +1,6 @@
 """``/api/v1/jobs``: submit, find, describe, cancel, delete a job; read and follow its events."""
 
+import asyncio
 import re
 from functools import partial
 from pathlib import Path
@@ -143,7 +144,13 @@ async def submit_job(
     )
     tasks = sum(role.replicas for role in loaded.spec.roles.values())
     slow = large or tasks > INLINE_TASKS or fill is not None
-    job = await run_in_threadpool(submit) if slow else submit()
+    if slow:
+        job = await run_in_threadpool(submit)
+    else:
+        stored = jobs.submit_soon(
+            who.caller, spec, team, directory if workdir is not None else None, loaded.source
+        )
+        job = await asyncio.wrap_future(stored)
     change.target = job.id
     metrics.submissions.labels(job.source).inc()
     response.headers["Location"] = f"{API_PREFIX}/jobs/{job.id}"

@@ -112,23 +112,38 @@ class Store:
         StoreConflict when a job with that id exists (nothing is stored then). A try that
         lost the database while committing is not stored twice.
         """
+        self.add_jobs([(job, job_tasks)])
+
+    def add_jobs(self, new: Sequence[tuple[JobRecord, Sequence[TaskRecord]]]) -> None:
+        """Store new jobs as ``add_job`` does, in one transaction: all or none of them
+        (StoreConflict where one's id is taken)."""
 
         def add(db: Transaction) -> None:
-            if db.retried and db.rows("SELECT id FROM jobs WHERE id = :id", {"id": job.id}):
+            ids = {"id": new[0][0].id}
+            if db.retried and db.rows("SELECT id FROM jobs WHERE id = :id", ids):
                 return  # the try that lost its link had committed
+            jobs = [job for job, _ in new]
             # A job of this id deleted before left its `deleted` event: the new one starts afresh.
-            db.execute("DELETE FROM events WHERE job_id = :id", {"id": job.id})
-            db.execute(queries.insert("jobs", schema.JOB_COLUMNS), job.to_dict(exclude={"labels"}))
+            db.execute_many("DELETE FROM events WHERE job_id = :id", [{"id": j.id} for j in jobs])
+            db.execute_many(
+                queries.insert("jobs", schema.JOB_COLUMNS),
+                [job.to_dict(exclude={"labels"}) for job in jobs],
+            )
             db.execute_many(
                 queries.insert("job_labels", ("job_id", "key", "value")),
-                [{"job_id": job.id, "key": k, "value": v} for k, v in job.labels.items()],
+                [{"job_id": j.id, "key": k, "value": v} for j in jobs for k, v in j.labels.items()],
             )
             db.execute_many(
                 queries.insert("tasks", (*schema.TASK_COLUMNS, "position")),
-                [{**task.to_dict(), "position": n} for n, task in enumerate(job_tasks)],
+                [
+                    {**task.to_dict(), "position": n}
+                    for _, job_tasks in new
+                    for n, task in enumerate(job_tasks)
+                ],
             )
-            submitted = Condition(Code.SUBMITTED, f"submitted by {job.user or 'unknown'}")
-            transitions.event(db, job.id, "", job.state, submitted)
+            for job in jobs:
+                submitted = Condition(Code.SUBMITTED, f"submitted by {job.user or 'unknown'}")
+                transitions.event(db, job.id, "", job.state, submitted, job.team)
 
         self._db.write(add)
 

@@ -31,6 +31,10 @@ QUEUED = 10_000
 waits for room."""
 BATCH = 500
 """Most records one transaction writes."""
+GATHER = 0.05
+"""Fewest seconds between two of the writer's transactions: a burst of requests (one record
+each, milliseconds apart) is written a few dozen records at a time, not one transaction per
+record queued behind the requests' own for the store's lock."""
 DAY = 86_400.0
 """Seconds in a day: the unit of a retention, and how often a pruner prunes."""
 STOP_WAIT = 10.0
@@ -103,8 +107,10 @@ class AuditWriter:
         self._queue.join()
 
     def _run(self) -> None:
+        written = -GATHER
         while True:
             batch = [self._queue.get()]
+            time.sleep(max(0.0, written + GATHER - time.monotonic()))
             while len(batch) < BATCH:
                 try:
                     batch.append(self._queue.get_nowait())
@@ -115,6 +121,7 @@ class AuditWriter:
             except Exception:  # a bug must not stop the trail: say so, and go on
                 log.exception("audit records lost: %d", len(batch))
             finally:
+                written = time.monotonic()
                 for _ in batch:
                     self._queue.task_done()
 

@@ -7,6 +7,7 @@ A job's logs and outputs are read as the job is: ``readable`` finds it for the c
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -130,6 +131,12 @@ class Jobs(JobReads):
             fill_workdir=fill_workdir,
             team=team,
         )
+
+    def submit_soon(
+        self, caller: Caller, spec: JobSpec, team: str, workdir: Path | None, source: str
+    ) -> Future[JobRecord]:
+        """``submit`` without a folder to fill, for a caller that waits on the future."""
+        return self.engine.submit_soon(spec, workdir, source, user=caller.user, team=team)
 
     def cancel(self, caller: Caller, job: JobRecord) -> JobRecord:
         """Stop ``job``, if the caller may; an ended job stays as it is."""
