@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -12,6 +13,7 @@ from trainfleet.control.engine import Engine
 from trainfleet.domain.conditions import Code, Condition
 from trainfleet.domain.records import JobActive, JobNotFound, State
 from trainfleet.spec.models import JobSpec
+from trainfleet.store.transitions import Change
 
 
 def _spec(text: str) -> JobSpec:
@@ -164,3 +166,29 @@ def test_a_role_s_own_restart_policy_wins(
     assert engine.wait(job.id, timeout=60).state == state
     (task,) = engine.tasks(job.id)
     assert task.restarts == restarts
+
+
+def test_the_tasks_started_together_are_written_together(
+    engine: Engine, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A job's three tasks, started by one call of the backend, move to running in one
+    transaction (one per task before: a job of 100 tasks made 100 writes to start)."""
+    writes: list[list[str]] = []
+    transitions = engine.store.transitions
+
+    def counted(job_id: str, changes: Sequence[Change]) -> list[bool]:
+        writes.append(
+            [f"{c.task[0]}/{c.task[1]} {c.state}" if c.task else c.state for c in changes]
+        )
+        return transitions(job_id, changes)
+
+    monkeypatch.setattr(engine.store, "transitions", counted)
+    job = engine.submit(
+        _spec("name: three\nroles:\n  worker: {replicas: 3, command: sleep 600}\n"), tmp_path
+    )
+    engine.start(job.id)
+    wait_for(lambda: engine.get(job.id).state == State.RUNNING, what="the job running")
+    started = ["worker/0 running", "worker/1 running", "worker/2 running"]
+    assert started in writes, writes
+    engine.cancel(job.id)
+    assert engine.wait(job.id, timeout=30).state == State.CANCELLED

@@ -15,6 +15,7 @@ from trainfleet.domain.records import JobRecord, State, TaskRecord
 from trainfleet.store import database
 from trainfleet.store.database import Store
 from trainfleet.store.errors import StoreConflict, StoreError
+from trainfleet.store.transitions import Change
 
 MakeJob = Callable[..., JobRecord]
 STARTED = Condition(Code.STARTED)
@@ -92,6 +93,30 @@ def test_jobs_stored_together_are_stored_whole_or_not_at_all(
         store.add_jobs([(make_job("c-1"), _tasks("c-1", "w/0")), (make_job("a-1"), [])])
     assert store.get_job("c-1") is None and store.list_events("c-1") == []
     assert len(store.list_tasks("a-1")) == 2
+
+
+def test_changes_of_a_job_and_its_tasks_are_written_together(
+    store: Store, make_job: MakeJob
+) -> None:
+    """``transitions`` makes several changes in one transaction, in their order, saying
+    which were made (a task already ended is not moved), and tells the job's end once."""
+    store.add_job(make_job(), _tasks("demo-1", "w/0", "w/1"))
+    store.transition("demo-1", State.FAILED, Condition(Code.EXITED, "exit 1"), task=("w", 1))
+    ended: list[str] = []
+    store.on_job_end(ended.append)
+    made = store.transitions(
+        "demo-1",
+        [
+            Change(State.RUNNING, Condition(Code.STARTED), ("w", 0), {"pid": 42}),
+            Change(State.RUNNING, Condition(Code.STARTED), ("w", 1)),
+            Change(State.FAILED, Condition(Code.FAILED, "w/1 failed")),
+        ],
+    )
+    assert made == [True, False, True] and ended == ["demo-1"]
+    tasks = {task.name: (task.state, task.pid) for task in store.list_tasks("demo-1")}
+    assert tasks == {"w/0": ("running", 42), "w/1": ("failed", None)}
+    events = [(e.task, e.state) for e in store.list_events("demo-1")]
+    assert events[-2:] == [("w/0", "running"), ("", "failed")]
 
 
 def test_fields_without_state_change_record_no_event(store: Store, make_job: MakeJob) -> None:

@@ -20,7 +20,8 @@ import queue
 import shutil
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -43,6 +44,7 @@ from trainfleet.spec.notebook import ROLE as NOTEBOOK_ROLE
 from trainfleet.spec.rendezvous import ROLE as RENDEZVOUS_ROLE
 from trainfleet.store.database import Store
 from trainfleet.store.errors import StoreUnavailable
+from trainfleet.store.transitions import Change
 
 log = logging.getLogger("trainfleet.control")
 SUBMITTED = Condition(Code.SUBMITTED)
@@ -195,6 +197,8 @@ class JobController:
         self._outcome: tuple[State, Condition] | None = None
         self._job_running = False
         """Whether the job was marked running (once all its tasks ran)."""
+        self._unwritten: list[Change] | None = None
+        """Changes made inside ``_together``, written as it ends."""
         self._job_restart_at: float | None = None
         """While the whole job restarts (scope 'job'): when its tasks may start again."""
         self._watching_progress = False
@@ -295,7 +299,7 @@ class JobController:
             finished_at = None if state is State.QUEUED else time.time()  # preempted: it waits
             if state is not State.QUEUED:  # revoked before anyone sees the job ended
                 self._revoke_token()
-            self.store.transition(self.job_id, state, condition, finished_at=finished_at)
+            self._write(Change(state, condition, fields={"finished_at": finished_at}))
             self._phase = _Phase.SERVICES
         if any(task.alive for task in self._tasks.values()):  # its services' keep_after
             return None
@@ -312,13 +316,13 @@ class JobController:
             if not task.state.is_final:
                 self._set_task(task, State.FAILED, broke, finished_at=time.time())
         self._revoke_token()
-        self.store.transition(self.job_id, State.FAILED, broke, finished_at=time.time())
+        self._write(Change(State.FAILED, broke, fields={"finished_at": time.time()}))
         return State.FAILED
 
     def _begin(self) -> None:
         # The transition clears why the job waited in the queue: it no longer applies.
         admitted = Condition(Code.ADMITTED)
-        self.store.transition(self.job_id, State.STARTING, admitted, started_at=time.time())
+        self._write(Change(State.STARTING, admitted, fields={"started_at": time.time()}))
         if self._own_workdir():  # one sent with no folder gets an empty one now
             self.workdir.mkdir(mode=0o700, parents=True, exist_ok=True)
         self._hand_over()  # a team's own environment may be built from its folder
@@ -387,21 +391,22 @@ class JobController:
         (``known``: what was read of them already)."""
         assert job.started_at is not None
         never_started = []
-        for stored in self.store.list_tasks(self.job_id) if known is None else known.tasks:
-            task = self._tasks[(stored.role, stored.index)]
-            task.state, task.restarts = State(stored.state), stored.restarts
-            code = stored.code if isinstance(stored.code, Code) else Code.STARTED
-            task.condition = Condition(code, stored.reason)
-            if task.state.is_final:
-                continue
-            attempt = self.backend.last_attempt(self.data_dir, self.job_id, task.key)
-            if attempt is None:
-                never_started.append(task.key)
-            elif attempt == task.restarts and task.state is State.RESTARTING:
-                self._after(0, functools.partial(self._restart, [task.key]))  # exit was handled
-            else:
-                task.restarts = attempt
-                self._adopt(task, attempt)
+        with self._together():  # every adopted task in one write
+            for stored in self.store.list_tasks(self.job_id) if known is None else known.tasks:
+                task = self._tasks[(stored.role, stored.index)]
+                task.state, task.restarts = State(stored.state), stored.restarts
+                code = stored.code if isinstance(stored.code, Code) else Code.STARTED
+                task.condition = Condition(code, stored.reason)
+                if task.state.is_final:
+                    continue
+                attempt = self.backend.last_attempt(self.data_dir, self.job_id, task.key)
+                if attempt is None:
+                    never_started.append(task.key)
+                elif attempt == task.restarts and task.state is State.RESTARTING:
+                    self._after(0, functools.partial(self._restart, [task.key]))  # exit was handled
+                else:
+                    task.restarts = attempt
+                    self._adopt(task, attempt)
         self._count_restarts(counted=known.counted if known is not None else None)
         wants = any(self.spec.environment_of(role) for role in self.spec.roles)
         self._hand_over()
@@ -450,14 +455,15 @@ class JobController:
         code = job.code if isinstance(job.code, Code) else Code.EXITED
         self._outcome = (state, Condition(code, job.reason))
         self._revoke_token()  # where a server stopped between the job's end and its token's
-        for stored in self.store.list_tasks(self.job_id):
-            task = self._tasks[(stored.role, stored.index)]
-            task.state, task.restarts = State(stored.state), stored.restarts
-            code = stored.code if isinstance(stored.code, Code) else Code.STARTED
-            task.condition = Condition(code, stored.reason)
-            attempt = self.backend.last_attempt(self.data_dir, self.job_id, task.key)
-            if not task.state.is_final and attempt is not None:
-                self._adopt(task, attempt)
+        with self._together():  # every adopted task in one write
+            for stored in self.store.list_tasks(self.job_id):
+                task = self._tasks[(stored.role, stored.index)]
+                task.state, task.restarts = State(stored.state), stored.restarts
+                code = stored.code if isinstance(stored.code, Code) else Code.STARTED
+                task.condition = Condition(code, stored.reason)
+                attempt = self.backend.last_attempt(self.data_dir, self.job_id, task.key)
+                if not task.state.is_final and attempt is not None:
+                    self._adopt(task, attempt)
         keep = self.spec.tensorboard.keep_after if self.spec.tensorboard is not None else 0.0
         left = (job.finished_at or time.time()) + keep - time.time()
         self._after(max(0.0, left), lambda: self._terminate(lambda key: True))
@@ -566,32 +572,33 @@ class JobController:
         job.write_secret_files()
         job.make_task_folders()
         queued = self.backend.queues_tasks
-        for key, started in self.backend.start(job, self).items():
-            task = self._tasks[key]
-            if isinstance(started, NotStarted) and started.retry:  # its backend is away
-                again = f"{started.reason}; trying again in {START_AGAIN_AFTER:g}s"
-                self._set_task(task, task.state, Condition(Code.WAITING_FOR_RESOURCES, again))
-                self._after(START_AGAIN_AFTER, functools.partial(self._start_again, key))
-                continue
-            if isinstance(started, NotStarted):
-                failed = Reason.COULD_NOT_START.condition(started.reason)
-                self._set_task(task, State.FAILED, failed)
-                continue
-            task.alive, task.handle, task.started = True, started, time.time()
-            status = self.backend.describe(started)
-            task.where = f"on {self.placement.slot(*key).host} ({status.where})"
-            verb = "submitted" if queued else "started"
-            if task.restarts:
-                verb = f"re{verb} (restart {task.restarts})"
-            self._set_task(
-                task,
-                State.STARTING if queued else State.RUNNING,
-                Condition(Code.STARTED, f"{verb}, {status.where}"),
-                pid=status.pid,
-                started_at=time.time(),
-                restarts=task.restarts,
-                exit_code=None,
-            )
+        with self._together():
+            for key, started in self.backend.start(job, self).items():
+                task = self._tasks[key]
+                if isinstance(started, NotStarted) and started.retry:  # its backend is away
+                    again = f"{started.reason}; trying again in {START_AGAIN_AFTER:g}s"
+                    self._set_task(task, task.state, Condition(Code.WAITING_FOR_RESOURCES, again))
+                    self._after(START_AGAIN_AFTER, functools.partial(self._start_again, key))
+                    continue
+                if isinstance(started, NotStarted):
+                    failed = Reason.COULD_NOT_START.condition(started.reason)
+                    self._set_task(task, State.FAILED, failed)
+                    continue
+                task.alive, task.handle, task.started = True, started, time.time()
+                status = self.backend.describe(started)
+                task.where = f"on {self.placement.slot(*key).host} ({status.where})"
+                verb = "submitted" if queued else "started"
+                if task.restarts:
+                    verb = f"re{verb} (restart {task.restarts})"
+                self._set_task(
+                    task,
+                    State.STARTING if queued else State.RUNNING,
+                    Condition(Code.STARTED, f"{verb}, {status.where}"),
+                    pid=status.pid,
+                    started_at=time.time(),
+                    restarts=task.restarts,
+                    exit_code=None,
+                )
         if self.spec.progress is not None and not self._watching_progress:
             self._watching_progress = True
             self._after(self._progress_check_every(), self._check_progress)
@@ -678,14 +685,15 @@ class JobController:
             return
         placed_at = Condition(Code.STARTED, placed.note)
         task.where = placed.note.removeprefix("running ")
-        self._set_task(task, State.RUNNING, placed_at, address=placed.address)
-        if all(t.state is State.RUNNING for t in self._tasks.values() if t.alive):
-            self._mark_running()
+        with self._together():
+            self._set_task(task, State.RUNNING, placed_at, address=placed.address)
+            if all(t.state is State.RUNNING for t in self._tasks.values() if t.alive):
+                self._mark_running()
 
     def _mark_running(self) -> None:
         if self._outcome is None and not self._job_running:
             self._job_running = True
-            self.store.transition(self.job_id, State.RUNNING, Condition(Code.STARTED))
+            self._write(Change(State.RUNNING, Condition(Code.STARTED)))
 
     def _restart(self, keys: Iterable[TaskKey]) -> None:
         if self._outcome is not None:
@@ -804,7 +812,29 @@ class JobController:
 
     def _set_task(self, task: _Task, state: State, condition: Condition, **fields: object) -> None:
         task.state, task.condition = state, condition
-        self.store.transition(self.job_id, state, condition, task=task.key, **fields)
+        self._write(Change(state, condition, task.key, fields))
+
+    def _write(self, change: Change) -> None:
+        """Write ``change`` (see ``Store.transition``), or keep it for ``_together``'s end."""
+        if self._unwritten is not None:
+            self._unwritten.append(change)
+        else:
+            self.store.transitions(self.job_id, [change])
+
+    @contextmanager
+    def _together(self) -> Iterator[None]:
+        """The changes made inside, written in one transaction as it ends (a job's tasks
+        started together: one write, not one per task), in their order."""
+        if self._unwritten is not None:  # inside another: written as that one ends
+            yield
+            return
+        self._unwritten = []
+        try:
+            yield
+        finally:
+            changes, self._unwritten = self._unwritten, None
+            if changes:
+                self.store.transitions(self.job_id, changes)
 
     # -- the job --------------------------------------------------------------
 

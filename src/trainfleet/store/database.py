@@ -35,6 +35,7 @@ from trainfleet.store.migrate import ensure_current
 from trainfleet.store.paging import decode_cursor, encode_cursor
 from trainfleet.store.secrets import SecretStore
 from trainfleet.store.targets import Target, parse_target
+from trainfleet.store.transitions import Change
 from trainfleet.store.workflows import WorkflowStore
 
 __all__ = ["Store", "StoreConflict", "StoreError", "StoreUnavailable", "patiently"]
@@ -165,12 +166,24 @@ class Store:
         it waited; a job moved back to ``queued`` (preempted) takes its ended tasks back to
         ``queued`` with it: they all run again when it is admitted.
         """
-        changed = self._db.write(
-            lambda db: transitions.transition(db, job_id, state, condition, task, fields)
-        )
-        if changed and task is None and state.is_final:
+        return self.transitions(job_id, [Change(state, condition, task, fields)])[0]
+
+    def transitions(self, job_id: str, changes: Sequence[Change]) -> list[bool]:
+        """Several of the job's changes (``transition``'s), in their order and in one
+        transaction; whether each was made."""
+
+        def write(db: Transaction) -> list[bool]:
+            return [
+                transitions.transition(db, job_id, c.state, c.condition, c.task, c.fields)
+                for c in changes
+            ]
+
+        made = self._db.write(write)
+        if any(
+            m and c.task is None and c.state.is_final for m, c in zip(made, changes, strict=True)
+        ):
             self._job_ended(job_id)
-        return changed
+        return made
 
     def on_job_end(self, listener: Callable[[str], object]) -> None:
         """Call ``listener(job_id)`` after each job's end (or deletion) this store writes;

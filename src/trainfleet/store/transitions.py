@@ -8,12 +8,25 @@ cancelled) is never left: the UPDATE matches no row then, and nothing is written
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass, field
 from typing import Any
 
 from trainfleet.domain.conditions import Condition
 from trainfleet.domain.records import FINAL_STATES, State
 from trainfleet.store import queries, schema
 from trainfleet.store.connection import Transaction
+
+
+@dataclass(frozen=True)
+class Change:
+    """One change of a job's state (``task``: of that task of it), with the fields that go
+    with it (``finished_at``, ``pid``...); see ``transition``."""
+
+    state: State
+    condition: Condition
+    task: tuple[str, int] | None = None
+    fields: dict[str, Any] = field(default_factory=dict)
+
 
 TASK_KEY = 'job_id = :job_id AND role = :role AND "index" = :index'
 NOT_FINAL = "state NOT IN (" + ", ".join(f"'{state.value}'" for state in FINAL_STATES) + ")"
