@@ -150,7 +150,8 @@ async def submit_job(
         stored = jobs.submit_soon(
             who.caller, spec, team, directory if workdir is not None else None, loaded.source
         )
-        job = await asyncio.wrap_future(stored)
+        # Shielded: a caller that hangs up does not unmake a job that may be stored already.
+        job = await asyncio.shield(asyncio.wrap_future(stored))
     change.target = job.id
     metrics.submissions.labels(job.source).inc()
     response.headers["Location"] = f"{API_PREFIX}/jobs/{job.id}"
