@@ -209,7 +209,8 @@ class Engine:
                 if fill_workdir is not None:
                     fill_workdir(own)
                 runs_in = workdir if workdir is not None and fill_workdir is None else own
-                job = self._store_new(job_id, spec, runs_in, source, user, team)
+                job, tasks = self._records(job_id, spec, runs_in, source, user, team)
+                self.store.add_job(job, tasks)
             except BaseException as error:
                 if fill_workdir is not None:  # nothing half-stored
                     shutil.rmtree(own, ignore_errors=True)
@@ -323,19 +324,6 @@ class Engine:
                         "ended: name another, or set checkpoint.shared: true on both",
                         field="checkpoint.path",
                     )
-
-    def _store_new(
-        self,
-        job_id: str,
-        spec: JobSpec,
-        workdir: Path,
-        source: str,
-        user: str | None,
-        team: str,
-    ) -> JobRecord:
-        job, tasks = self._records(job_id, spec, workdir, source, user, team)
-        self.store.add_job(job, tasks)
-        return job
 
     def _records(
         self,
