@@ -14,7 +14,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Future
-from functools import cached_property, partial
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -119,6 +119,10 @@ class Engine:
         self._queues = _stored_queues(self.store)
         self._admitter: Admitter | None = None
         self._admitter_built = threading.Lock()
+        self.submissions = SubmissionWriter(
+            self.store, lambda stored: self._queue((new.job, new.spec) for new in stored)
+        )
+        """Stores ``submit_soon``'s jobs, many per transaction (its thread starts then)."""
 
     @property
     def admitter(self) -> Admitter:
@@ -218,7 +222,7 @@ class Engine:
                     continue
                 raise
             if start:
-                self._queue(job, spec)
+                self._queue([(job, spec)])
             return job
         raise StoreConflict(f"no free job id for {spec.name!r} after {ID_TRIES} tries")
 
@@ -263,18 +267,6 @@ class Engine:
                 answer.set_result(new.result())
 
         self.submissions.add(NewJob(job, tasks, spec)).add_done_callback(stored)
-
-    @cached_property
-    def submissions(self) -> SubmissionWriter:
-        """The thread that stores ``submit_soon``'s jobs, many per transaction."""
-        return SubmissionWriter(self.store, self._queue_stored)
-
-    def _queue_stored(self, stored: Sequence[NewJob]) -> None:
-        """Queue stored jobs for admission, under one hold of the admitter's lock."""
-        with self.admitter.lock:
-            for new in stored:
-                self.scheduler.submit(queueing.gang_job(new.job.id, new.spec, new.job.created_at))
-        self.admitter.wake()
 
     def _admissible(self, spec: JobSpec, workdir: Path | None, team: str) -> JobSpec:
         """``spec`` as it will wait, if it can be stored: Unschedulable, DiskFull, BadInput
@@ -422,7 +414,7 @@ class Engine:
     def start(self, job_id: str) -> None:
         """Queue a stored job for admission; it runs on a background thread once admitted."""
         job = self.get(job_id)
-        self._queue(job, JobSpec.model_validate_json(job.spec))
+        self._queue([(job, JobSpec.model_validate_json(job.spec))])
 
     def admit_beside(self, job_id: str, others: Sequence[JobRecord]) -> Condition | None:
         """Queue a stored job here if it fits beside ``others`` (jobs that other processes
@@ -450,7 +442,7 @@ class Engine:
                     lacks = _held_elsewhere(gang.total.shortfall(cluster.free), others)
                     return Condition(Code.WAITING_FOR_RESOURCES, lacks)
                 cluster.release(job_id)
-                self._queue(job, spec)
+                self._queue([(job, spec)])
             self.admitter.wait(lambda: job_id not in self.scheduler.pending(), PASS_SECONDS)
             deadline = time.monotonic() + ADMIT_SECONDS
             while self.get(job_id).state == State.QUEUED and time.monotonic() < deadline:
@@ -471,9 +463,11 @@ class Engine:
                 self.scheduler.finished(other.id)
                 self.scheduler.withdraw(other.id)
 
-    def _queue(self, job: JobRecord, spec: JobSpec) -> None:
+    def _queue(self, jobs: Iterable[tuple[JobRecord, JobSpec]]) -> None:
+        """Queue stored jobs for admission, under one hold of the admitter's lock."""
         with self.admitter.lock:
-            self.scheduler.submit(queueing.gang_job(job.id, spec, job.created_at))
+            for job, spec in jobs:
+                self.scheduler.submit(queueing.gang_job(job.id, spec, job.created_at))
         self.admitter.wake()
 
     def _launch(self, admissions: Sequence[Admission]) -> dict[str, Exception]:

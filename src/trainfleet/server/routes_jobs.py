@@ -39,10 +39,11 @@ from trainfleet.workdirs.store import DIGEST, WorkdirStore, whose
 
 MAX_PAGE = 1000
 INLINE_TEXT = 16 << 10
-"""Job texts up to this many characters are read and stored on the event loop, longer
-ones in a worker thread."""
+"""Job texts up to this many characters are read on the event loop and stored by the
+engine's submission writer, longer ones read and stored in a worker thread."""
 INLINE_TASKS = 64
-"""Jobs of up to this many tasks are stored on the event loop, larger ones not."""
+"""Jobs of up to this many tasks are stored by the submission writer, larger ones in a
+worker thread."""
 LABEL = re.compile(r"^[^=]+=.*$", re.DOTALL)
 
 SUBMIT_BODY: dict[str, Any] = {
@@ -120,9 +121,9 @@ async def submit_job(
         limits=settings.limits,
         json_only=media_type == "application/json",
     )
-    # Small jobs on the event loop, like the quick reads: parsing and one short
-    # transaction cost less than a trip to a worker thread (benchmarks/api.py: 15% more
-    # submissions/s). Large ones in a worker thread, so that other requests go on.
+    # Small jobs are read on the event loop, like the quick reads (cheaper than a trip to a
+    # worker thread), and stored by the engine's submission writer, many per transaction,
+    # while the loop serves on. Large ones in a worker thread, so that other requests go on.
     large = len(text) > INLINE_TEXT
     loaded = await run_in_threadpool(read) if large else read()
     change.team = jobs.team_of_queue(loaded.spec.queue)
@@ -133,23 +134,15 @@ async def submit_job(
     runs_in = workdirs.path(whom, tree) if tree is not None else directory
     settings.host_paths.check(spec, runs_in, in_place=workdir is not None)
     change.team, change.detail = team, f"{spec.name} in queue {spec.queue}"
-    submit = partial(
-        jobs.submit,
-        who.caller,
-        spec,
-        team,
-        directory if workdir is not None else None,  # None: an empty folder of its own
-        loaded.source,
-        fill_workdir=fill,
-    )
+    in_place = directory if workdir is not None else None  # None: an empty folder of its own
     tasks = sum(role.replicas for role in loaded.spec.roles.values())
-    slow = large or tasks > INLINE_TASKS or fill is not None
-    if slow:
+    if large or tasks > INLINE_TASKS or fill is not None:
+        submit = partial(
+            jobs.submit, who.caller, spec, team, in_place, loaded.source, fill_workdir=fill
+        )
         job = await run_in_threadpool(submit)
     else:
-        stored = jobs.submit_soon(
-            who.caller, spec, team, directory if workdir is not None else None, loaded.source
-        )
+        stored = jobs.submit_soon(who.caller, spec, team, in_place, loaded.source)
         # Shielded: a caller that hangs up does not unmake a job that may be stored already.
         job = await asyncio.shield(asyncio.wrap_future(stored))
     change.target = job.id
