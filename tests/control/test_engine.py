@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -11,7 +13,7 @@ from helpers import process_group_alive, wait_for
 
 from trainfleet.control.engine import Engine
 from trainfleet.domain.conditions import Code, Condition
-from trainfleet.domain.records import JobActive, JobNotFound, State
+from trainfleet.domain.records import JobActive, JobNotFound, JobRecord, State
 from trainfleet.spec.models import JobSpec
 from trainfleet.store.transitions import Change
 
@@ -84,6 +86,38 @@ def test_resume_requeues_waiting_jobs_and_leaves_other_processes_jobs(
     assert engine.get(elsewhere.id).state == State.RUNNING
     assert elsewhere.id not in engine.runner.running()
     assert all(task.pid is None for task in engine.tasks(elsewhere.id))
+
+
+def test_while_a_resume_is_expected_no_job_is_stored_or_stopped_before_it_reads(
+    engine: Engine, tmp_path: Path
+) -> None:
+    """A server serves while it resumes. A job stored before the resume read the stored
+    jobs was queued by its submission and by the resume, and ran twice (seen in CI: a
+    workflow's step killed by its twin); a cancel could act on a job not picked up yet."""
+    left = engine.submit(SLEEPERS, tmp_path)  # queued when the last server was killed
+    engine.expect_resume()
+    quick = _spec("name: quick\nroles:\n  worker: {command: 'true'}\n")
+    submitted: list[JobRecord] = []
+    cancelled: list[JobRecord] = []
+    calls = [
+        threading.Thread(target=lambda: submitted.append(engine.submit(quick, None, start=True))),
+        threading.Thread(target=lambda: cancelled.append(engine.cancel(left.id))),
+    ]
+    for call in calls:
+        call.start()
+    soon = engine.submit_soon(quick, None)
+    time.sleep(0.5)
+    assert all(call.is_alive() for call in calls) and not soon.done()
+    assert [job.id for job in engine.store.list_jobs()] == [left.id]
+
+    assert engine.resume_jobs() == []
+    for call in calls:
+        call.join(timeout=30)
+    assert cancelled[0].state == State.CANCELLED
+    for job in [submitted[0], soon.result(timeout=30)]:
+        assert engine.wait(job.id, timeout=30).state == State.SUCCEEDED
+        starts = [e for e in engine.events(job.id) if e.state == State.STARTING]
+        assert len(starts) == 1, f"{job.id} started {len(starts)} times"
 
 
 def test_delete_forgets_an_ended_job_and_its_logs(engine: Engine, tmp_path: Path) -> None:

@@ -16,7 +16,7 @@ import pytest
 from helpers import wait_for
 
 from trainfleet.client import Client, Conflict
-from trainfleet.domain.workflow_records import RunCode, RunState, StepState
+from trainfleet.domain.workflow_records import RunCode, RunRecord, RunState, StepState
 from trainfleet.workflows.driver import RUN_LABEL, TRY_LABEL
 
 ADMIN_TOKEN = "workflow-runs-admin-token-0123456789abcdef"
@@ -255,6 +255,7 @@ def test_a_one_minute_schedule_runs_once_a_minute_across_a_kill_9(tmp_path: Path
             for run in runs:
                 client.wait_run(run.id, 0.2)
             runs = sorted(client.workflow_runs("default", "minutely"), key=lambda r: r.number)
+            why = _why_not_succeeded(client, runs)
     finally:
         server.stop()  # type: ignore[attr-defined]
     assert [(run.number, run.scheduled_for) for run in runs] == [
@@ -262,7 +263,23 @@ def test_a_one_minute_schedule_runs_once_a_minute_across_a_kill_9(tmp_path: Path
         (2, first_time + 60),
     ]
     assert [run.trigger for run in runs] == [RunCode.SCHEDULED, RunCode.SCHEDULED]
-    assert {run.state for run in runs} == {"succeeded"}
+    assert {run.state for run in runs} == {"succeeded"}, why
+
+
+def _why_not_succeeded(client: Client, runs: list[RunRecord]) -> list[str]:
+    """For a failed assertion: each unsuccessful run's reason and its jobs' events."""
+    why = []
+    for run in runs:
+        if run.state == "succeeded":
+            continue
+        why.append(f"run {run.number}: {run.state} {run.code} {run.reason}")
+        for step in client.workflow_run(run.id).steps:
+            for job_id in step.jobs:
+                why += [
+                    f"  {job_id}: {e.state} {e.task} {e.code} {e.message}"
+                    for e in client.events(job_id)
+                ]
+    return why
 
 
 def test_each_change_to_a_workflow_is_in_the_audit_trail(

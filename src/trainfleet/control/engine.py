@@ -119,8 +119,13 @@ class Engine:
         self._queues = _stored_queues(self.store)
         self._admitter: Admitter | None = None
         self._admitter_built = threading.Lock()
+        self._left_read = threading.Event()
+        """Clear between ``expect_resume`` and the resume's reading of the stored jobs."""
+        self._left_read.set()
         self.submissions = SubmissionWriter(
-            self.store, lambda stored: self._queue((new.job, new.spec) for new in stored)
+            self.store,
+            lambda stored: self._queue((new.job, new.spec) for new in stored),
+            before=self._left_read.wait,
         )
         """Stores ``submit_soon``'s jobs, many per transaction (its thread starts then)."""
 
@@ -204,6 +209,7 @@ class Engine:
         directory's disk has no room for it.
         """
         spec = self._admissible(spec, workdir, team)
+        self._left_read.wait()
         for _ in range(ID_TRIES):
             job_id = f"{spec.name}-{secrets.token_hex(4)}"
             own = self.data_dir.job_dir(job_id) / "workdir"
@@ -570,6 +576,16 @@ class Engine:
         else:
             self.admitter.finished(job_id)
 
+    def expect_resume(self) -> None:
+        """Store no new job and stop none until ``resume_jobs`` (which a server runs on a
+        thread of its own, while it serves) has read the jobs the last process left.
+
+        A job stored before that read would be queued twice (by its submission and by the
+        resume), and run twice; a cancel would act on a job not picked up yet. A server
+        calls this before it serves.
+        """
+        self._left_read.clear()
+
     def resume(self) -> list[str]:
         """Pick up what an earlier process of this data directory left: ``sweep_tokens``,
         then ``resume_jobs``. Returns the ids of the adopted jobs."""
@@ -587,45 +603,55 @@ class Engine:
         Jobs that were running with supervised tasks (a server's) are adopted where they
         run; jobs that were waiting wait again, in their old order. Whatever admits,
         starts or stops a job waits until all are picked up (the admission lock is held
-        meanwhile). Returns the ids of the adopted jobs once their controllers have
-        adopted their tasks.
+        meanwhile), and no job is stored before they are read (``expect_resume``).
+        Returns the ids of the adopted jobs once their controllers have adopted their tasks.
         """
-        resumed, waiting, adopting = [], [], []
-        with self.admitter.lock:
-            running = set(self.runner.running())
-            for job in self.store.unfinished_jobs():
-                if job.id in running:
-                    continue
-                if self._embedded(job.id):
-                    continue  # an embedded `trainfleet run`'s, waiting or running there
-                spec = JobSpec.model_validate_json(job.spec)
-                gang = queueing.gang_job(job.id, spec, job.created_at)
-                if job.state == State.QUEUED:
-                    waiting.append(gang)
-                    continue
-                if not self.data_dir.run_dir(job.id).is_dir():
-                    continue  # run by another process (an embedded `trainfleet run`)
-                adopting.append((job, spec, gang))
-            ids = [job.id for job, _, _ in adopting]  # their tasks and events read at once:
-            tasks = self.store.tasks_of(ids)
-            counted = self.store.events_of(ids, COUNTED_STATES, COUNTED_CODES)
-            for job, spec, gang in adopting:
-                stored = Stored(job, tasks.get(job.id, []), counted.get(job.id, []))
-                self.scheduler.adopt(gang, self._allocations(job.id, gang, stored.tasks))
-                self._hold_ports(job, stored.tasks)
-                make = partial(self._controller_of, job, spec, stored)
-                self.runner.start(job.id, resume=True, make=make)
-                resumed.append(job.id)
-            for job_id in self.store.lingering():  # services in their keep_after
-                if self.data_dir.run_dir(job_id).is_dir() and not self._embedded(job_id):
-                    self.runner.start(job_id, resume=True)
-                    resumed.append(job_id)
-            if self.firewall is not None:  # rules of jobs that ended while none ran go
-                self.firewall.reconcile([*resumed, *self.runner.running()])
-            for gang in waiting:
-                self.scheduler.submit(gang)
+        try:
+            with self.admitter.lock:
+                left = self.store.unfinished_jobs()
+                self._left_read.set()  # new jobs are stored again, queued once this ends
+                resumed = self._pick_up(left)
+        finally:
+            self._left_read.set()  # also where the read failed (the server stops then)
         self.admitter.wake()
         self.runner.wait_begun(resumed)
+        return resumed
+
+    def _pick_up(self, left: Sequence[JobRecord]) -> list[str]:
+        """``resume_jobs``' work on the unfinished jobs ``left`` (admission lock held)."""
+        resumed, waiting, adopting = [], [], []
+        running = set(self.runner.running())
+        for job in left:
+            if job.id in running:
+                continue
+            if self._embedded(job.id):
+                continue  # an embedded `trainfleet run`'s, waiting or running there
+            spec = JobSpec.model_validate_json(job.spec)
+            gang = queueing.gang_job(job.id, spec, job.created_at)
+            if job.state == State.QUEUED:
+                waiting.append(gang)
+                continue
+            if not self.data_dir.run_dir(job.id).is_dir():
+                continue  # run by another process (an embedded `trainfleet run`)
+            adopting.append((job, spec, gang))
+        ids = [job.id for job, _, _ in adopting]  # their tasks and events read at once:
+        tasks = self.store.tasks_of(ids)
+        counted = self.store.events_of(ids, COUNTED_STATES, COUNTED_CODES)
+        for job, spec, gang in adopting:
+            stored = Stored(job, tasks.get(job.id, []), counted.get(job.id, []))
+            self.scheduler.adopt(gang, self._allocations(job.id, gang, stored.tasks))
+            self._hold_ports(job, stored.tasks)
+            make = partial(self._controller_of, job, spec, stored)
+            self.runner.start(job.id, resume=True, make=make)
+            resumed.append(job.id)
+        for job_id in self.store.lingering():  # services in their keep_after
+            if self.data_dir.run_dir(job_id).is_dir() and not self._embedded(job_id):
+                self.runner.start(job_id, resume=True)
+                resumed.append(job_id)
+        if self.firewall is not None:  # rules of jobs that ended while none ran go
+            self.firewall.reconcile([*resumed, *self.runner.running()])
+        for gang in waiting:
+            self.scheduler.submit(gang)
         return resumed
 
     def _hold_ports(self, job: JobRecord, tasks: Sequence[TaskRecord]) -> None:
@@ -674,6 +700,7 @@ class Engine:
 
         Raises JobActive for a job that another live process runs (stop it there).
         """
+        self._left_read.wait()  # then the resume holds the lock: this waits until it ends
         with self.admitter.lock:  # no pass can start the job while this looks at it
             self.admitter.wait_launched(job_id)  # one admitted just now: started, or back
             job = self.get(job_id)

@@ -40,11 +40,18 @@ class NewJob:
 
 class SubmissionWriter:
     """Stores queued ``NewJob``s on its own thread, many per transaction; ``then`` gets
-    each stored batch (before their futures are done)."""
+    each stored batch (before their futures are done); ``before()`` is called before each
+    write (it waits while no job may be stored)."""
 
-    def __init__(self, store: Store, then: Callable[[Sequence[NewJob]], None]) -> None:
+    def __init__(
+        self,
+        store: Store,
+        then: Callable[[Sequence[NewJob]], None],
+        before: Callable[[], object] = lambda: None,
+    ) -> None:
         self.store = store
         self.then = then
+        self.before = before
         self._queue: queue.SimpleQueue[NewJob] = queue.SimpleQueue()
         self._thread = threading.Thread(target=self._run, name="submissions", daemon=True)
         self._started = threading.Lock()
@@ -65,6 +72,7 @@ class SubmissionWriter:
                     batch.append(self._queue.get_nowait())
                 except queue.Empty:
                     break
+            self.before()
             self._write(batch)
 
     def _write(self, batch: list[NewJob]) -> None:

@@ -4,7 +4,8 @@ With thousands of running jobs, adopting them all takes seconds: meanwhile ``/he
 answers (the process is alive) and ``/readyz`` says not ready. Requests that read are
 served from the store; those that admit, start or stop a job wait until the jobs are
 picked up (``Engine.resume_jobs`` holds the admission lock throughout), so none sees a
-half-resumed engine.
+half-resumed engine; and no new job is stored before the stored ones are read
+(``Engine.expect_resume``), so none is queued twice.
 """
 
 from __future__ import annotations

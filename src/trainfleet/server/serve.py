@@ -163,6 +163,7 @@ def serve(
     ``admin_token``: the first administrator's token (TRAINFLEET_ADMIN_TOKEN; else one is
     made and shown once).
     """
+    engine.expect_resume()  # it runs while the server serves (``server.resumption``)
     for queue in queues.queues if queues else []:
         engine.set_queue(queue)
     if engine.secrets is not None:
