@@ -202,13 +202,15 @@ def test_a_role_s_own_restart_policy_wins(
     assert task.restarts == restarts
 
 
-def test_the_tasks_started_together_are_written_together(
+def test_a_job_s_first_start_is_one_write_and_reads_no_events(
     engine: Engine, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A job's three tasks, started by one call of the backend, move to running in one
-    transaction (one per task before: a job of 100 tasks made 100 writes to start)."""
+    transaction with the job (a job of 100 tasks made 101 writes to start); and a job that
+    never ran has no restarts to count: its events are not read."""
     writes: list[list[str]] = []
-    transitions = engine.store.transitions
+    transitions, events_of = engine.store.transitions, engine.store.events_of
+    read: list[list[str]] = []
 
     def counted(job_id: str, changes: Sequence[Change]) -> list[bool]:
         writes.append(
@@ -216,13 +218,19 @@ def test_the_tasks_started_together_are_written_together(
         )
         return transitions(job_id, changes)
 
+    def reading(ids: list[str], *args: object) -> object:
+        read.append(ids)
+        return events_of(ids, *args)
+
     monkeypatch.setattr(engine.store, "transitions", counted)
+    monkeypatch.setattr(engine.store, "events_of", reading)
     job = engine.submit(
         _spec("name: three\nroles:\n  worker: {replicas: 3, command: sleep 600}\n"), tmp_path
     )
     engine.start(job.id)
     wait_for(lambda: engine.get(job.id).state == State.RUNNING, what="the job running")
-    started = ["worker/0 running", "worker/1 running", "worker/2 running"]
-    assert started in writes, writes
+    started = ["worker/0 running", "worker/1 running", "worker/2 running", State.RUNNING]
+    assert writes == [[State.STARTING], started], writes
+    assert read == []
     engine.cancel(job.id)
     assert engine.wait(job.id, timeout=30).state == State.CANCELLED

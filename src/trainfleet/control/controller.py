@@ -158,6 +158,7 @@ class JobController:
         server: ServerAccess | None = None,
         owner: str = "",
         stored: Stored | None = None,
+        first_run: bool = False,
     ) -> None:
         """``base``: where its tasks' environments start (see ``environments.task_base``);
         ``environments``: where the Python environments its roles ask for are built;
@@ -168,7 +169,9 @@ class JobController:
         GPU health is known here); ``server``: where a notebook job's notebook reaches its
         server, which it does with a token of ``owner`` (its user) made when it starts and
         revoked when the job ends (``notebook_tokens``); ``stored``: the job and its tasks
-        as read just now, which ``begin`` uses instead of reading them again."""
+        as read just now, which ``begin`` uses instead of reading them again;
+        ``first_run``: the job never began before (no restart of it is counted, no attempt
+        of its tasks looked for)."""
         self.job_id = job_id
         self.spec = spec
         self.placement = placement
@@ -199,6 +202,7 @@ class JobController:
         """Whether the job was marked running (once all its tasks ran)."""
         self._unwritten: list[Change] | None = None
         """Changes made inside ``_together``, written as it ends."""
+        self._first_run = first_run
         self._job_restart_at: float | None = None
         """While the whole job restarts (scope 'job'): when its tasks may start again."""
         self._watching_progress = False
@@ -328,13 +332,15 @@ class JobController:
         self._hand_over()  # a team's own environment may be built from its folder
         if not self._setup():
             return
-        self._count_restarts(requeued=True)
-        self._start(self._tasks)
-        self._follow_rounds()
-        self._check_gpus()
-        self._watch_deadline(time.time())  # time waiting in a cluster's queue counts too
-        if not self.backend.queues_tasks:
-            self._mark_running()
+        if not self._first_run:
+            self._count_restarts(requeued=True)
+        with self._together():  # its tasks started and the job running: one write
+            self._start(self._tasks)
+            self._follow_rounds()
+            self._check_gpus()
+            self._watch_deadline(time.time())  # time waiting in a cluster's queue counts too
+            if not self.backend.queues_tasks:
+                self._mark_running()
 
     def _watch_deadline(self, started_at: float) -> None:
         if self.spec.deadline is not None:

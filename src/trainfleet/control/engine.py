@@ -392,6 +392,7 @@ class Engine:
             server=server,
             owner=job.user,
             stored=stored,
+            first_run=job.started_at is None,
         )
 
     def _builders(self, team: str) -> Builders | None:
