@@ -28,6 +28,8 @@ from trainfleet.client import Client
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 TIMEOUT = 300  # seconds; each example takes about 10 on two slow cores
+EPOCHS = 24
+"""Epochs of the examples killed mid-training."""
 
 pytestmark = pytest.mark.slow
 
@@ -189,8 +191,10 @@ def test_an_example_resumes_from_its_last_epoch_after_a_task_is_killed(
     pytest.importorskip("torch" if example == "torch_ddp" else "tensorflow")
     shutil.copy(EXAMPLES / example / "train.py", tmp_path)
     job = (EXAMPLES / example / "job.yaml").read_text()
-    epochs, count = re.subn(r"(?m)^env: \{", 'env: {EPOCHS: "12", ', job)
-    (tmp_path / "job.yaml").write_text(epochs if count else job + 'env: {EPOCHS: "12"}\n')
+    # Epochs enough that the kill, a `describe` after epoch 3, lands before the training
+    # ends on a loaded machine (with 12, a chief once finished first: no ps was missed).
+    epochs, count = re.subn(r"(?m)^env: \{", f'env: {{EPOCHS: "{EPOCHS}", ', job)
+    (tmp_path / "job.yaml").write_text(epochs if count else job + f'env: {{EPOCHS: "{EPOCHS}"}}\n')
     env = {**os.environ, "TRAINFLEET_DATA_DIR": str(tmp_path / "data")}
     run = subprocess.Popen(
         [sys.executable, "-m", "trainfleet", "run", str(tmp_path / "job.yaml")],
@@ -223,7 +227,7 @@ def test_an_example_resumes_from_its_last_epoch_after_a_task_is_killed(
     assert resumed >= 2, said  # epoch 3 was printed, so epoch 2 was committed
     printed = [int(epoch) for (epoch, _) in numbers(said, r"^epoch (\d+): loss=([\d.]+)")]
     assert len(printed) - len(set(printed)) <= 1, said  # at most one epoch computed again
-    assert printed[-1] == 12 and sorted(set(printed)) == list(range(1, 13)), said
+    assert printed[-1] == EPOCHS and sorted(set(printed)) == list(range(1, EPOCHS + 1)), said
     assert any(line.startswith(done) for line in said), said
 
 
