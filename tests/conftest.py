@@ -36,6 +36,9 @@ def pytest_configure() -> None:
     # `trainfleet` runs in its own process: no warm starter outlives a test (tests/starter/
     # turn it on, each in a private folder)
     os.environ["TRAINFLEET_STARTER"] = "off"
+    # A process the tests start that aborts or crashes shows every thread's stack (CI saw
+    # `trainfleet run` abort with nothing on its stderr)
+    os.environ["PYTHONFAULTHANDLER"] = "1"
 
 
 SHARED_CLUSTERS = ("slurm", "kubernetes")

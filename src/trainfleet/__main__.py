@@ -1,5 +1,5 @@
 """``python -m trainfleet``."""
 
-from trainfleet.cli.main import main
+from trainfleet.cli.main import run_and_exit
 
-main()
+run_and_exit()

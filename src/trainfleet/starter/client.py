@@ -158,13 +158,12 @@ def main() -> None:
             sys.exit(130)
         if code is not None:
             sys.exit(code)
-    from trainfleet.cli.main import main as in_this_process
+    from trainfleet.cli.main import exit_status
 
-    try:
-        in_this_process()
-    finally:
-        for folder, name in later:  # after the command: its imports would compete with ours
-            try:  # noqa: SIM105
-                start_starter(folder, name)
-            except OSError:
-                pass
+    code = exit_status()
+    for folder, name in later:  # after the command: its imports would compete with ours
+        try:  # noqa: SIM105
+            start_starter(folder, name)
+        except OSError:
+            pass
+    os._exit(code)  # as ``cli.main.run_and_exit``: without the interpreter's teardown

@@ -3,7 +3,6 @@ ended. Whatever fails before the command starts is answered ``no``: the client r
 
 from __future__ import annotations
 
-import atexit
 import contextlib
 import os
 import resource
@@ -75,22 +74,15 @@ def _relay(conn: socket.socket) -> None:
             os.kill(os.getpid(), number)
 
 
-def _exit_code(error: SystemExit) -> int:
-    if error.code is None:
-        return 0
-    if isinstance(error.code, int):
-        return error.code
-    print(error.code, file=sys.stderr)
-    return 1
-
-
 def become(conn: socket.socket, fields: dict[str, bytes]) -> NoReturn:
     """Run the client's command in this process, then end it: never returns, whatever is
     raised (the starter's own loop must not go on in a child)."""
     code = 1
     try:
         if _taken_over(conn, fields):
-            code = _command()
+            from trainfleet.cli.main import exit_status
+
+            code = exit_status()
             with contextlib.suppress(OSError):
                 conn.sendall(f"exit {code}\n".encode())
     finally:
@@ -112,26 +104,3 @@ def _taken_over(conn: socket.socket, fields: dict[str, bytes]) -> bool:
     _take_streams(fds)
     threading.Thread(target=_relay, args=(conn,), daemon=True).start()
     return True
-
-
-def _command() -> int:
-    """The CLI's exit status, as the interpreter would end it."""
-    try:
-        from trainfleet.cli.main import main
-
-        main()
-        return 0
-    except SystemExit as error:
-        return _exit_code(error)
-    except KeyboardInterrupt:
-        return 130
-    except BaseException:  # the traceback, status 1
-        import traceback
-
-        traceback.print_exc()
-        return 1
-    finally:
-        atexit._run_exitfuncs()  # what the interpreter runs at its exit
-        for stream in (sys.stdout, sys.stderr):
-            with contextlib.suppress(OSError, ValueError):
-                stream.flush()
