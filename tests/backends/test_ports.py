@@ -8,10 +8,14 @@ import shlex
 import shutil
 import subprocess
 import sys
+import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from helpers import missing
+
+from trainfleet.backends.supervision import ports
 
 PORT_JOBS = Path(__file__).with_name("port_jobs.py")
 PORT_ADOPT = Path(__file__).with_name("port_adopt.py")
@@ -92,3 +96,34 @@ def test_an_adopted_job_keeps_its_ports_until_it_ends(reap: Path) -> None:
         f"stopped {held}: cancelled",
         "1 succeeded worker/0 succeeded",
     ]
+
+
+@pytest.fixture
+def kernel_settings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Path, Path]]:
+    """The kernel's ephemeral range and reserved ports, as files of this test's."""
+    found = tmp_path / "ip_local_port_range", tmp_path / "ip_local_reserved_ports"
+    monkeypatch.setattr(ports, "EPHEMERAL_RANGE", found[0])
+    monkeypatch.setattr(ports, "RESERVED_PORTS", found[1])
+    read = (ports.ephemeral_range, ports.reserved_ports)
+    for settings in read:
+        settings.cache_clear()  # type: ignore[attr-defined]
+    yield found
+    for settings in read:
+        settings.cache_clear()  # type: ignore[attr-defined]
+
+
+def test_the_kernel_s_port_settings_are_read_again_once_a_second(
+    kernel_settings: tuple[Path, Path],
+) -> None:
+    """A burst takes ports for hundreds of jobs a second, and reading the two settings was
+    most of each take: they are read at most once a second, and a change is seen then."""
+    port_range, reserved = kernel_settings
+    port_range.write_text("40000\t40999\n")
+    reserved.write_text("40000-40499\n")
+    pool = ports.PortPool()
+    assert all(40500 <= port <= 40999 for port in pool.take("a", 20))
+    port_range.write_text("41000\t41999\n")
+    reserved.write_text("\n")
+    assert all(40500 <= port <= 40999 for port in pool.take("b", 20)), "as read a moment ago"
+    time.sleep(ports.KERNEL_SECONDS + 0.1)
+    assert all(41000 <= port <= 41999 for port in pool.take("c", 20))

@@ -54,10 +54,12 @@ class TaskBase:
         else:
             env = {name: source[name] for name in BASE_VARIABLES if source.get(name)}
             env.setdefault("PATH", DEFAULT_PATH)
-            env.setdefault("HOME", str(Path.home()))
             env.setdefault("LANG", "C.UTF-8")
-            env.setdefault("USER", getpass.getuser())
             env.setdefault("TMPDIR", "/tmp")
+            if "HOME" not in env:  # looked up only where missing: it is once per task
+                env["HOME"] = str(Path.home())
+            if "USER" not in env:
+                env["USER"] = getpass.getuser()
         if self.python:
             first = os.path.dirname(os.path.abspath(self.python))
             env["PATH"] = os.pathsep.join([first, env.get("PATH", DEFAULT_PATH)])

@@ -21,6 +21,8 @@ from collections.abc import Hashable, Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
+from cachetools import TTLCache, cached
+
 if TYPE_CHECKING:
     from trainfleet.backends.api import Address
     from trainfleet.scheduling.placement import TaskKey
@@ -31,6 +33,9 @@ Key = TypeVar("Key", bound=Hashable)
 EPHEMERAL_RANGE = Path("/proc/sys/net/ipv4/ip_local_port_range")
 RESERVED_PORTS = Path("/proc/sys/net/ipv4/ip_local_reserved_ports")
 DEFAULT_RANGE = (32768, 60999)  # Linux's own default, where /proc cannot be read
+KERNEL_SECONDS = 1.0
+"""How long the kernel's port settings, as read, are used before they are read again: a
+burst takes ports for hundreds of jobs a second, and the two reads were most of each take."""
 
 
 class NoFreePort(OSError):
@@ -150,6 +155,7 @@ def free_port() -> int:
     return port
 
 
+@cached(TTLCache(maxsize=1, ttl=KERNEL_SECONDS), lock=threading.Lock())
 def ephemeral_range() -> tuple[int, int]:
     """The kernel's range of ports for ``bind(0)`` and outgoing connections."""
     try:
@@ -159,17 +165,18 @@ def ephemeral_range() -> tuple[int, int]:
     return low, high
 
 
-def reserved_ports() -> set[int]:
+@cached(TTLCache(maxsize=1, ttl=KERNEL_SECONDS), lock=threading.Lock())
+def reserved_ports() -> frozenset[int]:
     """Ports the administrator keeps out of the ephemeral range (``8080,9000-9010``)."""
     try:
         text = RESERVED_PORTS.read_text().strip()
     except OSError:
-        return set()
+        return frozenset()
     found: set[int] = set()
     for part in filter(None, text.split(",")):
         first, _, last = part.partition("-")
         found.update(range(int(first), int(last or first) + 1))
-    return found
+    return frozenset(found)
 
 
 def _bindable(port: int, reuse: bool = False) -> bool:
