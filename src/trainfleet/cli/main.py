@@ -173,7 +173,8 @@ def main() -> None:
 
 def exit_status() -> int:
     """Run the command this process was given; its exit status, once what the interpreter
-    runs as it exits has run: other threads joined, ``atexit`` functions, streams flushed."""
+    runs as it exits has run: its non-daemon threads joined, ``atexit`` functions, its
+    streams flushed. The process must end then (``os._exit``): threading is shut down."""
     try:
         main()
         return 0
