@@ -303,3 +303,13 @@ def test_store_error_on_a_target_it_cannot_use(tmp_path: Path) -> None:
         Store.open("mysql://u:p@h/db")
     with pytest.raises(StoreError, match="needs a file path"):
         Store.open("sqlite:///:memory:")
+
+
+def test_a_read_only_store_never_upgrades_and_says_why_it_cannot_open(target: str) -> None:
+    upgrade(parse_target(target), REVISIONS[-2])
+    with pytest.raises(StoreError, match=f"at schema {REVISIONS[-2]}, not {HEAD}"):
+        Store.open(target, read_only=True)
+    with Store.open(target) as writer:  # an upgrade, by a store that may write
+        assert writer.get_job("none") is None
+    with Store.open(target, read_only=True) as reader:
+        assert reader.get_job("none") is None

@@ -351,3 +351,20 @@ def test_counts_by_state_and_restarts(store: Store, make_job: MakeJob) -> None:
     assert store.count_jobs() == {"queued": 1, "running": 1}
     assert store.count_tasks() == {"queued": 2, "running": 1}
     assert store.count_restarts() == 3
+
+
+def test_a_read_only_store_reads_what_others_write_and_refuses_every_write(
+    target: str, make_job: Callable[..., JobRecord]
+) -> None:
+    """A server's API process reads through such a store: a write it was not meant to
+    make (every write is the engine's process's) fails instead of contending for the
+    database's lock."""
+    with Store.open(target) as writer, Store.open(target, read_only=True) as reader:
+        writer.add_job(make_job("kept-1"), [])
+        assert reader.get_job("kept-1") is not None
+        with pytest.raises(StoreError):
+            reader.add_job(make_job("refused-1"), [])
+        with pytest.raises(StoreError):
+            reader.transition("kept-1", State.CANCELLED, Condition(Code.CANCELLED, "no"))
+        assert writer.get_job("refused-1") is None
+        assert writer.get_job("kept-1").state == State.QUEUED

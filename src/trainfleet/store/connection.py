@@ -104,11 +104,14 @@ class Connection:
     connection is opened again on its next use.
     """
 
-    def __init__(self, target: Target, wait: float = WAIT) -> None:
+    def __init__(self, target: Target, wait: float = WAIT, read_only: bool = False) -> None:
         self.target = target
         self.dialect = dialect_of(target)
         self.wait = wait
         """Seconds a call (off ``patiently()``) waits for an unreachable database."""
+        self.read_only = read_only
+        """Whether every write is refused (by the database: a process that must write
+        nothing, a server's API, finds out in its tests)."""
         self._connection: Any = None
         self._lock = threading.Lock()
         self._down_since: float | None = None
@@ -288,6 +291,8 @@ class Connection:
             self._hangs = time.monotonic() - started >= SLOW_CONNECT
             raise
         self._hangs = False
+        if self.read_only:
+            connection.execute(self.dialect.read_only)
         return connection
 
     def _reconnect_in_background(self) -> None:

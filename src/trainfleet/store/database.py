@@ -31,7 +31,7 @@ from trainfleet.store.accounts import Accounts
 from trainfleet.store.audit import AuditTrail
 from trainfleet.store.connection import Connection, Row, Transaction, patiently
 from trainfleet.store.errors import StoreConflict, StoreError, StoreUnavailable
-from trainfleet.store.migrate import ensure_current
+from trainfleet.store.migrate import check_current, ensure_current
 from trainfleet.store.paging import decode_cursor, encode_cursor
 from trainfleet.store.secrets import SecretStore
 from trainfleet.store.targets import Target, parse_target
@@ -68,16 +68,18 @@ class Store:
         self._job_ends: list[Callable[[str], object]] = []
 
     @classmethod
-    def open(cls, target: str | os.PathLike[str]) -> Store:
+    def open(cls, target: str | os.PathLike[str], read_only: bool = False) -> Store:
         """Open the store at a path (SQLite) or URL, upgrading its schema if it is behind.
 
         ``target``: ``/path/trainfleet.db``, ``sqlite:///path`` or
         ``postgresql://user:password@host:port/database``. Raises StoreError when the
-        database cannot be reached or was written by a newer trainfleet.
+        database cannot be reached or was written by a newer trainfleet. ``read_only``:
+        the database refuses every write made through this store (StoreError); its
+        schema must be current already.
         """
-        connection = Connection(parse_target(target))
+        connection = Connection(parse_target(target), read_only=read_only)
         try:
-            ensure_current(connection)
+            (check_current if read_only else ensure_current)(connection)
         except BaseException:
             connection.close()
             raise

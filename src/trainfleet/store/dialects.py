@@ -39,6 +39,8 @@ class Dialect(ABC):
     in_order: str | None = None
     """The statement that makes a transaction's events take ids in the order of the
     commits, run before its first event (None where writers take turns anyway)."""
+    read_only: str
+    """The statement after which a connection refuses every write."""
 
     @abstractmethod
     def connect(self, target: Target) -> Any:
@@ -81,6 +83,7 @@ class SQLite(Dialect):
     """The standard library's sqlite3, in WAL mode; writers take the lock up front."""
 
     begin = "BEGIN IMMEDIATE"
+    read_only = "PRAGMA query_only=ON"
 
     def connect(self, target: Target) -> sqlite3.Connection:
         assert target.path is not None
@@ -120,6 +123,8 @@ class SQLite(Dialect):
 
 class PostgreSQL(Dialect):
     """psycopg 3 in autocommit mode; transactions are opened with an explicit BEGIN."""
+
+    read_only = "SET default_transaction_read_only = on"
 
     def connect(self, target: Target) -> Any:
         import psycopg

@@ -48,6 +48,17 @@ def ensure_current(connection: Connection) -> None:
     _refuse_unknown(connection.target, revision)  # a newer trainfleet may have raced us
 
 
+def check_current(connection: Connection) -> None:
+    """StoreError unless the database is at HEAD (a reader that may not upgrade it)."""
+    revision = current_revision(connection)
+    if revision != HEAD:
+        _refuse_unknown(connection.target, revision)
+        raise StoreError(
+            f"the store {connection.target} is at schema {revision}, not {HEAD}: open it "
+            "for writing once (any trainfleet command does) to bring it up to date"
+        )
+
+
 def upgrade(target: Target, revision: str = "head") -> None:
     """Run Alembic's upgrade of ``target`` to ``revision`` (all pending ones by default)."""
     from alembic import command
