@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import logging
+import operator
 import pickle
 import socket
 import struct
@@ -80,7 +81,8 @@ class DoorServer:
                 if name not in self.allowed:
                     self._answer(number, None, AttributeError(f"the door has no call {name!r}"))
                     continue
-                self._pool.submit(self._run, number, getattr(self.target, name), args, kwargs)
+                method = operator.attrgetter(name)(self.target)  # dotted: ``store.add_job``
+                self._pool.submit(self._run, number, method, args, kwargs)
         finally:
             self._pool.shutdown(wait=False, cancel_futures=True)
             self.conn.close()
