@@ -107,3 +107,34 @@ def test_the_serving_side_ends_when_the_caller_closes() -> None:
     assert client.call("add", 1, 1).result(timeout=10) == 2
     client.close()
     assert child.wait(timeout=10) == 0
+
+
+CROSSING = ("domain", "spec", "store", "datadir", "scheduling", "vault", "workflows", "control")
+"""The packages whose errors the engine's process may raise into a call."""
+
+
+def test_every_error_the_engine_raises_crosses_the_door_as_itself() -> None:
+    """An error that does not load again reaches the API as Unanswerable, a 500, instead of
+    the 4xx it means (DiskFull did: OSError's pickling gives its constructor two arguments)."""
+    import importlib
+    import inspect
+    import pickle
+    import pkgutil
+
+    import trainfleet
+
+    failed = []
+    for found in pkgutil.walk_packages(trainfleet.__path__, "trainfleet."):
+        if found.name.split(".")[1] not in CROSSING or ".migrations" in found.name:
+            continue  # (a migration runs only inside Alembic)
+        module = importlib.import_module(found.name)
+        for cls in vars(module).values():
+            if not (inspect.isclass(cls) and issubclass(cls, Exception)):
+                continue
+            if cls.__module__ != module.__name__:
+                continue
+            made = cls("a reason")
+            back = pickle.loads(pickle.dumps(made))
+            if type(back) is not cls or str(back) != str(made):
+                failed.append(f"{cls.__module__}.{cls.__qualname__}")
+    assert not failed

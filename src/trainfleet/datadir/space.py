@@ -25,6 +25,9 @@ class DiskFull(StorageFull, OSError):
     def __str__(self) -> str:
         return self.message
 
+    def __reduce__(self) -> tuple[type[DiskFull], tuple[str]]:
+        return (DiskFull, (self.message,))  # OSError's own takes (errno, message)
+
 
 def require_free(path: Path, minimum: int = MIN_FREE) -> None:
     """Raise DiskFull when the disk that holds ``path`` has less than ``minimum`` bytes free."""
