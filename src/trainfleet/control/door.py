@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import contextlib
 import itertools
-import logging
 import operator
 import pickle
 import socket
@@ -26,8 +25,6 @@ from collections.abc import Callable, Collection
 from concurrent.futures import Future, ThreadPoolExecutor
 from multiprocessing.connection import Connection
 from typing import Any
-
-log = logging.getLogger(__name__)
 
 MOST_IN_FLIGHT = 4096
 """Calls one client may have unanswered at once; the next is refused (DoorBusy)."""
