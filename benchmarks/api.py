@@ -123,6 +123,9 @@ SUBMIT_BODY = _submit_body()
 ACTIVE_STATES = (State.QUEUED, State.STARTING, State.RUNNING, State.RESTARTING)
 WAITING_STATES = (State.QUEUED, State.STARTING)
 REQUEST_TIMEOUT = 30.0
+"""Seconds one request may take. (Timed with ``asyncio.timeout``: Python 3.11's
+``asyncio.wait_for`` loses a cancellation that comes as its request ends, and a probe loop
+cancelled that way ran on for ever.)"""
 
 
 # -- figures ------------------------------------------------------------------
@@ -357,7 +360,8 @@ class Load:
     async def one(self, method: str, target: str, body: bytes = b"") -> tuple[int, bytes]:
         connection = Connection(self.port, self.token)
         try:
-            return await asyncio.wait_for(connection.request(method, target, body), REQUEST_TIMEOUT)
+            async with asyncio.timeout(REQUEST_TIMEOUT):
+                return await connection.request(method, target, body)
         finally:
             await connection.close()
 
@@ -393,9 +397,8 @@ class Load:
             issued += 1
             start = time.perf_counter() if due is None else due
             try:
-                status, data = await asyncio.wait_for(
-                    connection.request(method, target, body, auth), REQUEST_TIMEOUT
-                )
+                async with asyncio.timeout(REQUEST_TIMEOUT):
+                    status, data = await connection.request(method, target, body, auth)
             except (OSError, TimeoutError) as error:
                 statuses[type(error).__name__] += 1
                 await connection.close()
@@ -410,7 +413,8 @@ class Load:
             nonlocal issued
             await connection.open()
             for _ in range(warmup):
-                await asyncio.wait_for(connection.request(*request(0), auth=auth), REQUEST_TIMEOUT)
+                async with asyncio.timeout(REQUEST_TIMEOUT):
+                    await connection.request(*request(0), auth=auth)
             await ready.wait()
             await go.wait()
             if not interval:
@@ -1102,6 +1106,11 @@ def _rss(pid: int) -> int:
     return int(found.group(1)) * 1024 if found else 0
 
 
+def _say(what: str) -> None:
+    """Where the run is, on stderr (a run stopped from outside has said how far it got)."""
+    print(f"{time.strftime('%H:%M:%S')} {what}", file=sys.stderr, flush=True)
+
+
 async def _ended_logs(load: Load, bodies: list[bytes]) -> list[str]:
     """Submit the jobs and wait for them to succeed; each one's log path."""
     ids = []
@@ -1191,12 +1200,16 @@ async def bench_follower_memory(
     per finished small log, and the RSS ``args.follower_settle`` seconds after they left."""
     load = Load(server.port, token)
     count, mib = args.follower_logs, args.follower_log_mib
+    _say(f"{count} jobs writing 1 KB, then {count} writing {mib} MiB")
     small = await _ended_logs(load, [_writer_job(f"small-{n}", 1, 10) for n in range(count)])
     big = await _ended_logs(load, [_writer_job(f"big-{n}", mib) for n in range(count)])
     await asyncio.sleep(1)
     results: dict[str, Any] = {"rss_before_mib": _rss(server.process.pid) / MIB}
+    _say("following the 1 KB logs")
     results["small"] = await _followed(server, load, token, small, SMALL_LOG)
+    _say(f"following the {mib} MiB logs")
     results["big"] = await _followed(server, load, token, big, mib * LINES_PER_MIB * 100)
+    _say(f"{args.follower_settle} s for the server to settle")
     await asyncio.sleep(args.follower_settle)
     results["settle_s"] = args.follower_settle
     results["rss_after_mib"] = _rss(server.process.pid) / MIB

@@ -3,6 +3,8 @@ run against a real server, and its figures are sane."""
 
 from __future__ import annotations
 
+import asyncio
+import importlib
 import json
 import subprocess
 import sys
@@ -11,12 +13,16 @@ from pathlib import Path
 import pytest
 
 BENCHMARK = Path(__file__).resolve().parents[2] / "benchmarks" / "api.py"
+DEADLINE = 240
+"""Seconds the benchmark is given: less than the test waits, so that a run that hangs ends
+itself, with the server's last lines and how far it got."""
 
 
 def test_tiny_followers_memory_run_writes_sane_figures(tmp_path: Path) -> None:
     out = tmp_path / "api-followers.json"
     argv = [sys.executable, str(BENCHMARK), "--followers", "--out", str(out)]
     argv += ["--follower-logs", "3", "--follower-log-mib", "2", "--follower-settle", "0.5"]
+    argv += ["--timeout", str(DEADLINE)]
     try:
         result = subprocess.run(argv, capture_output=True, text=True, timeout=300)
     except subprocess.TimeoutExpired as late:  # one CI run: what it had said by then
@@ -35,3 +41,43 @@ def test_tiny_followers_memory_run_writes_sane_figures(tmp_path: Path) -> None:
     assert figures["rss_before_mib"] > 0 and figures["rss_after_mib"] > 0
     assert figures["settle_s"] == 0.5
     assert figures["server_exit_code"] in (0, -15)  # uvicorn ends by raising SIGTERM again
+
+
+def test_a_probe_loop_ends_when_cancelled_as_its_request_ends(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The side loops of a run (``/healthz`` probes) are ended by cancelling them; one
+    cancelled just as its request had its answer ran on for ever with Python 3.11's
+    ``asyncio.wait_for`` (which lost the cancellation), and the run with it (CI, twice).
+    Here a loop of ``Load.one`` is cancelled 200 times, a few steps after it started."""
+    monkeypatch.syspath_prepend(str(BENCHMARK.parent))
+    api = importlib.import_module("api")
+
+    async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while await reader.readuntil(b"\r\n\r\n"):
+            writer.write(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\n{}")
+
+    async def cancelled_loops() -> int:
+        server = await asyncio.start_server(answer, "127.0.0.1", 0)
+        load = api.Load(server.sockets[0].getsockname()[1], "token")
+        stop, lost = asyncio.Event(), 0
+
+        async def probe() -> None:
+            while not stop.is_set():
+                await load.one("GET", "/healthz")
+
+        for attempt in range(200):
+            loop = asyncio.create_task(probe())
+            for _ in range(attempt % 40 + 1):
+                await asyncio.sleep(0)
+            loop.cancel()
+            done, _ = await asyncio.wait([loop], timeout=2)
+            if not done:
+                lost += 1
+                stop.set()
+                await loop
+                stop.clear()
+        server.close()
+        return lost
+
+    assert asyncio.run(cancelled_loops()) == 0

@@ -49,8 +49,9 @@ class Readiness:
                 if self._running is None or self._running.done():
                     loop = asyncio.get_running_loop()
                     self._running = loop.run_in_executor(self._executor, self._check)
-                try:
-                    self._problem = await asyncio.wait_for(asyncio.shield(self._running), 2 * WAIT)
+                try:  # (not ``wait_for``: on Python 3.11 it can lose a cancellation)
+                    async with asyncio.timeout(2 * WAIT):
+                        self._problem = await asyncio.shield(self._running)
                 except TimeoutError:
                     self._problem = f"the store did not answer in {2 * WAIT:.0f} s"
                 self._checked_at = time.monotonic()
