@@ -163,13 +163,15 @@ class Server:
         src: Path | None = None,
         program: Sequence[str] = ("-m", "trainfleet"),
         start_timeout: float = 60.0,
+        options: Sequence[str] = (),
     ) -> None:
         """``src``: run the server from that source tree (``PYTHONPATH``) instead of ours;
         ``program``: what this interpreter runs, with trainfleet's arguments after it (a
         script that serves through trainfleet's CLI, ``scale_server.py``); ``start_timeout``:
-        seconds it may take to listen (a restarted server first adopts its jobs)."""
+        seconds it may take to listen (a restarted server first adopts its jobs);
+        ``options``: more of ``trainfleet server``'s."""
         argv = [sys.executable, *program, "--data-dir", str(data_dir), "server"]
-        argv += ["--host", HOST, "--port", "0"]
+        argv += ["--host", HOST, "--port", "0", *options]
         if database_url:
             argv += ["--database-url", database_url]
         self.process = subprocess.Popen(

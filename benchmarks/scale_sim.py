@@ -55,6 +55,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import psutil
 import uvloop
 from api import API, HOST, Load, Server, _latency, _source, postgres_database, thread_names
 
@@ -140,6 +141,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     _add(parser, "--running-timeout", type=float, default=900, help="seconds for all to run")
     _add(parser, "--src", type=Path, help="run the server from this source tree (its src/)")
     _add(parser, "--only", default="ABCD", help="the parts to run; A always runs [ABCD]")
+    _add(
+        parser,
+        "--api-process",
+        action="store_true",
+        help="serve the API from a process of its own (`trainfleet server --api-process`)",
+    )
 
 
 def _settings(args: argparse.Namespace) -> dict[str, Any]:
@@ -162,6 +169,7 @@ def _settings(args: argparse.Namespace) -> dict[str, Any]:
         "clients": getattr(args, "clients", 64),
         "running_timeout": getattr(args, "running_timeout", 900.0),
         "src": getattr(args, "src", None),
+        "api_process": bool(getattr(args, "api_process", False)),
         "parts": "A" + getattr(args, "only", "ABCD").upper(),
     }
 
@@ -211,13 +219,33 @@ def fresh_database(admin: str | None) -> Iterator[str | None]:
 
 
 def _proc_status(pid: int) -> tuple[int, int] | None:
-    """The process's threads and RSS (bytes), from /proc."""
+    """The server's threads and RSS (bytes), from /proc: its API's process's counted in
+    (``--api-process``)."""
+    found = [_one_status(one) for one in (pid, *_api_processes(pid))]
+    if found[0] is None:
+        return None
+    counted = [status for status in found if status is not None]
+    return sum(threads for threads, _ in counted), sum(rss for _, rss in counted)
+
+
+def _one_status(pid: int) -> tuple[int, int] | None:
     try:
         text = Path(f"/proc/{pid}/status").read_text()
     except OSError:
         return None
     fields = dict(line.split(":", 1) for line in text.splitlines() if ":" in line)
     return int(fields["Threads"]), int(fields["VmRSS"].split()[0]) * 1024
+
+
+def _api_processes(pid: int) -> list[int]:
+    """The API's process of the server ``pid`` (``--api-process``), if it has one."""
+    with contextlib.suppress(psutil.Error):
+        return [
+            child.pid
+            for child in psutil.Process(pid).children()
+            if "trainfleet.server.api_process" in " ".join(child.cmdline())
+        ]
+    return []
 
 
 class Sampler(threading.Thread):
@@ -358,6 +386,7 @@ class Scenario:
             src / "src" if src else None,
             program=program,
             start_timeout=900,
+            options=["--api-process"] if self.settings["api_process"] else [],
         )
         self.sampler = Sampler(self.server.process.pid)
         self.sampler.start()

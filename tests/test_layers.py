@@ -12,7 +12,7 @@ import pytest
 from import_graph import Import, all_imports, circles, imports_of, modules, package_of
 
 LAYERS: list[set[str]] = [
-    {"trainfleet", "domain", "programs", "checkpoint"},
+    {"trainfleet", "domain", "programs", "checkpoint", "process_exit"},
     {"datadir", "store"},
     {"spec"},
     {"vault", "workdirs", "wire", "scheduling", "environments"},

@@ -91,7 +91,9 @@ def test_too_many_unanswered_calls_are_refused_at_once() -> None:
 def test_when_the_other_process_is_killed_every_waiting_call_fails_at_once() -> None:
     client, child = _open()
     waiting = [client.call("later", 60, "never") for _ in range(5)]
+    assert not client.gone.is_set()
     child.send_signal(signal.SIGKILL)
+    assert client.gone.wait(timeout=10)  # what the API's process watches to end with it
     began = time.monotonic()
     for call in waiting:
         with pytest.raises(DoorClosed):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 
 import pytest
@@ -13,7 +14,8 @@ from .harness import LiveServer
 
 @pytest.fixture(scope="session")
 def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
-    server = LiveServer(tmp_path_factory.mktemp("server") / "data").start()
+    apart = bool(os.environ.get("TRAINFLEET_TEST_API_PROCESS"))  # the API in its own process
+    server = LiveServer(tmp_path_factory.mktemp("server") / "data", apart=apart).start()
     yield server
     server.stop()
 

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import httpx
 import uvicorn
 
 from trainfleet.control.assembly import engine_at
@@ -23,9 +24,10 @@ from trainfleet.control.services.accounts import bootstrap
 from trainfleet.control.services.bundle import Services
 from trainfleet.control.services.tokens import new_record, new_token
 from trainfleet.domain.records import TeamRole, TokenRecord, UserRecord
+from trainfleet.server.api_supervisor import ApartServer
 from trainfleet.server.app import create_app
 from trainfleet.server.host_paths import HostPaths
-from trainfleet.server.serve import GRACEFUL_SHUTDOWN
+from trainfleet.server.listening import GRACEFUL_SHUTDOWN
 from trainfleet.server.settings import Settings
 from trainfleet.store.database import Store
 
@@ -39,9 +41,11 @@ class LiveServer:
         engine: Engine | None = None,
         max_body: int = 64 << 10,
         host_paths: HostPaths | None = None,
+        apart: bool = False,
         **more: Any,
     ):
-        """``more``: other fields of the server's ``Settings``."""
+        """``more``: other fields of the server's ``Settings``; ``apart``: the API in a
+        process of its own (``trainfleet server --api-process``), the engine in this one."""
         self.engine = engine or engine_at(data_dir, vault=True)
         token = bootstrap(self.engine.store)
         assert token is not None
@@ -53,6 +57,14 @@ class LiveServer:
             host_paths=host_paths or HostPaths(),
             **more,
         )
+        self.apart: ApartServer | None = None
+        if apart:
+            self._services = Services.of(self.engine)
+            self._services.workflows.start()
+            self.apart = ApartServer(
+                self.engine, self._services, "127.0.0.1", 0, settings, None, lambda: None, print
+            )
+            return
         self.app = create_app(self.engine, settings)
         config = uvicorn.Config(
             self.app,
@@ -65,6 +77,10 @@ class LiveServer:
         self.thread = threading.Thread(target=self.server.run, name="uvicorn", daemon=True)
 
     def start(self) -> LiveServer:
+        if self.apart is not None:
+            self.apart.start()
+            _wait_ready(self.url)
+            return self
         self.thread.start()
         deadline = time.monotonic() + 30
         while not self.server.started:
@@ -75,19 +91,49 @@ class LiveServer:
 
     @property
     def services(self) -> Services:
-        """The server's services (``app.state``), as its routes call them."""
+        """The server's services (``app.state``), as its routes call them (``apart``: the
+        engine process's)."""
+        if self.apart is not None:
+            return self._services
         services: Services = self.app.state.services
         return services
 
     @property
+    def api_pid(self) -> int:
+        """The process that serves the API: the API's own (``apart``), else this one."""
+        pid = self.apart.api.pid if self.apart is not None else os.getpid()
+        assert pid is not None
+        return pid
+
+    @property
     def url(self) -> str:
+        if self.apart is not None:
+            return f"http://127.0.0.1:{self.apart.port}"
         port = self.server.servers[0].sockets[0].getsockname()[1]
         return f"http://127.0.0.1:{port}"
 
     def stop(self) -> None:
-        self.server.should_exit = True
-        self.thread.join(timeout=60)
+        if self.apart is not None:
+            self.apart.stop()
+            self._services.shutdown()
+        else:
+            self.server.should_exit = True
+            self.thread.join(timeout=60)
         self.engine.store.close()
+
+
+def _wait_ready(url: str, timeout: float = 60) -> None:
+    """Until ``url``'s ``/readyz`` says ready (the API's process has started)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            with httpx.Client(base_url=url, timeout=5) as client:
+                if client.get("/readyz").status_code == 200:
+                    return
+        except httpx.HTTPError:
+            pass
+        assert time.monotonic() < deadline, f"{url} was not ready in {timeout:g} s"
+        time.sleep(0.05)
 
 
 class ServerProcess:

@@ -15,7 +15,7 @@ from helpers import process_group_alive, trainfleet, wait_for
 
 from trainfleet.client import Client, NotFound, Unauthorized, Unreachable
 from trainfleet.domain.records import State
-from trainfleet.server.serve import GRACEFUL_SHUTDOWN
+from trainfleet.server.listening import GRACEFUL_SHUTDOWN
 
 from .harness import ServerProcess
 

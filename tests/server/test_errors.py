@@ -222,6 +222,9 @@ def test_bad_query_parameters(client: Client, http: httpx.Client, tmp_path: Path
 def test_an_unexpected_error_is_a_500_without_a_traceback(
     live: LiveServer, client: Client, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    if live.apart is not None:
+        pytest.skip("the engine's `get` broken here is not the API process's, which reads")
+
     def broken(job_id: str) -> None:
         raise RuntimeError("secret internals")
 

@@ -82,8 +82,8 @@ def test_many_followers_of_a_log_share_one_reader(live: LiveServer, client: Clie
                 )
                 readers.append(lines := response.iter_lines())
                 assert next(line for line in lines if line.startswith("data:"))  # "up"
-            assert _open_on(log) == 1
-        wait_for(lambda: _open_on(log) == 0, what="the log's reader closed")
+            assert _open_on(log, live.api_pid) == 1
+        wait_for(lambda: _open_on(log, live.api_pid) == 0, what="the log's reader closed")
     finally:
         client.cancel(job.id)
 

@@ -3,17 +3,13 @@ run or its help is shown (``COMMANDS``), so that ``--help`` and ``run`` start fa
 
 from __future__ import annotations
 
-import atexit
-import contextlib
-import os
 import sys
-import threading
-from typing import NoReturn
 
 import click
 
 from trainfleet.cli.lazy import Lazy, LazyGroup
 from trainfleet.cli.options import Options
+from trainfleet.process_exit import run_and_exit
 
 COMMANDS = {
     "run": Lazy(
@@ -171,46 +167,5 @@ def main() -> None:
         sys.exit(130)  # Ctrl-C in a command that does not handle it: no traceback
 
 
-def exit_status() -> int:
-    """Run the command this process was given; its exit status, once what the interpreter
-    runs as it exits has run: its non-daemon threads joined, ``atexit`` functions, its
-    streams flushed. The process must end then (``os._exit``): threading is shut down."""
-    try:
-        main()
-        return 0
-    except SystemExit as error:
-        return _exit_code(error)
-    except KeyboardInterrupt:
-        return 130
-    except BaseException:  # the traceback, status 1
-        import traceback
-
-        traceback.print_exc()
-        return 1
-    finally:
-        threading._shutdown()  # type: ignore[attr-defined]  # as the interpreter's exit does
-        atexit._run_exitfuncs()
-        for stream in (sys.stdout, sys.stderr):
-            with contextlib.suppress(OSError, ValueError):
-                stream.flush()
-
-
-def run_and_exit() -> NoReturn:
-    """Run the command, then end the process without the interpreter's teardown. A daemon
-    thread still inside a library call then (a Kubernetes watch or log copy let go after
-    its wait) is ended by the teardown with ``pthread_exit``, which aborted ``trainfleet
-    run`` (-6) after its job had succeeded."""
-    os._exit(exit_status())
-
-
-def _exit_code(error: SystemExit) -> int:
-    if error.code is None:
-        return 0
-    if isinstance(error.code, int):
-        return error.code
-    print(error.code, file=sys.stderr)
-    return 1
-
-
 if __name__ == "__main__":
-    run_and_exit()
+    run_and_exit(main)

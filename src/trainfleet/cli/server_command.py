@@ -138,6 +138,13 @@ from trainfleet.control.settings import Setting, Settings, Source
     help="Remove audit records older than this many days, at start and then daily "
     "[default: TRAINFLEET_AUDIT_RETENTION, else keep every record].",
 )
+@click.option(
+    "--api-process",
+    is_flag=True,
+    envvar="TRAINFLEET_API_PROCESS",
+    help="Serve the API from a process of its own, beside the engine's (a burst of "
+    "submissions then delays no job's start; see docs/api-process.md).",
+)
 @click.pass_context
 def server(ctx: click.Context, /, **_: object) -> None:
     """Serve the REST API and run submitted jobs (stop with Ctrl-C).
@@ -194,6 +201,7 @@ def _serve(settings: Settings) -> None:
         queues,
         tls,
         admin_token=settings.text("admin_token"),
+        apart=bool(settings.value("api_process")),
     )
 
 

@@ -124,6 +124,8 @@ class DoorClient:
         self._numbers = itertools.count()
         self._lock = threading.Lock()
         self._closed: str | None = None
+        self.gone = threading.Event()
+        """Set once the other process is gone, or this end was closed."""
         self._receiver = threading.Thread(target=self._receive, name="door-answers", daemon=True)
         self._receiver.start()
 
@@ -179,6 +181,7 @@ class DoorClient:
         with self._lock:
             self._closed = self._closed or why
             waiting, self._waiting = self._waiting, {}
+        self.gone.set()
         for answer in waiting.values():
             if not answer.done():
                 answer.set_exception(DoorClosed(why))

@@ -8,6 +8,7 @@ store writes); ``EngineClient`` has the attributes the services use of an ``Engi
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from concurrent.futures import Future
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -16,6 +17,7 @@ from trainfleet.control.door import DoorClient
 from trainfleet.control.forwarded_store import ForwardedStore
 from trainfleet.datadir.layout import DataDir
 from trainfleet.domain.records import JobNotFound, JobRecord
+from trainfleet.store.database import Store
 
 if TYPE_CHECKING:
     from trainfleet.control import queueing
@@ -36,31 +38,48 @@ ENGINE_CALLS = frozenset(
         "clear_gpu",
         "log_path",
         "gpu_health.look",
+        "secrets.create",
+        "secrets.list",
+        "secrets.get",
+        "secrets.delete",
     }
 )
 """The engine's own operations that the API's process calls through the door."""
 
 
-class _GpuHealth:
-    def __init__(self, door: DoorClient) -> None:
-        self._door = door
+class Forwarded:
+    """An object of the other process (``prefix``, a dotted name the door answers): each
+    method called here runs there and returns what it returned, or its future if not
+    ``wait``."""
 
-    def look(self) -> list[Any]:
-        return self._door.call("gpu_health.look").result()  # type: ignore[no-any-return]
+    def __init__(self, door: DoorClient, prefix: str, wait: bool = True) -> None:
+        self._door = door
+        self._prefix = prefix
+        self._wait = wait
+
+    def __getattr__(self, name: str) -> Callable[..., Any]:
+        call = f"{self._prefix}.{name}"
+
+        def forwarded(*args: Any, **kwargs: Any) -> Any:
+            answer = self._door.call(call, *args, **kwargs)
+            return answer.result() if self._wait else answer
+
+        return forwarded
+
+    def close(self) -> None:
+        """Ends nothing there: the other process closes its own."""
 
 
 class EngineClient:
     """An ``Engine`` for the services of the API's process: ``store`` forwards its writes,
     ``data_dir`` is read here, and the engine's operations are calls through ``door``."""
 
-    def __init__(
-        self, door: DoorClient, store: ForwardedStore, data_dir: DataDir, secrets: Any = None
-    ) -> None:
+    def __init__(self, door: DoorClient, store: ForwardedStore, data_dir: DataDir) -> None:
         self._door = door
         self.store = store
         self.data_dir = data_dir
-        self.secrets = secrets
-        self.gpu_health = _GpuHealth(door)
+        self.secrets = Forwarded(door, "secrets")  # the vault: its keys stay there
+        self.gpu_health = Forwarded(door, "gpu_health")
 
     def get(self, job_id: str) -> JobRecord:
         job = self.store.get_job(job_id)
@@ -86,9 +105,21 @@ class EngineClient:
         source: str = "trainfleet",
         user: str | None = None,
         start: bool = False,
+        fill_workdir: Callable[[Path], None] | None = None,
         team: str = "default",
     ) -> JobRecord:
-        call = self._door.call("submit", spec, workdir, source, user=user, start=start, team=team)
+        """``Engine.submit`` there; ``fill_workdir`` crosses pickled (the routes' is a
+        ``WorkdirStore.copy`` of a stored tree, which the engine's process reads as well)."""
+        call = self._door.call(
+            "submit",
+            spec,
+            workdir,
+            source,
+            user=user,
+            start=start,
+            fill_workdir=fill_workdir,
+            team=team,
+        )
         return call.result()  # type: ignore[no-any-return]
 
     def cancel(self, job_id: str, reason: str = "cancelled by user") -> JobRecord:
@@ -111,3 +142,14 @@ class EngineClient:
 
     def log_path(self, job_id: str, role: str, index: int) -> Path:
         return self._door.call("log_path", job_id, role, index).result()  # type: ignore[no-any-return]
+
+    def shutdown(self) -> None:
+        """This process's part ends (its store connection); the engine runs on there."""
+        self.store.close()
+
+
+def engine_over(door: DoorClient, store: str, data_dir: Path) -> EngineClient:
+    """The engine of the process behind ``door``, whose store is at ``store`` (a path or
+    URL; opened here read-only) and whose data directory is ``data_dir``."""
+    local = Store.open(store, read_only=True)
+    return EngineClient(door, ForwardedStore(local, door), DataDir(data_dir))

@@ -13,7 +13,6 @@ import ssl
 import sys
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
-from dataclasses import dataclass
 from pathlib import Path
 
 import uvicorn
@@ -21,32 +20,19 @@ import uvicorn
 from trainfleet.control.engine import Engine
 from trainfleet.control.services.audit import AuditPruner
 from trainfleet.control.services.bundle import Services
+from trainfleet.server.api_supervisor import serve_apart
 from trainfleet.server.app import create_app
+from trainfleet.server.listening import GRACEFUL_SHUTDOWN, WS_DEFLATE, Tls, http_config
 from trainfleet.server.resumption import Resumption
 from trainfleet.server.settings import Settings
 from trainfleet.spec.queues import QueuesFile
 
-WS_DEFLATE = False
-"""No compression of proxied WebSockets (a notebook's kernels): it would run on the event
-loop every request shares, and cost more than it saves on a server's network (a 100 KB
-output: 1.38x a direct round trip with it, 1.07x without; benchmarks/proxy.py)."""
-
-GRACEFUL_SHUTDOWN = 3
-"""Seconds a stopping server waits for open requests before it cuts them."""
 STARTUP_FAILURE = 3
 """The exit status of a server that could not start listening (uvicorn's)."""
 MAX_RETENTION = 100_000
 """The longest ``--audit-retention`` in days (about 270 years)."""
 
 log = logging.getLogger("trainfleet.server")
-
-
-@dataclass(frozen=True)
-class Tls:
-    """The server's certificate (PEM, its chain after it) and private key: it serves HTTPS."""
-
-    cert: str
-    key: str
 
 
 class _Encrypted(Exception):
@@ -151,6 +137,7 @@ def serve(
     queues: QueuesFile | None = None,
     tls: Tls | None = None,
     admin_token: str | None = None,
+    apart: bool = False,
 ) -> None:
     """Serve ``engine`` (``control.assembly.server_engine``) in this process until SIGINT
     or SIGTERM.
@@ -162,6 +149,7 @@ def serve(
     ``tls``: serve HTTPS with this certificate (see ``tls_of``); plain HTTP without.
     ``admin_token``: the first administrator's token (TRAINFLEET_ADMIN_TOKEN; else one is
     made and shown once).
+    ``apart``: serve the API from a process of its own (``server.api_supervisor``).
     """
     engine.expect_resume()  # it runs while the server serves (``server.resumption``)
     for queue in queues.queues if queues else []:
@@ -184,6 +172,12 @@ def serve(
     pruning: AbstractContextManager[object] = (
         AuditPruner(services.audit.trail, retention) if retention else nullcontext()
     )
+    if apart:
+        try:
+            serve_apart(engine, services, host, port, settings, tls, pruning)
+        finally:
+            close_backend(engine)
+        return
     server: uvicorn.Server | None = None
 
     def stop(_: BaseException) -> None:  # a server that cannot follow its jobs serves none
@@ -191,20 +185,8 @@ def serve(
             server.should_exit = True
 
     resumption = Resumption(engine.resume_jobs, stop)
-    config = uvicorn.Config(
-        create_app(engine, settings, services, starting=resumption.problem),
-        host=host,
-        port=port,
-        log_level="info",
-        server_header=False,
-        # Followed streams last as long as their jobs: on stop, give them this long, then
-        # cut them, so that the jobs can be stopped (clients resume elsewhere or give up).
-        timeout_graceful_shutdown=GRACEFUL_SHUTDOWN,
-        ws_per_message_deflate=WS_DEFLATE,
-        ssl_certfile=tls.cert if tls else None,
-        ssl_keyfile=tls.key if tls else None,
-    )
-    server = uvicorn.Server(config)
+    app = create_app(engine, settings, services, starting=resumption.problem)
+    server = uvicorn.Server(http_config(app, host, port, tls))
     resumption.start()
     try:
         with pruning:  # at start, then daily, until the server stops

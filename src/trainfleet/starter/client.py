@@ -158,12 +158,13 @@ def main() -> None:
             sys.exit(130)
         if code is not None:
             sys.exit(code)
-    from trainfleet.cli.main import exit_status
+    from trainfleet.cli.main import main
+    from trainfleet.process_exit import exit_status
 
-    code = exit_status()
+    code = exit_status(main)
     for folder, name in later:  # after the command: its imports would compete with ours
         try:  # noqa: SIM105
             start_starter(folder, name)
         except OSError:
             pass
-    os._exit(code)  # as ``cli.main.run_and_exit``: without the interpreter's teardown
+    os._exit(code)  # as ``process_exit.run_and_exit``: without the interpreter's teardown

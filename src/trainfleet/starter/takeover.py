@@ -80,9 +80,10 @@ def become(conn: socket.socket, fields: dict[str, bytes]) -> NoReturn:
     code = 1
     try:
         if _taken_over(conn, fields):
-            from trainfleet.cli.main import exit_status
+            from trainfleet.cli.main import main
+            from trainfleet.process_exit import exit_status
 
-            code = exit_status()
+            code = exit_status(main)
             with contextlib.suppress(OSError):
                 conn.sendall(f"exit {code}\n".encode())
     finally:
