@@ -32,6 +32,7 @@ from trainfleet.control.services.workflows import Workflows
 from trainfleet.server.api_process import SERVER_CALLS, ApiConfig
 from trainfleet.server.listening import GRACEFUL_SHUTDOWN, Tls, http_config
 from trainfleet.server.resumption import Resumption
+from trainfleet.server.sessions import Sessions
 from trainfleet.server.settings import Settings
 
 BACKLOG = 2048
@@ -164,6 +165,7 @@ class ApartServer:
         starting: Callable[[], str | None],
         failed: Callable[[str], None],
     ) -> None:
+        Sessions.of_data_dir(engine.data_dir.root)  # its key made here: an error is named
         self.listener = http_config("", host, port, tls).bind_socket()  # exits 3 if it cannot
         self.listener.set_inheritable(False)  # the API's process only (pass_fds), no task
         self.listener.listen(BACKLOG)
@@ -204,6 +206,7 @@ def serve_apart(
     API's process keeps dying: SystemExit saying so)."""
     stopped = threading.Event()
     why: list[str] = []
+    signals: list[int] = []
 
     def failed(reason: str) -> None:
         why.append(reason)
@@ -213,8 +216,9 @@ def serve_apart(
     server = ApartServer(engine, services, host, port, settings, tls, resumption.problem, failed)
     services.workflows.start()  # the driver follows jobs' ends: it runs where they are written
 
-    def on_signal(*_: object) -> None:
+    def on_signal(signum: int, _: object) -> None:
         server.api.stopping()
+        signals.append(signum)
         stopped.set()
 
     for signum in (signal.SIGINT, signal.SIGTERM):
@@ -232,3 +236,6 @@ def serve_apart(
         raise resumption.error
     if why:
         sys.exit(f"error: {why[0]}")
+    if signals and signals[0] == signal.SIGTERM:  # as a one-process server ends (Ctrl-C: 0)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        signal.raise_signal(signal.SIGTERM)
