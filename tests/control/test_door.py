@@ -79,8 +79,9 @@ def test_too_many_unanswered_calls_are_refused_at_once() -> None:
     client, child = _open(most_in_flight=3)
     try:
         held = [client.call("later", 0.5, "x") for _ in range(3)]
-        with pytest.raises(DoorBusy):
+        with pytest.raises(DoorBusy) as busy:
             client.call("add", 1, 1)
+        assert busy.value.status == 503  # a request that meets it: try again later
         wait(held, timeout=10)
         assert client.call("add", 1, 1).result(timeout=10) == 2
     finally:

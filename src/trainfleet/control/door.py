@@ -26,6 +26,8 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from multiprocessing.connection import Connection
 from typing import Any
 
+from trainfleet.domain.errors import Unavailable
+
 MOST_IN_FLIGHT = 4096
 """Calls one client may have unanswered at once; the next is refused (DoorBusy)."""
 WORKERS = 4
@@ -36,12 +38,13 @@ NUMBER = struct.Struct("!Q")
 told to the call it answers."""
 
 
-class DoorClosed(Exception):
-    """The other process is gone (or the door was closed): the call was not answered."""
+class DoorClosed(Unavailable):
+    """The other process is gone (or the door was closed): the call was not answered
+    (a request that needed it is answered 503: another process serves it soon)."""
 
 
-class DoorBusy(Exception):
-    """Too many calls are unanswered: try again shortly."""
+class DoorBusy(Unavailable):
+    """Too many calls are unanswered: try again shortly (503)."""
 
 
 class Unanswerable(Exception):

@@ -30,13 +30,11 @@ from trainfleet.control.forwarded_store import door_calls
 from trainfleet.control.services.bundle import Services
 from trainfleet.control.services.workflows import Workflows
 from trainfleet.server.api_process import SERVER_CALLS, ApiConfig
-from trainfleet.server.listening import GRACEFUL_SHUTDOWN, Tls, http_config
+from trainfleet.server.listening import GRACEFUL_SHUTDOWN, Tls, listen_on
 from trainfleet.server.resumption import Resumption
 from trainfleet.server.sessions import Sessions
 from trainfleet.server.settings import Settings
 
-BACKLOG = 2048
-"""Connections the listener holds while the API's process starts (uvicorn's default)."""
 RESTARTS = 5
 """Most starts of the API's process within RESTART_WINDOW: one more and the server stops
 (something kills it as it starts; restarting for ever would hide that)."""
@@ -166,9 +164,7 @@ class ApartServer:
         failed: Callable[[str], None],
     ) -> None:
         Sessions.of_data_dir(engine.data_dir.root)  # its key made here: an error is named
-        self.listener = http_config("", host, port, tls).bind_socket()  # exits 3 if it cannot
-        self.listener.set_inheritable(False)  # the API's process only (pass_fds), no task
-        self.listener.listen(BACKLOG)
+        self.listener = listen_on(host, port, tls)  # (not inherited: pass_fds gives it)
         target = engine.store.target
         config = ApiConfig(
             store=str(target.path) if target.path is not None else target.url,

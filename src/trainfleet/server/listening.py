@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import logging
+import socket
+import sys
 from dataclasses import dataclass
 
 import uvicorn
@@ -14,6 +17,12 @@ output: 1.38x a direct round trip with it, 1.07x without; benchmarks/proxy.py)."
 
 GRACEFUL_SHUTDOWN = 3
 """Seconds a stopping server waits for open requests before it cuts them."""
+STARTUP_FAILURE = 3
+"""The exit status of a server that could not start listening (uvicorn's)."""
+BACKLOG = 2048
+"""Connections a listener holds before they are accepted (uvicorn's default)."""
+
+log = logging.getLogger("uvicorn.error")
 
 
 @dataclass(frozen=True)
@@ -39,3 +48,24 @@ def http_config(app: ASGIApp | str, host: str, port: int, tls: Tls | None) -> uv
         ssl_certfile=tls.cert if tls else None,
         ssl_keyfile=tls.key if tls else None,
     )
+
+
+def listen_on(host: str, port: int, tls: Tls | None) -> socket.socket:
+    """A socket listening on ``host``:``port``, then said in uvicorn's words (``Uvicorn
+    running on``: clients may connect once they read it); where it cannot listen, the
+    reason logged and SystemExit(STARTUP_FAILURE), as uvicorn does."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    listener = socket.socket(family)
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        listener.bind((host, port))
+        listener.listen(BACKLOG)
+    except OSError as error:
+        listener.close()
+        log.error(error)
+        sys.exit(STARTUP_FAILURE)
+    where = f"[{host}]" if family == socket.AF_INET6 else host
+    scheme = "https" if tls else "http"
+    port = listener.getsockname()[1]
+    log.info("Uvicorn running on %s://%s:%d (Press CTRL+C to quit)", scheme, where, port)
+    return listener

@@ -22,13 +22,17 @@ from trainfleet.control.services.audit import AuditPruner
 from trainfleet.control.services.bundle import Services
 from trainfleet.server.api_supervisor import serve_apart
 from trainfleet.server.app import create_app
-from trainfleet.server.listening import GRACEFUL_SHUTDOWN, WS_DEFLATE, Tls, http_config
+from trainfleet.server.listening import (
+    GRACEFUL_SHUTDOWN,
+    STARTUP_FAILURE,
+    WS_DEFLATE,
+    Tls,
+    http_config,
+)
 from trainfleet.server.resumption import Resumption
 from trainfleet.server.settings import Settings
 from trainfleet.spec.queues import QueuesFile
 
-STARTUP_FAILURE = 3
-"""The exit status of a server that could not start listening (uvicorn's)."""
 MAX_RETENTION = 100_000
 """The longest ``--audit-retention`` in days (about 270 years)."""
 
