@@ -17,6 +17,7 @@ from typing import Any
 
 import httpx
 import uvicorn
+from helpers import wait_for
 
 from trainfleet.control.assembly import engine_at
 from trainfleet.control.engine import Engine
@@ -79,7 +80,7 @@ class LiveServer:
     def start(self) -> LiveServer:
         if self.apart is not None:
             self.apart.start()
-            _wait_ready(self.url)
+            wait_for(lambda: ready(self.url), 60, "the API's process ready")
             return self
         self.thread.start()
         deadline = time.monotonic() + 30
@@ -122,18 +123,12 @@ class LiveServer:
         self.engine.store.close()
 
 
-def _wait_ready(url: str, timeout: float = 60) -> None:
-    """Until ``url``'s ``/readyz`` says ready (the API's process has started)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            with httpx.Client(base_url=url, timeout=5) as client:
-                if client.get("/readyz").status_code == 200:
-                    return
-        except httpx.HTTPError:
-            pass
-        assert time.monotonic() < deadline, f"{url} was not ready in {timeout:g} s"
-        time.sleep(0.05)
+def ready(url: str) -> bool:
+    """Whether the server at ``url`` says it is ready (``/readyz``)."""
+    try:
+        return httpx.get(f"{url}/readyz", timeout=10).status_code == 200
+    except httpx.HTTPError:
+        return False
 
 
 class ServerProcess:

@@ -14,7 +14,6 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
 import psutil
 import pytest
 from helpers import wait_for
@@ -23,7 +22,7 @@ from trainfleet.client import Client
 from trainfleet.server.api_supervisor import RESTARTS
 from trainfleet.wire import QueueBody, UserBody
 
-from .harness import ServerProcess
+from .harness import ServerProcess, ready
 
 ADMIN = "api-process-admin-token-0123456789abcdef"
 SLEEPER = "name: sleeper\ngrace_period: 1\nroles:\n  worker: {command: sleep 600}\n"
@@ -68,10 +67,6 @@ def _api_pid(server: ServerProcess) -> int:
     found = wait_for(lambda: _api_processes(server.process.pid), 30, "the API's process")
     assert isinstance(found, list) and len(found) == 1
     return int(found[0].pid)
-
-
-def _ready(server: ServerProcess) -> bool:
-    return httpx.get(f"{server.url}/readyz", timeout=10).status_code == 200
 
 
 def _client(server: ServerProcess, token: str = ADMIN) -> Client:
@@ -142,7 +137,7 @@ def test_a_killed_engine_process_ends_the_api_s_and_the_next_server_adopts_the_j
     second = _server(reap / "data")
     try:
         with _client(second) as client:
-            wait_for(lambda: _ready(second), 60, "the jobs picked up")
+            wait_for(lambda: ready(second.url), 60, "the jobs picked up")
             assert client.get(sleeper.id).state == "running"
             assert client.cancel(sleeper.id).id == sleeper.id
             assert client.wait(sleeper.id).state == "cancelled"

@@ -190,6 +190,30 @@ class DoorClient:
                 answer.set_exception(DoorClosed(why))
 
 
+class Forwarded:
+    """An object of the other process (``prefix``, a dotted name the door answers): each
+    method called here runs there and returns what it returned, or its future if not
+    ``wait``."""
+
+    def __init__(self, door: DoorClient, prefix: str, wait: bool = True) -> None:
+        self._door = door
+        self._prefix = prefix
+        self._wait = wait
+
+    def __getattr__(self, name: str) -> Callable[..., Any]:
+        call = f"{self._prefix}.{name}"
+
+        def forwarded(*args: Any, **kwargs: Any) -> Any:
+            answer = self._door.call(call, *args, **kwargs)
+            return answer.result() if self._wait else answer
+
+        forwarded.__name__ = call
+        return forwarded
+
+    def close(self) -> None:
+        """Ends nothing there: the other process closes its own."""
+
+
 def _shut(conn: Connection) -> None:
     """Shut the socket under ``conn`` down both ways; its descriptor stays open for the
     thread that reads it, which closes it once it reads the end."""

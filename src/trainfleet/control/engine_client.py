@@ -11,9 +11,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from concurrent.futures import Future
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from trainfleet.control.door import DoorClient
+from trainfleet.control.door import DoorClient, Forwarded
 from trainfleet.control.forwarded_store import ForwardedStore
 from trainfleet.datadir.layout import DataDir
 from trainfleet.domain.records import JobNotFound, JobRecord
@@ -45,29 +45,6 @@ ENGINE_CALLS = frozenset(
     }
 )
 """The engine's own operations that the API's process calls through the door."""
-
-
-class Forwarded:
-    """An object of the other process (``prefix``, a dotted name the door answers): each
-    method called here runs there and returns what it returned, or its future if not
-    ``wait``."""
-
-    def __init__(self, door: DoorClient, prefix: str, wait: bool = True) -> None:
-        self._door = door
-        self._prefix = prefix
-        self._wait = wait
-
-    def __getattr__(self, name: str) -> Callable[..., Any]:
-        call = f"{self._prefix}.{name}"
-
-        def forwarded(*args: Any, **kwargs: Any) -> Any:
-            answer = self._door.call(call, *args, **kwargs)
-            return answer.result() if self._wait else answer
-
-        return forwarded
-
-    def close(self) -> None:
-        """Ends nothing there: the other process closes its own."""
 
 
 class EngineClient:

@@ -9,10 +9,9 @@ method of the store, so that a new one must be put on a side.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
-from trainfleet.control.door import DoorClient
+from trainfleet.control.door import DoorClient, Forwarded
 from trainfleet.store.database import Store
 
 WRITES: dict[str, frozenset[str]] = {
@@ -109,23 +108,15 @@ class _Part:
 
     def __init__(self, local: object, door: DoorClient, prefix: str, writes: frozenset[str]):
         self._local = local
-        self._door = door
-        self._prefix = prefix
+        self._remote = Forwarded(door, prefix)
         self._writes = writes
 
     def __getattr__(self, name: str) -> Any:
         if name in self._writes:
-            return self._forwarded(f"{self._prefix}.{name}")
+            return getattr(self._remote, name)
         if name in LOCAL_ONLY:
             raise AttributeError(f"{name}: a forwarded store is told of no job's end")
         return getattr(self._local, name)
-
-    def _forwarded(self, call: str) -> Callable[..., Any]:
-        def forwarded(*args: Any, **kwargs: Any) -> Any:
-            return self._door.call(call, *args, **kwargs).result()
-
-        forwarded.__name__ = call
-        return forwarded
 
 
 class ForwardedStore(_Part):

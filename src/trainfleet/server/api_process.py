@@ -22,8 +22,8 @@ from typing import TYPE_CHECKING, cast
 
 import uvicorn
 
-from trainfleet.control.door import DoorClient, DoorClosed
-from trainfleet.control.engine_client import EngineClient, Forwarded, engine_over
+from trainfleet.control.door import DoorClient, DoorClosed, Forwarded
+from trainfleet.control.engine_client import EngineClient, engine_over
 from trainfleet.control.services.bundle import Services
 from trainfleet.server.app import create_app
 from trainfleet.server.listening import Tls, http_config
