@@ -51,6 +51,23 @@ def _job(engine: Engine, name: str) -> JobRecord:
     return found
 
 
+def _until_waiting(engine: Engine, job_id: str, run: subprocess.Popen[str], says: str) -> None:
+    """Wait until the job waits saying ``says``; else fail with what it and its run said."""
+    try:
+        wait_for(lambda: engine.get(job_id).waiting == says, what="the job waiting")
+    except AssertionError:
+        run.kill()
+        output, _ = run.communicate(timeout=60)
+        job = engine.get(job_id)
+        events = "\n".join(f"{e.task} {e.state}: {e.message}" for e in engine.events(job_id))
+        jobs = ", ".join(f"{other.id} {other.state}" for other in engine.list())
+        raise AssertionError(
+            f"job {job_id} is {job.state}, waiting {job.waiting!r}, not {says!r}\n"
+            f"the jobs: {jobs}\n"
+            f"its events:\n{events}\nits run said:\n{output}"
+        ) from None
+
+
 def _running_groups(engine: Engine, job_id: str) -> list[int]:
     """Once every task runs: their process groups."""
     wait_for(
@@ -271,12 +288,11 @@ def test_a_submitted_job_and_a_run_take_turns_and_a_killed_waiter_is_lost(
     _running_groups(engine, first_id)  # run by the background runner of `submit`
     second = _start(_machine_job(job_file, "second", WHOLE_MACHINE["gpu"]))
     second_id = _job(engine, "second").id
-    wait_for(
-        lambda: (
-            engine.get(second_id).waiting
-            == f"waiting for resources: gpu held by job {first_id} of another trainfleet process"
-        ),
-        what="the run waiting for the submitted job",
+    _until_waiting(
+        engine,
+        second_id,
+        second,
+        f"waiting for resources: gpu held by job {first_id} of another trainfleet process",
     )
 
     second.kill()

@@ -58,9 +58,15 @@ def _api_processes(server_pid: int) -> list[psutil.Process]:
         children = psutil.Process(server_pid).children()
     except psutil.NoSuchProcess:
         return []
-    return [
-        child for child in children if "trainfleet.server.api_process" in " ".join(child.cmdline())
-    ]
+    return [child for child in children if _is_api_process(child)]
+
+
+def _is_api_process(process: psutil.Process) -> bool:
+    """Whether it is a live API process (one just killed may be gone as it is asked)."""
+    try:
+        return "trainfleet.server.api_process" in " ".join(process.cmdline())
+    except psutil.NoSuchProcess:  # ZombieProcess too
+        return False
 
 
 def _api_pid(server: ServerProcess) -> int:
