@@ -95,6 +95,7 @@ from typing import Any
 from urllib.parse import quote, urlsplit, urlunsplit
 
 import httptools
+import psutil
 import uvloop
 
 from trainfleet.datadir.layout import DataDir
@@ -233,14 +234,27 @@ def postgres_database(admin: str, prefix: str) -> Iterator[str]:
             connection.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
 
 
-def thread_names(pid: int) -> dict[str, int]:
-    """How many of the process's threads have each name (``/proc/PID/task/*/comm``), most
+def thread_names(*pids: int) -> dict[str, int]:
+    """How many of the processes' threads have each name (``/proc/PID/task/*/comm``), most
     first."""
     names: Counter[str] = Counter()
-    for comm in Path(f"/proc/{pid}/task").glob("*/comm"):
-        with contextlib.suppress(OSError):
-            names[comm.read_text().strip()] += 1
+    for pid in pids:
+        for comm in Path(f"/proc/{pid}/task").glob("*/comm"):
+            with contextlib.suppress(OSError):
+                names[comm.read_text().strip()] += 1
     return dict(names.most_common())
+
+
+def server_processes(pid: int) -> list[int]:
+    """The server ``pid`` and the process it serves its API from, if it has one (the
+    default; not with ``trainfleet server --one-process``)."""
+    with contextlib.suppress(psutil.Error):
+        return [pid] + [
+            child.pid
+            for child in psutil.Process(pid).children()
+            if "trainfleet.server.api_process" in " ".join(child.cmdline())
+        ]
+    return [pid]
 
 
 def _server_accepts(option: str) -> bool:
@@ -1102,10 +1116,13 @@ def _writer_job(name: str, mib: int, lines: int = LINES_PER_MIB) -> bytes:
 
 
 def _rss(pid: int) -> int:
-    """The resident memory of process ``pid``, in bytes."""
-    status = Path(f"/proc/{pid}/status").read_text()
-    found = re.search(r"VmRSS:\s+(\d+) kB", status)
-    return int(found.group(1)) * 1024 if found else 0
+    """The resident memory of the server ``pid`` and its API's process, in bytes."""
+    total = 0
+    for one in server_processes(pid):
+        with contextlib.suppress(OSError):
+            found = re.search(r"VmRSS:\s+(\d+) kB", Path(f"/proc/{one}/status").read_text())
+            total += int(found.group(1)) * 1024 if found else 0
+    return total
 
 
 def _say(what: str) -> None:

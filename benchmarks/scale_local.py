@@ -9,9 +9,10 @@ connections. Once all of them run (or --local-timeout has passed) and --local-se
 seconds more (a supervisor loads its sampler when its first sample is due, 5 s in, and is
 some 4 MB larger from then on: the figures are its steady size), it reads:
 
-(threads)     the server's threads (``Threads:`` of /proc/PID/status), and how many of them
-              have each name (/proc/PID/task/*/comm). Target: <= 64.
-(RSS)         the server's VmRSS.
+(threads)     the server's threads, its API process's counted in (``Threads:`` of
+              /proc/PID/status), and how many of them have each name
+              (/proc/PID/task/*/comm). Target: <= 64.
+(RSS)         the server's VmRSS, its API process's counted in.
 (supervisor)  each running task's supervisor (the shim: found through the ``.pid`` records
               under the data directory's jobs/*/run/): its VmRSS (/proc/PID/status) and its
               Pss (/proc/PID/smaps_rollup: its share of pages it shares with the other
@@ -40,7 +41,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from api import API, Load, Server, thread_names
+from api import API, Load, Server, server_processes, thread_names
 
 import trainfleet.backends.supervision.shim as shim_module
 
@@ -156,9 +157,10 @@ def measure(jobs: int, seconds: int, timeout: float, settle: float) -> dict[str,
             load = Load(server.port, token)
             ran = asyncio.run(_submit_and_wait(load, jobs, seconds, timeout))
             time.sleep(settle)
-            pid = server.process.pid
-            threads, names = int(status(pid).get("Threads", 0)), thread_names(pid)
-            rss = kib(status(pid).get("VmRSS", "0 kB"))
+            serving = server_processes(server.process.pid)  # the API's process counted in
+            threads = sum(int(status(pid).get("Threads", 0)) for pid in serving)
+            names = thread_names(*serving)
+            rss = sum(kib(status(pid).get("VmRSS", "0 kB")) for pid in serving)
             found = shims(data_dir)
             rsses = [kib(status(p)["VmRSS"]) for p in found if "VmRSS" in status(p)]
             shares = [share for share in map(pss, found) if share is not None]

@@ -55,9 +55,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import psutil
 import uvloop
-from api import API, HOST, Load, Server, _latency, _source, postgres_database, thread_names
+from api import (
+    API,
+    HOST,
+    Load,
+    Server,
+    _latency,
+    _source,
+    postgres_database,
+    server_processes,
+    thread_names,
+)
 
 from trainfleet.backends.simulated import (
     SIM_VARIABLE,
@@ -143,9 +152,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     _add(parser, "--only", default="ABCD", help="the parts to run; A always runs [ABCD]")
     _add(
         parser,
-        "--api-process",
+        "--one-process",
         action="store_true",
-        help="serve the API from a process of its own (`trainfleet server --api-process`)",
+        help="serve the API from the engine's process (`trainfleet server --one-process`)",
     )
 
 
@@ -169,7 +178,7 @@ def _settings(args: argparse.Namespace) -> dict[str, Any]:
         "clients": getattr(args, "clients", 64),
         "running_timeout": getattr(args, "running_timeout", 900.0),
         "src": getattr(args, "src", None),
-        "api_process": bool(getattr(args, "api_process", False)),
+        "one_process": bool(getattr(args, "one_process", False)),
         "parts": "A" + getattr(args, "only", "ABCD").upper(),
     }
 
@@ -219,9 +228,8 @@ def fresh_database(admin: str | None) -> Iterator[str | None]:
 
 
 def _proc_status(pid: int) -> tuple[int, int] | None:
-    """The server's threads and RSS (bytes), from /proc: its API's process's counted in
-    (``--api-process``)."""
-    found = [_one_status(one) for one in (pid, *_api_processes(pid))]
+    """The server's threads and RSS (bytes), from /proc: its API's process's counted in."""
+    found = [_one_status(one) for one in server_processes(pid)]
     if found[0] is None:
         return None
     counted = [status for status in found if status is not None]
@@ -235,17 +243,6 @@ def _one_status(pid: int) -> tuple[int, int] | None:
         return None
     fields = dict(line.split(":", 1) for line in text.splitlines() if ":" in line)
     return int(fields["Threads"]), int(fields["VmRSS"].split()[0]) * 1024
-
-
-def _api_processes(pid: int) -> list[int]:
-    """The API's process of the server ``pid`` (``--api-process``), if it has one."""
-    with contextlib.suppress(psutil.Error):
-        return [
-            child.pid
-            for child in psutil.Process(pid).children()
-            if "trainfleet.server.api_process" in " ".join(child.cmdline())
-        ]
-    return []
 
 
 class Sampler(threading.Thread):
@@ -267,7 +264,7 @@ class Sampler(threading.Thread):
             self.samples.append((time.time(), *found))
             if found[0] > named_at * 1.02:  # names read again only as the peak grows
                 named_at = found[0]
-                self.peak_names = thread_names(self.pid)
+                self.peak_names = thread_names(*server_processes(self.pid))
 
     def stop(self) -> None:
         self._done.set()
@@ -386,7 +383,7 @@ class Scenario:
             src / "src" if src else None,
             program=program,
             start_timeout=900,
-            options=["--api-process"] if self.settings["api_process"] else [],
+            options=["--one-process" if self.settings["one_process"] else "--api-process"],
         )
         self.sampler = Sampler(self.server.process.pid)
         self.sampler.start()

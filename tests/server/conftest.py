@@ -14,7 +14,8 @@ from .harness import LiveServer
 
 @pytest.fixture(scope="session")
 def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
-    apart = bool(os.environ.get("TRAINFLEET_TEST_API_PROCESS"))  # the API in its own process
+    # The API in a process of its own, as `trainfleet server` serves it; "0": in this one.
+    apart = os.environ.get("TRAINFLEET_TEST_API_PROCESS", "1") != "0"
     server = LiveServer(tmp_path_factory.mktemp("server") / "data", apart=apart).start()
     yield server
     server.stop()

@@ -1,5 +1,5 @@
-"""``trainfleet server --api-process``: the API in a process of its own, beside the
-engine's, against a real server. Every kind of change made through the API is kept (the
+"""``trainfleet server``: the API in a process of its own, beside the engine's (unless
+``--one-process``), against a real server. Every kind of change made through the API is kept (the
 API's process has a read-only store: a write it made itself would fail the request); a
 ``kill -9`` of the API's process loses no job and a new one serves on the same port; a
 ``kill -9`` of the engine's process ends the API's, and the next server adopts the jobs;
@@ -38,7 +38,7 @@ steps:
 
 def _server(data: Path) -> ServerProcess:
     env = {"TRAINFLEET_ADMIN_TOKEN": ADMIN}
-    return ServerProcess(data, env=env, args=["--api-process"])
+    return ServerProcess(data, env=env)  # the API's process: the default
 
 
 @pytest.fixture
@@ -114,6 +114,28 @@ def test_every_kind_of_change_made_through_the_api_s_process_is_kept(
         assert {"team.create", "user.create", "secret.create", "job.submit"} <= actions
         assert [j.id for j in admin.list_jobs(name="sleeper")] == []
     assert not [line for line in server.lines if "Traceback" in line or " 500 " in line]
+
+
+@pytest.mark.parametrize(
+    ("args", "env", "api_processes"),
+    [
+        ([], {"TRAINFLEET_API_PROCESS": ""}, 1),
+        (["--one-process"], {}, 0),
+        ([], {"TRAINFLEET_API_PROCESS": "0"}, 0),
+        (["--api-process"], {"TRAINFLEET_API_PROCESS": "0"}, 1),
+    ],
+    ids=["default", "--one-process", "variable 0", "flag over variable"],
+)
+def test_the_api_has_a_process_of_its_own_unless_told_otherwise(
+    reap: Path, args: list[str], env: dict[str, str], api_processes: int
+) -> None:
+    server = ServerProcess(reap / "data", env={"TRAINFLEET_ADMIN_TOKEN": ADMIN, **env}, args=args)
+    try:
+        with _client(server) as client:
+            assert client.wait(client.submit(QUICK).id).state == "succeeded"
+        assert len(_api_processes(server.process.pid)) == api_processes
+    finally:
+        server.stop()
 
 
 def test_a_killed_api_process_is_replaced_and_no_job_is_lost(server: ServerProcess) -> None:

@@ -139,11 +139,13 @@ from trainfleet.control.settings import Setting, Settings, Source
     "[default: TRAINFLEET_AUDIT_RETENTION, else keep every record].",
 )
 @click.option(
-    "--api-process",
-    is_flag=True,
+    "--api-process/--one-process",
+    default=True,
     envvar="TRAINFLEET_API_PROCESS",
-    help="Serve the API from a process of its own, beside the engine's (a burst of "
-    "submissions then delays no job's start; see docs/api-process.md).",
+    help="Serve the API from a process of its own beside the engine's, so that a burst of "
+    "submissions delays no job's start; or both from one process (fewer threads and less "
+    "memory, slower under load; see docs/api-process.md) [default: TRAINFLEET_API_PROCESS "
+    "(0: one process), else --api-process].",
 )
 @click.pass_context
 def server(ctx: click.Context, /, **_: object) -> None:
