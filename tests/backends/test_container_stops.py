@@ -32,6 +32,7 @@ from trainfleet.backends.local import LocalBackend
 from trainfleet.backends.slurm import bootstrap
 from trainfleet.backends.supervision import SHIM
 from trainfleet.backends.supervision.containers import Containers
+from trainfleet.backends.supervision.shim import CONTAINER_SECONDS, RUNTIME_SECONDS
 from trainfleet.datadir import records
 from trainfleet.datadir.layout import DataDir
 from trainfleet.scheduling.placement import Placement, TaskKey, TaskSlot, task_keys
@@ -41,7 +42,10 @@ WORKER: TaskKey = ("worker", 0)
 CATCH_TERM = "trap 'exit 7' TERM; echo ready; while :; do sleep 0.1; done"
 ROUNDS = 10
 REPLICAS = 3
-EXIT_SECONDS = 30.0
+EXIT_SECONDS = RUNTIME_SECONDS + CONTAINER_SECONDS + 10.0
+"""A stopped task's exit is recorded this soon: the shim asks the container how it ended
+(one runtime call at most), then removes it (bounded apart), with time to spare (a CI run
+under load saw the bootstrap record nothing in 30 s, what it may take by these bounds)."""
 GRACEFUL_SECONDS = 30.0
 """A task that exits on SIGTERM ends this soon after a graceful stop, whenever it came, its
 container's removal included (one CI run saw one of three not ended after 15 s, which no
@@ -350,12 +354,15 @@ def test_the_slurm_bootstrap_removes_its_task_s_container(tmp_path: Path) -> Non
             process.stdin.write(marshal.dumps(arguments))
         when = _stop_at(rng, name, creating=1.0, spread=0.0)  # it looks every 0.1 s
         launch.record.with_name(launch.record.name + ".signal").write_text("KILL\n")
+        began = time.monotonic()
         try:
-            process.wait(timeout=EXIT_SECONDS)
+            ended = f"the bootstrap ended ({process.wait(timeout=EXIT_SECONDS)})"
         except subprocess.TimeoutExpired:
             os.killpg(process.pid, signal.SIGKILL)
+            ended = "the bootstrap ran on"
+        ended += f" after {time.monotonic() - began:.1f} s"
         code = records.exit_status(launch.record)
-        said = f"round {round_}: KILL {when}, exit {code}"
+        said = f"round {round_}: KILL {when}, exit {code}, {ended}"
         if code is None:
             failures.append(f"{said}: no exit recorded")
         elif left := leftovers(job):
