@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import signal
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,6 +20,7 @@ import pytest
 from helpers import wait_for
 
 from trainfleet.client import Client
+from trainfleet.domain.errors import Unavailable
 from trainfleet.server.api_supervisor import RESTARTS
 from trainfleet.wire import QueueBody, UserBody
 
@@ -150,6 +152,53 @@ def test_a_killed_api_process_is_replaced_and_no_job_is_lost(server: ServerProce
         assert client.wait(client.submit(QUICK).id).state == "succeeded"
         client.cancel(sleeper.id)
     server.wait_for_line("the API's process ended (exit status -9): starting another")
+
+
+def test_an_api_process_killed_amid_submissions_leaves_every_job_whole(
+    server: ServerProcess,
+) -> None:
+    """Four clients submit without pause while the API's process is killed: each
+    submission answered is stored and runs to its end, a submission whose answer was lost
+    is stored whole or not at all (no job without its task, none left waiting), and the
+    next API process takes the rest."""
+    answered: list[str] = []
+    failures: list[BaseException] = []
+    stop = threading.Event()
+
+    def submit_until_stopped() -> None:
+        with _client(server) as client:
+            while not stop.is_set():
+                try:
+                    answered.append(client.submit(QUICK).id)
+                except Unavailable:  # the connection the kill ended, or a 503 meanwhile
+                    pass
+                except BaseException as error:
+                    failures.append(error)
+                    return
+
+    clients = [threading.Thread(target=submit_until_stopped) for _ in range(4)]
+    for thread in clients:
+        thread.start()
+    try:
+        wait_for(lambda: len(answered) >= 20, 60, "the first submissions")
+        os.kill(_api_pid(server), signal.SIGKILL)
+        before = len(answered)
+        wait_for(lambda: len(answered) >= before + 20, 60, "submissions to the next process")
+    finally:
+        stop.set()
+        for thread in clients:
+            thread.join(60)
+    assert failures == []
+    with _client(server) as client:
+        stored = {job.id for job in client.list_jobs(name="quick")}
+        assert set(answered) <= stored
+        wait_for(
+            lambda: {job.state for job in client.list_jobs(name="quick")} == {"succeeded"},
+            120,
+            "every stored job run to its end",
+        )
+        assert all(len(client.describe(job_id).tasks) == 1 for job_id in stored)
+    assert not [line for line in server.lines if "Traceback" in line or " 500 " in line]
 
 
 def test_a_killed_engine_process_ends_the_api_s_and_the_next_server_adopts_the_jobs(

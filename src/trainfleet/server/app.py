@@ -4,6 +4,7 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from importlib.metadata import version
 
+from anyio import to_thread
 from fastapi import Depends, FastAPI, Response
 from fastapi.concurrency import run_in_threadpool
 
@@ -42,6 +43,11 @@ from trainfleet.server.settings import Settings
 from trainfleet.wire import API_PREFIX, Health
 from trainfleet.workdirs.store import WorkdirStore
 
+WORKER_THREADS = 16
+"""Threads for the requests' blocking work (anyio's default: 40), large submissions
+waiting for the engine's answer among them; more such requests wait their turn without a
+thread (a burst of 100 jobs of 100 tasks held 40, past the server's bound of 64 in all)."""
+
 
 def create_app(
     engine: Engine,
@@ -58,6 +64,7 @@ def create_app(
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        to_thread.current_default_thread_limiter().total_tokens = WORKER_THREADS
         if not services.jobs.local_runners:  # a server drives workflows (not `trainfleet ui`)
             services.workflows.start()
         yield
