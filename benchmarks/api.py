@@ -248,13 +248,20 @@ def thread_names(*pids: int) -> dict[str, int]:
 def server_processes(pid: int) -> list[int]:
     """The server ``pid`` and the process it serves its API from, if it has one (the
     default; not with ``trainfleet server --one-process``)."""
-    with contextlib.suppress(psutil.Error):
-        return [pid] + [
-            child.pid
-            for child in psutil.Process(pid).children()
-            if "trainfleet.server.api_process" in " ".join(child.cmdline())
-        ]
-    return [pid]
+    try:
+        children = psutil.Process(pid).children()
+    except psutil.Error:
+        return [pid]
+    return [pid] + [child.pid for child in children if _runs_api(child)]
+
+
+def _runs_api(process: psutil.Process) -> bool:
+    """Whether it is a server's API process (one of its tasks' shims may end as it is asked:
+    not one, while the API's own is still counted)."""
+    try:
+        return "trainfleet.server.api_process" in " ".join(process.cmdline())
+    except psutil.Error:
+        return False
 
 
 def _server_accepts(option: str) -> bool:

@@ -1,9 +1,9 @@
 """``trainfleet server``: the API in a process of its own, beside the engine's (unless
-``--one-process``), against a real server. Every kind of change made through the API is kept (the
-API's process has a read-only store: a write it made itself would fail the request); a
-``kill -9`` of the API's process loses no job and a new one serves on the same port; a
-``kill -9`` of the engine's process ends the API's, and the next server adopts the jobs;
-an API process that keeps dying stops the server, saying so; SIGTERM ends both, jobs
+``--one-process``), against a real server. Every kind of change made through the API is
+kept (the API's process has a read-only store: a write it made itself would fail the
+request); a ``kill -9`` of the API's process loses no job and a new one serves on the same
+port; a ``kill -9`` of the engine's process ends the API's, and the next server adopts the
+jobs; an API process that keeps dying stops the server, saying so; SIGTERM ends both, jobs
 running on."""
 
 from __future__ import annotations
