@@ -1,12 +1,14 @@
-"""``trainfleet run``'s Ctrl-C at the one moment no real run can aim at: while its first
-line is being written (a reader that acts on that line may signal at once). The service is
-a stand-in recording what the view asks of it: the moment needs the signal inside the
-view's own call, which no server or engine can time."""
+"""``trainfleet run``'s Ctrl-C and SIGTERM at the moments no real run can aim at: while its
+first line is being written (a reader that acts on that line may signal at once), and in
+the middle of the engine's work, holding a lock. The service is a stand-in recording what
+the view asks of it: the moment needs the signal inside the view's own call, which no server
+or engine can time."""
 
 from __future__ import annotations
 
 import os
 import signal
+import threading
 import time
 from types import SimpleNamespace
 
@@ -63,3 +65,42 @@ def test_ctrl_c_as_the_first_line_is_written_stops_the_job_and_exits_130(capfd) 
     assert code == 130
     assert service.interrupted
     assert "stopping the job" in capfd.readouterr().out
+
+
+class LockingService(Service):
+    """A job whose every wait holds a lock, as the embedded engine's store does, and is
+    signalled (SIGTERM: another process's stop) in the middle of it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lock = threading.Lock()
+        self.signalled = False
+
+    def attach(self, job_id: str) -> str:
+        return "runs here"
+
+    def wait(self, job_id: str, timeout: float) -> bool:
+        if not self.lock.acquire(timeout=5):
+            raise AssertionError("the lock stayed held: the signal was raised inside the work")
+        if not self.signalled:
+            self.signalled = True
+            os.kill(os.getpid(), signal.SIGTERM)
+        for _ in range(1000):  # Python code, where a raising handler would run
+            pass
+        self.lock.release()
+        return super().wait(job_id, timeout)
+
+
+def test_a_stop_signalled_amid_the_engine_s_work_leaves_it_whole_and_stops_the_job(capfd) -> None:
+    """A KeyboardInterrupt raised where the signal lands would leave the lock held: the
+    job, told to stop, could then never end (a CI run hung on this)."""
+    service = LockingService()
+    before = {number: signal.getsignal(number) for number in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        code = RunView(service, "sleeper-1", show_logs=False).run()  # type: ignore[arg-type]
+    except KeyboardInterrupt:
+        pytest.fail("the signal was raised inside the engine's work: its lock stayed held")
+    assert not service.lock.locked()
+    assert code == 130 and service.interrupted
+    assert capfd.readouterr().out.count("stopping the job") == 1
+    assert {number: signal.getsignal(number) for number in before} == before  # put back

@@ -13,6 +13,7 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from types import FrameType
+from typing import Self
 
 from trainfleet.cli.follow import EventFollower, describe_event
 from trainfleet.cli.service import JobService
@@ -38,28 +39,16 @@ class RunView:
         self.tty = sys.stdout.isatty()
         self.services = bool(service.links(job_id))
         self.announced: set[str] = set()
+        self.interrupts = Interrupts()
 
     def run(self) -> int:
-        # SIGTERM, and SIGHUP (its terminal closed), stop the job as Ctrl-C does.
-        previous = {
-            signal.SIGTERM: signal.signal(signal.SIGTERM, _interrupt),
-            signal.SIGHUP: signal.signal(signal.SIGHUP, _hang_up),
-        }
-        try:
-            try:  # a Ctrl-C even as the first line is written (a reader may act on it) stops it
-                self._say(f"job {self.job_id}: {self.service.attach(self.job_id)}")
-                if self.tty:
-                    self._watch_live()
-                else:
-                    self._watch(self._show)
-            except KeyboardInterrupt:  # before the watch took over (Rich was loading)
-                self._say("stopping the job (Ctrl-C again to kill it)")
-                self.service.interrupt(self.job_id)
+        with self.interrupts:
+            self._say(f"job {self.job_id}: {self.service.attach(self.job_id)}")
+            if self.tty:
+                self._watch_live()
+            else:
                 self._watch(self._show)
             self._keep_services()
-        finally:
-            for number, handler in previous.items():
-                signal.signal(number, handler)
         job = self.service.get(self.job_id)
         if not self.tty:
             for line in plain_task_table(self.service.tasks(self.job_id)):
@@ -69,15 +58,11 @@ class RunView:
 
     def _watch(self, show: Callable[..., object]) -> None:
         """Show output until the job ends; Ctrl-C stops the job, twice kills it."""
-        service, poll = self.service, self.service.poll_interval
-        while True:
-            try:  # every wait inside: a remote one is a request, where Ctrl-C may land
-                while not service.wait(self.job_id, poll):
-                    show()
-                break
-            except KeyboardInterrupt:
+        while not self.service.wait(self.job_id, self.service.poll_interval):
+            for _ in range(self.interrupts.take()):
                 self._say("stopping the job (Ctrl-C again to kill it)")
-                service.interrupt(self.job_id)
+                self.service.interrupt(self.job_id)
+            show()
         show(final=True)
 
     def _announcements(self) -> list[str]:
@@ -106,9 +91,8 @@ class RunView:
                 names = ", ".join(f"{link.name} at {link.url}" for link in alive)
                 self._say(f"the job has ended; {names} stays up a while (Ctrl-C ends it)")
                 said = True
-            try:
-                time.sleep(self.service.poll_interval)
-            except KeyboardInterrupt:
+            time.sleep(self.service.poll_interval)
+            if self.interrupts.take():
                 self.service.interrupt(self.job_id)
 
     def _show(self, final: bool = False) -> None:
@@ -172,15 +156,37 @@ def _exit(code: int | None) -> str:
     return "-" if code is None else str(code)
 
 
-def _interrupt(_signum: int, _frame: FrameType | None) -> None:
-    raise KeyboardInterrupt
+class Interrupts:
+    """Ctrl-C, SIGTERM and SIGHUP (its terminal closed) counted while the view runs, for
+    its loop to act on: never raised where they land. A KeyboardInterrupt thrown into the
+    middle of the embedded engine's work (between a lock's acquire and its ``try``) would
+    leave the lock held, and the job that was to stop would hang instead."""
 
+    NUMBERS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
-def _hang_up(_signum: int, _frame: FrameType | None) -> None:
-    """The terminal closed: what is shown goes nowhere (a write to it would fail), and
-    the job stops as on Ctrl-C."""
-    nowhere = os.open(os.devnull, os.O_WRONLY)
-    for stream in (sys.stdout, sys.stderr):
-        os.dup2(nowhere, stream.fileno())
-    os.close(nowhere)
-    raise KeyboardInterrupt
+    def __init__(self) -> None:
+        self._count = 0
+        self._taken = 0
+        self._previous: dict[int, object] = {}
+
+    def __enter__(self) -> Self:
+        for number in self.NUMBERS:
+            self._previous[number] = signal.signal(number, self._note)
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        for number, handler in self._previous.items():
+            signal.signal(number, handler)  # type: ignore[arg-type]
+
+    def take(self) -> int:
+        """How many arrived since the last call."""
+        new, self._taken = self._count - self._taken, self._count
+        return new
+
+    def _note(self, signum: int, _frame: FrameType | None) -> None:
+        if signum == signal.SIGHUP:  # what is shown goes nowhere now (a write would fail)
+            nowhere = os.open(os.devnull, os.O_WRONLY)
+            for stream in (sys.stdout, sys.stderr):
+                os.dup2(nowhere, stream.fileno())
+            os.close(nowhere)
+        self._count += 1
