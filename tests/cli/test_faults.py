@@ -102,6 +102,57 @@ def test_killed_worker_restarts_on_same_port_and_job_succeeds(
     assert output.count("listening on " + before.address) == 2
 
 
+FAILS_FIRST = """
+import os, pathlib, socket, sys, time
+port, index = int(os.environ["TRAINFLEET_PORT"]), os.environ["TRAINFLEET_INDEX"]
+if not pathlib.Path(f"port.{index}").exists():  # the test takes the port; this attempt fails
+    pathlib.Path(f"port.{index}").write_text(str(port))
+    while not pathlib.Path(f"held.{index}").exists():
+        time.sleep(0.05)
+    sys.exit(1)
+server = socket.socket()
+server.bind(("", port))  # raises (exit 1) where the port is still the other program's
+server.listen()
+"""
+
+
+def test_a_job_restarted_whole_binds_fresh_ports_where_its_old_ones_were_taken(
+    engine: Engine, job_file, tmp_path: Path
+) -> None:
+    """Another program of the node took a task's port (a connection's ephemeral port, as
+    in a CI run on Slurm; here: this test, as each task fails). At its old ports every
+    attempt would fail; the whole job restarts at new ones."""
+    (tmp_path / "fails_first.py").write_text(FAILS_FIRST)
+    job = job_file(
+        """
+        name: taken
+        restart: {policy: on-failure, scope: job, max_restarts: 2, backoff: {initial: 0.1}}
+        roles:
+          worker: {replicas: 2, command: python fails_first.py}
+        """
+    )
+    run = subprocess.Popen(trainfleet("run", job), stdout=subprocess.PIPE, text=True)
+    held: dict[str, socket.socket] = {}
+    taken: set[int] = set()
+    try:
+        while run.poll() is None:
+            for told in tmp_path.glob("port.*"):
+                if told.suffix not in held and told.read_text():
+                    taken.add(int(told.read_text()))
+                    held[told.suffix] = socket.create_server(("", int(told.read_text())))
+                    (tmp_path / f"held{told.suffix}").touch()
+            time.sleep(0.05)
+        assert run.returncode == 0, run.communicate()[0]
+    finally:
+        run.kill()
+        for server in held.values():
+            server.close()
+    (job_id,) = (job.id for job in engine.list())
+    tasks = engine.tasks(job_id)
+    assert len(taken) == 2 and all(t.state == State.SUCCEEDED and t.restarts for t in tasks)
+    assert not taken & {int(t.address.rsplit(":", 1)[1]) for t in tasks}
+
+
 def test_job_scope_restarts_every_task_together(engine: Engine, job_file, tmp_path: Path) -> None:
     """scope: job (the default of static torchrun groups): one failure restarts all tasks."""
     job = job_file(
@@ -132,7 +183,9 @@ def test_job_scope_restarts_every_task_together(engine: Engine, job_file, tmp_pa
     for name, old in before.items():
         assert old.pid is not None and not process_group_alive(old.pid), f"old {name} survived"
     after = {t.name: t for t in engine.tasks(job_id)}
-    assert all(after[name].address == old.address for name, old in before.items())
+    for name, old in before.items():  # each at a fresh port, where it listens now
+        assert after[name].address != old.address, name
+        wait_for(lambda t=after[name]: _listening(t.address), what=f"{name} at its new port")
 
     (tmp_path / "DONE").touch()
     output, _ = run.communicate(timeout=60)

@@ -26,7 +26,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from trainfleet.backends.accounts import Account, open_to_tasks
-from trainfleet.backends.api import Backend, NotStarted, Outside, TaskHandle
+from trainfleet.backends.api import Address, Backend, NotStarted, Outside, TaskHandle
 from trainfleet.backends.launch import JobLaunch, ServerAccess
 from trainfleet.control import notebook_tokens, policies
 from trainfleet.control.rounds import RoundFollower
@@ -159,6 +159,7 @@ class JobController:
         owner: str = "",
         stored: Stored | None = None,
         first_run: bool = False,
+        readdress: Callable[[], Mapping[TaskKey, Address]] | None = None,
     ) -> None:
         """``base``: where its tasks' environments start (see ``environments.task_base``);
         ``environments``: where the Python environments its roles ask for are built;
@@ -171,7 +172,8 @@ class JobController:
         revoked when the job ends (``notebook_tokens``); ``stored``: the job and its tasks
         as read just now, which ``begin`` uses instead of reading them again;
         ``first_run``: the job never began before (no restart of it is counted, no attempt
-        of its tasks looked for)."""
+        of its tasks looked for); ``readdress``: fresh ports for every task, the old ones
+        given back (see ``_restart_all``)."""
         self.job_id = job_id
         self.spec = spec
         self.placement = placement
@@ -213,6 +215,7 @@ class JobController:
         self._server = server
         self._owner = owner
         self._phase = _Phase.TRAINING
+        self._readdress = readdress
         self._stored = stored
         self.wake: Callable[[], None] = lambda: None
         """Called after each message put in its inbox (any thread): ``handle`` it soon."""
@@ -604,6 +607,7 @@ class JobController:
                     started_at=time.time(),
                     restarts=task.restarts,
                     exit_code=None,
+                    address=self.placement.slot(*key).address,
                 )
         if self.spec.progress is not None and not self._watching_progress:
             self._watching_progress = True
@@ -794,7 +798,18 @@ class JobController:
         self._after(max(0.0, self._job_restart_at - time.monotonic()), self._restart_all)
 
     def _restart_all(self) -> None:
+        """Start every task again, each at a new port where the backend gives them: a port
+        taken meanwhile by another program of the node (a task that could not bind it may
+        be why the job restarts) would fail every attempt. The job's tasks all learn the
+        new addresses, as they all start again."""
         self._job_restart_at = None
+        if self._readdress is not None:
+            try:
+                addresses = self._readdress()
+            except Exception as error:  # no free port, a firewall that failed: the old ones
+                log.warning("job %s restarts at its old ports: %s", self.job_id, error)
+            else:
+                self.placement = self.placement.at(addresses)
         self._restart(self._tasks)
 
     def _stopped_state(self, key: TaskKey, code: int) -> tuple[State, Condition]:

@@ -50,6 +50,7 @@ from trainfleet.scheduling.cluster import TaskAllocation
 from trainfleet.scheduling.gpu_memory import sized_by_memory
 from trainfleet.scheduling.placement import (
     Placement,
+    TaskKey,
     TaskSlot,
     assign_gpus,
     task_keys,
@@ -393,6 +394,7 @@ class Engine:
             owner=job.user,
             stored=stored,
             first_run=job.started_at is None,
+            readdress=partial(self._readdress, job, spec),
         )
 
     def _builders(self, team: str) -> Builders | None:
@@ -551,6 +553,22 @@ class Engine:
             self._free_ports(job.id)
             raise
         return spec, slots
+
+    def _readdress(self, job: JobRecord, spec: JobSpec) -> dict[TaskKey, Address]:
+        """New ports for every task of a job that starts over, open to its own account
+        only: taken while its old ones are still held (so none of them comes back), which
+        are then given back. Raises as ``reserve`` and ``_guard`` do, keeping the old."""
+        fresh = f"{job.id}/fresh"
+        try:
+            addresses = self.backend.reserve(fresh, spec)
+            self._guard(job, addresses.values())
+        except BaseException:
+            self.backend.release(fresh)
+            raise
+        self.backend.release(job.id)
+        self.backend.hold(job.id, addresses)
+        self.backend.release(fresh)
+        return addresses
 
     def _fail_launch(self, job_id: str, condition: Condition) -> None:
         self.admitter.finished(job_id)

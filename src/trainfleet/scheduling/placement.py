@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from trainfleet.domain.errors import BadInput
 from trainfleet.scheduling.cluster import Cluster, Node, TaskDemand
@@ -55,6 +55,12 @@ class Placement:
     def role(self, role: str) -> list[TaskSlot]:
         """The tasks of ``role`` ordered by index."""
         return sorted((t for t in self.tasks if t.role == role), key=lambda t: t.index)
+
+    def at(self, addresses: Mapping[TaskKey, tuple[str, int]]) -> Placement:
+        """The same tasks, each at its new ``(host, port)``."""
+        return Placement(
+            tuple(replace(t, host=addresses[t.key][0], port=addresses[t.key][1]) for t in self)
+        )
 
     def addresses(self) -> dict[str, list[str]]:
         """``{role: ["host:port", ...]}`` for every role, in index order."""

@@ -1,7 +1,8 @@
 """Free TCP ports on this machine, each held by one job until the job ends.
 
-A job's ports stay its own across its tasks' restarts (every task's address is in the
-others' environment) and come free again when it ends; a restarted server holds again
+A job's ports stay its own across a task's restart alone (every task's address is in the
+others' environment; a job that restarts whole takes new ones) and come free again when it
+ends; a restarted server holds again
 the ports of the jobs it adopts. Free ports are looked for in the ephemeral range, round
 robin from where the last search stopped, so a port just given back (perhaps still in
 TIME_WAIT) is the last to come round again. A port is free when a probe can bind it
