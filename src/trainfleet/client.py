@@ -25,6 +25,7 @@ import ssl
 import tempfile
 import threading
 import time
+import uuid
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from types import TracebackType
@@ -106,6 +107,10 @@ CA_VARIABLE = "TRAINFLEET_CA_CERT"
 """Where it finds the CA certificate file to verify an HTTPS server with, given none."""
 RECONNECTS = 3
 """How often a follow resumes (from its last offset or event) after the connection drops."""
+SUBMIT_TRIES = 5
+"""How often a submission is sent in all while its answer is lost (``_answer_lost``): with
+the same Idempotency-Key each time, so the job is stored once (about 8 s of patience)."""
+GATEWAY_ERRORS = frozenset({502, 503, 504})
 
 
 class ClientError(TrainfleetError):
@@ -240,6 +245,7 @@ class Client:
         workdir: str | os.PathLike[str] | None = None,
         server_workdir: str | os.PathLike[str] | None = None,
         filename: str | None = None,
+        idempotency_key: str | None = None,
     ) -> JobRecord:
         """Submit a job (YAML or JSON text, a Kubeflow manifest, or a JobSpec); it starts at once.
 
@@ -248,11 +254,16 @@ class Client:
         job runs in as it is (a shared file system). Neither: the server's own directory.
         ``filename`` names the text in errors. Warnings about how the job was read go to
         ``on_warning``.
+
+        Where the answer is lost (the connection broke, a 502, 503 or 504), the submission is
+        sent again with the same ``idempotency_key`` (a new one by default): the server
+        stores the job once and answers with it. Give your own key to submit the same job
+        again safely across calls, even across processes.
         """
         if workdir is not None and server_workdir is not None:
             raise errors.BadInput("give workdir (sent) or server_workdir (in place), not both")
         tree = self.upload_workdir(workdir) if workdir is not None else None
-        return self._submit(job, tree, server_workdir, filename)
+        return self._submit(job, tree, server_workdir, filename, idempotency_key)
 
     def _submit(
         self,
@@ -260,6 +271,7 @@ class Client:
         tree: str | None,
         server_workdir: str | os.PathLike[str] | None = None,
         filename: str | None = None,
+        idempotency_key: str | None = None,
     ) -> JobRecord:
         if isinstance(job, JobSpec):
             content, media_type = job.model_dump_json().encode(), "application/json"
@@ -268,12 +280,13 @@ class Client:
             media_type = "application/yaml"
         params = {"workdir": os.fspath(server_workdir) if server_workdir is not None else None}
         params["tree"], params["filename"] = tree, filename
-        response = self._request(
+        key = idempotency_key or str(uuid.uuid4())
+        response = self._request_again_while_lost(
             "POST",
             f"{API_PREFIX}/jobs",
             content=content,
-            headers={"Content-Type": media_type},
-            params={key: value for key, value in params.items() if value is not None},
+            headers={"Content-Type": media_type, "Idempotency-Key": key},
+            params={name: value for name, value in params.items() if value is not None},
         )
         submitted = _parse(Submitted, response)
         for warning in submitted.warnings:
@@ -799,6 +812,26 @@ class Client:
         _raise_for_status(response)
         return response
 
+    def _request_again_while_lost(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+        """``_request``, sent again (``SUBMIT_TRIES`` in all, with growing pauses) while its
+        answer is lost: only for a request that is safe to send twice (its key says so)."""
+        import tenacity
+
+        retrying = tenacity.Retrying(
+            retry=tenacity.retry_if_exception(_answer_lost),
+            stop=tenacity.stop_after_attempt(SUBMIT_TRIES),
+            wait=tenacity.wait_exponential_jitter(multiplier=0.5, max=4),
+            reraise=True,
+        )
+        try:
+            for attempt in retrying:
+                with attempt:
+                    response = self._http.request(method, path, **kwargs)
+                    _raise_for_status(response)
+        except httpx.TransportError as error:
+            raise self._unreachable(error) from None
+        return response
+
     def _unreachable(self, error: httpx.TransportError) -> Unreachable:
         """What a failed connection says: Untrusted for a certificate that failed."""
         failure = _verification_failure(error)
@@ -930,6 +963,16 @@ def _segment(value: str) -> str:
     and so does ``..`` (its dots escaped: no client resolves it as the folder above)."""
     quoted = quote(value, safe="")
     return quoted.replace(".", "%2E") if value in (".", "..") else quoted
+
+
+def _answer_lost(error: BaseException) -> bool:
+    """Whether a request may have reached the server and its answer not come back: the
+    connection broke or timed out after it was made, or a proxy (or the server, 503)
+    answered for it. A refused connection is no such case: no server listens."""
+    lost = (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError, httpx.ReadTimeout)
+    if isinstance(error, lost):
+        return True
+    return isinstance(error, ServerError) and error.status in GATEWAY_ERRORS
 
 
 def _raise_for_status(response: httpx.Response) -> None:

@@ -38,12 +38,14 @@ class HeldStore:
         self.go, self.entered = threading.Event(), threading.Event()
         self.writes: list[int] = []
 
-    def add_jobs(self, new: Sequence[tuple[JobRecord, Sequence[TaskRecord]]]) -> None:
+    def add_jobs(
+        self, new: Sequence[tuple[JobRecord, Sequence[TaskRecord]]], keys: dict[str, str]
+    ) -> None:
         if not self.writes:
             self.entered.set()
             self.go.wait(30)
         self.writes.append(len(new))
-        self.store.add_jobs(new)
+        self.store.add_jobs(new, keys)
 
 
 def test_jobs_queued_during_a_write_are_stored_together(tmp_path: Path) -> None:

@@ -215,6 +215,23 @@ def test_duplicate_job_id_is_refused_and_nothing_is_lost(store: Store, make_job:
     assert len(store.list_tasks("demo-1")) == 1 and len(store.list_events("demo-1")) == 1
 
 
+def test_a_submission_key_is_stored_once_and_finds_its_job(store: Store, make_job: MakeJob) -> None:
+    """A job's submission key is unique (a submission sent again finds its first job);
+    jobs without one never conflict; a deleted job frees its key."""
+    store.add_job(make_job("a-1"), _tasks("a-1", "w/0"), key="k1")
+    store.add_jobs([(make_job("b-1"), []), (make_job("c-1"), [])])  # no keys: no conflict
+    with pytest.raises(StoreConflict):
+        store.add_jobs([(make_job("d-1"), []), (make_job("e-1"), [])], {"e-1": "k1"})
+    assert store.get_job("d-1") is None and store.get_job("e-1") is None
+    found = store.job_with_key("k1")
+    assert found is not None and found.id == "a-1"
+    assert store.job_with_key("k2") is None
+    store.transition("a-1", State.CANCELLED, Condition(Code.CANCELLED, "done"))
+    store.delete_job("a-1")
+    store.add_job(make_job("f-1"), [], key="k1")
+    assert store.job_with_key("k1").id == "f-1"  # type: ignore[union-attr]
+
+
 def test_a_failed_transaction_stores_nothing(store: Store, make_job: MakeJob) -> None:
     # The job row and its labels go in first; the second, duplicate task then fails.
     with pytest.raises(StoreConflict):

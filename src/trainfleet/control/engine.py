@@ -200,12 +200,15 @@ class Engine:
         start: bool = False,
         fill_workdir: Callable[[Path], None] | None = None,
         team: str = "default",
+        key: str | None = None,
     ) -> JobRecord:
         """Store the job, queued, and with ``start`` queue it for admission here at once.
 
         ``workdir``: where it runs; None: in an empty folder of its own (``jobs/<id>/
         workdir``, gone with the job), made when it starts. ``fill_workdir``: in that
-        folder, which this fills before the job is stored.
+        folder, which this fills before the job is stored. ``key``: its submission key:
+        where a job was stored with it, that job is returned instead (BadInput where its
+        spec differs).
         Raises Unschedulable when it could never be admitted, DiskFull when the data
         directory's disk has no room for it.
         """
@@ -214,19 +217,21 @@ class Engine:
         for _ in range(ID_TRIES):
             job_id = f"{spec.name}-{secrets.token_hex(4)}"
             own = self.data_dir.job_dir(job_id) / "workdir"
-            if fill_workdir is not None and own.exists():  # an id taken already: draw again
+            if fill_workdir is not None and own.parent.exists():  # an id taken: draw again
                 continue
             try:
                 if fill_workdir is not None:
                     fill_workdir(own)
                 runs_in = workdir if workdir is not None and fill_workdir is None else own
                 job, tasks = self._records(job_id, spec, runs_in, source, user, team)
-                self.store.add_job(job, tasks)
+                self.store.add_job(job, tasks, key)
             except BaseException as error:
-                if fill_workdir is not None:  # nothing half-stored
-                    shutil.rmtree(own, ignore_errors=True)
-                if isinstance(error, StoreConflict):  # the id was taken: draw again
-                    continue
+                if fill_workdir is not None:  # nothing half-stored (the folder was new)
+                    shutil.rmtree(own.parent, ignore_errors=True)
+                if isinstance(error, StoreConflict):
+                    if key is not None and (first := self._stored_with(key, spec)) is not None:
+                        return first
+                    continue  # the id was taken: draw again
                 raise
             if start:
                 self._queue([(job, spec)])
@@ -240,6 +245,7 @@ class Engine:
         source: str = "trainfleet",
         user: str | None = None,
         team: str = "default",
+        key: str | None = None,
     ) -> Future[JobRecord]:
         """``submit(..., start=True)`` for a caller that waits on a future, not on the store
         (the API's event loop): the checks here, then the job stored with the others queued
@@ -247,7 +253,7 @@ class Engine:
         admission. The future is the stored job, or why it could not be stored."""
         spec = self._admissible(spec, workdir, team)
         answer: Future[JobRecord] = Future()
-        self._store_soon(answer, spec, workdir, source, user, team, ID_TRIES)
+        self._store_soon(answer, spec, workdir, source, user, team, key, ID_TRIES)
         return answer
 
     def _store_soon(
@@ -258,6 +264,7 @@ class Engine:
         source: str,
         user: str | None,
         team: str,
+        key: str | None,
         tries: int,
     ) -> None:
         job_id = f"{spec.name}-{secrets.token_hex(4)}"
@@ -266,14 +273,32 @@ class Engine:
 
         def stored(new: Future[JobRecord]) -> None:
             error = new.exception()
-            if isinstance(error, StoreConflict) and tries > 1:  # the id was taken: draw again
-                self._store_soon(answer, spec, workdir, source, user, team, tries - 1)
+            try:
+                first = self._stored_with(key, spec) if isinstance(error, StoreConflict) else None
+            except Exception as why:  # another job's key, the store away
+                answer.set_exception(why)
+                return
+            if first is not None:
+                answer.set_result(first)
+            elif isinstance(error, StoreConflict) and tries > 1:  # the id was taken: again
+                self._store_soon(answer, spec, workdir, source, user, team, key, tries - 1)
             elif error is not None:
                 answer.set_exception(error)
             else:
                 answer.set_result(new.result())
 
-        self.submissions.add(NewJob(job, tasks, spec)).add_done_callback(stored)
+        self.submissions.add(NewJob(job, tasks, spec, key)).add_done_callback(stored)
+
+    def _stored_with(self, key: str | None, spec: JobSpec) -> JobRecord | None:
+        """The job stored before with submission key ``key``, if any; BadInput where it
+        was another job (its spec differs): a key is for sending one job again."""
+        first = self.store.job_with_key(key) if key is not None else None
+        if first is not None and first.spec != spec.model_dump_json():
+            raise BadInput(
+                f"Idempotency-Key: this key was sent with another job ({first.id}); send a"
+                " new key with each new job"
+            )
+        return first
 
     def _admissible(self, spec: JobSpec, workdir: Path | None, team: str) -> JobSpec:
         """``spec`` as it will wait, if it can be stored: Unschedulable, DiskFull, BadInput

@@ -71,9 +71,10 @@ class EngineClient:
         source: str = "trainfleet",
         user: str | None = None,
         team: str = "default",
+        key: str | None = None,
     ) -> Future[JobRecord]:
         """``Engine.submit_soon`` there: its checks, then the job stored with a batch."""
-        return self._door.call("submit_soon", spec, workdir, source, user=user, team=team)
+        return self._door.call("submit_soon", spec, workdir, source, user=user, team=team, key=key)
 
     def submit(
         self,
@@ -84,6 +85,7 @@ class EngineClient:
         start: bool = False,
         fill_workdir: Callable[[Path], None] | None = None,
         team: str = "default",
+        key: str | None = None,
     ) -> JobRecord:
         """``Engine.submit`` there; ``fill_workdir`` crosses pickled (the routes' is a
         ``WorkdirStore.copy`` of a stored tree, which the engine's process reads as well)."""
@@ -96,6 +98,7 @@ class EngineClient:
             start=start,
             fill_workdir=fill_workdir,
             team=team,
+            key=key,
         )
         return call.result()  # type: ignore[no-any-return]
 

@@ -35,6 +35,8 @@ class NewJob:
     job: JobRecord
     tasks: Sequence[TaskRecord]
     spec: JobSpec
+    key: str | None = None
+    """Its submission key (``Store.add_job``)."""
     stored: Future[JobRecord] = field(default_factory=Future)
 
 
@@ -77,7 +79,8 @@ class SubmissionWriter:
 
     def _write(self, batch: list[NewJob]) -> None:
         try:
-            self.store.add_jobs([(new.job, new.tasks) for new in batch])
+            keys = {new.job.id: new.key for new in batch if new.key is not None}
+            self.store.add_jobs([(new.job, new.tasks) for new in batch], keys)
         except Exception as error:
             if len(batch) == 1:
                 batch[0].stored.set_exception(error)

@@ -107,6 +107,17 @@ async def submit_job(
     filename: Annotated[
         str, Query(max_length=255, description="The job file's name, for error messages.")
     ] = "<request>",
+    idempotency_key: Annotated[
+        str | None,
+        Header(
+            alias="Idempotency-Key",
+            max_length=255,
+            pattern=r"^[\x21-\x7e]+$",
+            description="A key of the caller's choosing, new for each job (a UUID): a "
+            "submission sent again with it (its answer was lost) is answered with the job "
+            "the first one stored, not stored twice. 422 where the key came with another job.",
+        ),
+    ] = None,
 ) -> Submitted:
     """Store a job and queue it for admission; answers at once with the queued job."""
     media_type = body.check_media_type(request)
@@ -138,11 +149,20 @@ async def submit_job(
     tasks = sum(role.replicas for role in loaded.spec.roles.values())
     if large or tasks > INLINE_TASKS or fill is not None:
         submit = partial(
-            jobs.submit, who.caller, spec, team, in_place, loaded.source, fill_workdir=fill
+            jobs.submit,
+            who.caller,
+            spec,
+            team,
+            in_place,
+            loaded.source,
+            fill_workdir=fill,
+            key=idempotency_key,
         )
         job = await run_in_threadpool(submit)
     else:
-        stored = jobs.submit_soon(who.caller, spec, team, in_place, loaded.source)
+        stored = jobs.submit_soon(
+            who.caller, spec, team, in_place, loaded.source, key=idempotency_key
+        )
         # Shielded: a caller that hangs up does not unmake a job that may be stored already.
         job = await asyncio.shield(asyncio.wrap_future(stored))
     change.target = job.id

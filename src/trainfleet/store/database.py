@@ -109,17 +109,25 @@ class Store:
 
     # -- jobs: writes ---------------------------------------------------------
 
-    def add_job(self, job: JobRecord, job_tasks: Sequence[TaskRecord]) -> None:
-        """Store a new job, its labels and its tasks, all queued.
+    def add_job(
+        self, job: JobRecord, job_tasks: Sequence[TaskRecord], key: str | None = None
+    ) -> None:
+        """Store a new job, its labels and its tasks, all queued; ``key``: its submission
+        key (see ``job_with_key``), unique.
 
-        StoreConflict when a job with that id exists (nothing is stored then). A try that
-        lost the database while committing is not stored twice.
+        StoreConflict when a job with that id, or that key, exists (nothing is stored
+        then). A try that lost the database while committing is not stored twice.
         """
-        self.add_jobs([(job, job_tasks)])
+        self.add_jobs([(job, job_tasks)], {job.id: key} if key is not None else {})
 
-    def add_jobs(self, new: Sequence[tuple[JobRecord, Sequence[TaskRecord]]]) -> None:
+    def add_jobs(
+        self,
+        new: Sequence[tuple[JobRecord, Sequence[TaskRecord]]],
+        keys: Mapping[str, str] | None = None,
+    ) -> None:
         """Store new jobs as ``add_job`` does, in one transaction: all or none of them
-        (StoreConflict where one's id is taken)."""
+        (StoreConflict where one's id or key is taken); ``keys``: submission keys by job id."""
+        keys = keys or {}
 
         def add(db: Transaction) -> None:
             ids = {"id": new[0][0].id}
@@ -129,8 +137,11 @@ class Store:
             # A job of this id deleted before left its `deleted` event: the new one starts afresh.
             db.execute_many("DELETE FROM events WHERE job_id = :id", [{"id": j.id} for j in jobs])
             db.execute_many(
-                queries.insert("jobs", schema.JOB_COLUMNS),
-                [job.to_dict(exclude={"labels"}) for job in jobs],
+                queries.insert("jobs", (*schema.JOB_COLUMNS, "submission_key")),
+                [
+                    {**job.to_dict(exclude={"labels"}), "submission_key": keys.get(job.id)}
+                    for job in jobs
+                ],
             )
             db.execute_many(
                 queries.insert("job_labels", ("job_id", "key", "value")),
@@ -282,6 +293,11 @@ class Store:
 
     def get_job(self, job_id: str) -> JobRecord | None:
         rows = self._db.rows(f"{SELECT_JOBS} WHERE id = :id", {"id": job_id})
+        return self._jobs(rows)[0] if rows else None
+
+    def job_with_key(self, key: str) -> JobRecord | None:
+        """The job stored with submission key ``key`` (see ``add_job``), if any."""
+        rows = self._db.rows(f"{SELECT_JOBS} WHERE submission_key = :key", {"key": key})
         return self._jobs(rows)[0] if rows else None
 
     def get_jobs(self, job_ids: Sequence[str]) -> dict[str, JobRecord]:

@@ -19,7 +19,9 @@ if TYPE_CHECKING:
 
     from trainfleet.store.connection import Connection
 
-REVISIONS = ("0001", "0002", "0003", "0004", "0005", "0006", "0007", "0008", "0009", "0010")
+REVISIONS = (
+    "0001", "0002", "0003", "0004", "0005", "0006", "0007", "0008", "0009", "0010", "0011",
+)  # fmt: skip
 """Every revision this trainfleet knows, oldest first (checked against Alembic by a test)."""
 HEAD = REVISIONS[-1]
 MIGRATIONS = Path(__file__).with_name("migrations")

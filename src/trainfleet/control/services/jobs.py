@@ -6,6 +6,7 @@ A job's logs and outputs are read as the job is: ``readable`` finds it for the c
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import Future
 from dataclasses import dataclass, field
@@ -27,6 +28,14 @@ from trainfleet.workdirs.store import TREE_MARKER
 if TYPE_CHECKING:
     from trainfleet.control.engine import Engine
     from trainfleet.spec.models import JobSpec
+
+
+def submission_key(caller: Caller, key: str | None) -> str | None:
+    """What a job is stored with for the ``Idempotency-Key`` its submitter sent (None:
+    none): the key is the submitter's own, so two users' same key never meet."""
+    if key is None:
+        return None
+    return hashlib.sha256(f"{caller.user}\0{key}".encode()).hexdigest()
 
 
 @dataclass(frozen=True)
@@ -119,9 +128,12 @@ class Jobs(JobReads):
         workdir: Path | None,
         source: str,
         fill_workdir: Callable[[Path], None] | None = None,
+        key: str | None = None,
     ) -> JobRecord:
         """Store a job ``placed`` in ``team``, and queue it for admission at once (see
-        ``Engine.submit`` for ``workdir`` and ``fill_workdir``)."""
+        ``Engine.submit`` for ``workdir`` and ``fill_workdir``). ``key``: the
+        ``Idempotency-Key`` the caller sent it with: where the caller stored a job with the
+        same key before, that job is the answer (see ``submission_key``)."""
         return self.engine.submit(
             spec,
             workdir,
@@ -130,13 +142,22 @@ class Jobs(JobReads):
             start=True,
             fill_workdir=fill_workdir,
             team=team,
+            key=submission_key(caller, key),
         )
 
     def submit_soon(
-        self, caller: Caller, spec: JobSpec, team: str, workdir: Path | None, source: str
+        self,
+        caller: Caller,
+        spec: JobSpec,
+        team: str,
+        workdir: Path | None,
+        source: str,
+        key: str | None = None,
     ) -> Future[JobRecord]:
         """``submit`` without a folder to fill, for a caller that waits on the future."""
-        return self.engine.submit_soon(spec, workdir, source, user=caller.user, team=team)
+        return self.engine.submit_soon(
+            spec, workdir, source, user=caller.user, team=team, key=submission_key(caller, key)
+        )
 
     def cancel(self, caller: Caller, job: JobRecord) -> JobRecord:
         """Stop ``job``, if the caller may; an ended job stays as it is."""
