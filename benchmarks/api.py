@@ -29,8 +29,9 @@ figures are the server's rather than an HTTP client library's.
 (outage) with --outage, instead of the above: a server on a private PostgreSQL (started
          here; needs root and the PostgreSQL server binaries), a burst of POST /api/v1/jobs
          of a short job (`sleep 0.5`) from several clients, the database stopped
-         (`pg_ctl stop -m fast`) for --outage-seconds mid-burst, then started again, the
-         server never restarted; with --outage-kind hang, the database's processes are
+         (`pg_ctl stop -m fast`) for --outage-seconds mid-burst (--outage-after seconds in,
+         once a job was stored), then started again, the server never restarted; with
+         --outage-kind hang, the database's processes are
          stopped (SIGSTOP) instead, then continued: a database that hangs rather than
          refuses. Reports the answers (201 / 503 / 500), /readyz during and after, the
          slowest /healthz during the outage (and past its first STATEMENT_WAIT + 2 s, once
@@ -397,9 +398,11 @@ class Load:
         warmup: int = 0,
         auth: bool = True,
         interval: float = 0.0,
+        answered: Callable[[int], object] = lambda status: None,
     ) -> dict[str, Any]:
         """``total`` requests from ``clients`` connections (``request(n)`` makes the n-th),
-        after ``warmup`` untimed requests on each connection.
+        after ``warmup`` untimed requests on each connection; ``answered(status)`` after
+        each answer.
 
         Without ``interval`` (closed loop) each client sends its next request as soon as it
         has the answer to the last one. With it (open loop), each client sends ``total //
@@ -428,6 +431,7 @@ class Load:
                 return 0, b""
             latencies.append(time.perf_counter() - start)
             statuses[str(status)] += 1
+            answered(status)
             if status == expect:
                 bodies.append(data)
             return status, data
@@ -797,8 +801,12 @@ async def bench_outage(
             healthz.append((asked - began, time.perf_counter() - asked))
             await asyncio.sleep(0.25)
 
+    acknowledged = asyncio.Event()
+
     async def outage() -> tuple[float, float]:
         await asyncio.sleep(args.outage_after)
+        with contextlib.suppress(TimeoutError):  # mid-burst: a loaded machine had none by then
+            await asyncio.wait_for(acknowledged.wait(), REQUEST_TIMEOUT)
         stopped = time.perf_counter() - began
         await asyncio.to_thread(stop)
         await asyncio.sleep(args.outage_seconds)
@@ -812,6 +820,7 @@ async def bench_outage(
         args.submit_count,
         lambda n: ("POST", f"{API}/jobs", OUTAGE_BODY),
         expect=201,
+        answered=lambda status: status == 201 and acknowledged.set(),
     )
     stopped, restarted = await window
     ids = [json.loads(body)["job"]["id"] for body in burst["bodies"]]
@@ -1499,7 +1508,9 @@ def main() -> None:
         default="stop",
         help="stop the database (it refuses) or stop its processes (it hangs)",
     )
-    parser.add_argument("--outage-after", type=float, default=3.0, help="seconds into the burst")
+    parser.add_argument(
+        "--outage-after", type=float, default=3.0, help="seconds into the burst, after a 201"
+    )
     parser.add_argument("--start-burst", type=int, default=2000, help="(start) burst size")
     parser.add_argument("--start-samples", type=int, default=5, help="(start) jobs timed")
     parser.add_argument(

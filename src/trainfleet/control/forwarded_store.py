@@ -47,6 +47,7 @@ READS: dict[str, frozenset[str]] = {
             "close",
             "check",
             "get_job",
+            "job_with_key",
             "get_jobs",
             "list_jobs",
             "find_jobs",
