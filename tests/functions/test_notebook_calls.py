@@ -86,12 +86,16 @@ def test_a_notebook_runs_functions_and_a_cell_as_jobs_on_a_server(
     assert "total 18.0" in printed, closure
     assert "worker/2 | all-reduced 18.0" in printed
 
-    error = next(out for out in raises if out.output_type == "error")
+    errors = [out for out in raises if out.output_type == "error"]
+    assert len(errors) == 1, raises
+    error = errors[0]
     assert error.ename == "RemoteError"
     assert "worker/0: ValueError: invalid literal for int() with base 10: 'twelve'" in error.evalue
     assert "in parse" in error.evalue  # the remote traceback, in the cell's
 
-    result = next(out for out in cell if out.output_type == "execute_result")
+    results = [out for out in cell if out.output_type == "execute_result"]
+    assert len(results) == 1, cell  # what the cell printed or raised, where it did not end
+    result = results[0]
     assert result.data["text/plain"] == str(50.0 + 51.0)
 
     with Client(server.url, member) as client:

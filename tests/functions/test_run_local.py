@@ -70,6 +70,39 @@ def test_a_closure_all_reduces_over_gloo_and_rank_zero_answers(
     assert sorted(p.name for p in work.iterdir()) == ["notes.txt"]  # nothing left in it
 
 
+def test_a_process_group_left_open_is_closed_before_the_task_exits(
+    folders: tuple[Path, Path], tmp_path: Path
+) -> None:
+    """A function that leaves its gloo group open: gloo's threads, still running as the
+    interpreter exits, sometimes aborted a task after a call that succeeded (SIGABRT).
+    Each task notes, as it exits, whether its group was still open."""
+    work, data = folders
+    seen = tmp_path / "seen"
+    seen.mkdir()
+
+    def leave_it_open(folder: str) -> float:
+        import atexit
+
+        import torch
+        import torch.distributed as dist
+
+        def note() -> None:
+            at_exit = "open" if dist.is_initialized() else "closed"
+            Path(folder, os.environ["TRAINFLEET_INDEX"]).write_text(at_exit)
+
+        atexit.register(note)
+        dist.init_process_group("gloo")
+        value = torch.tensor([1.0])
+        dist.all_reduce(value)
+        return value.item()
+
+    result = trainfleet.run(
+        leave_it_open, str(seen), workers=2, framework="pytorch", workdir=work, data_dir=data
+    )
+    assert result == 2.0
+    assert {p.name: p.read_text() for p in seen.iterdir()} == {"0": "closed", "1": "closed"}
+
+
 def test_a_raising_function_raises_remote_error_with_the_remote_traceback(
     folders: tuple[Path, Path],
 ) -> None:

@@ -43,10 +43,20 @@ def main(argv: list[str]) -> int:
         result = function(*args, **kwargs)
         if _is_rank_zero():
             _keep(RESULT, _pickled(result))
+        _close_process_group()
     except BaseException as error:  # every failure is the caller's to see
         _report(error)
         return 130 if isinstance(error, KeyboardInterrupt) else 1
     return 0
+
+
+def _close_process_group() -> None:
+    """Close the torch.distributed process group the function left open: gloo's threads,
+    still running as the interpreter exits, abort the task (SIGABRT, "terminate called
+    without an active exception") after a call that succeeded."""
+    distributed = sys.modules.get("torch.distributed")
+    if distributed is not None and distributed.is_available() and distributed.is_initialized():
+        distributed.destroy_process_group()
 
 
 def _is_rank_zero() -> bool:
