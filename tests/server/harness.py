@@ -179,10 +179,13 @@ class ServerProcess:
         return found[0].rsplit(" ", 1)[1] if found else None
 
     def stop(self, sig: int = signal.SIGTERM) -> int:
+        """Stop it and print the end of its output: pytest shows it where the test failed
+        (a 500's traceback is in the server's log only)."""
         if self.process.poll() is None:
             self.process.send_signal(sig)
         code = self.process.wait(timeout=60)
         self._reader.join(timeout=10)
+        print("the server's last lines:", *self.lines[-200:], sep="\n")
         return code
 
 
