@@ -13,6 +13,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -175,6 +176,46 @@ def test_a_bad_job_file_shows_its_problem_at_its_line(browser: object, server: L
     expect(problem).to_contain_text("line 4")
     expect(problem).to_contain_text("replicas")
     assert page.url.endswith("#/submit")  # nothing was submitted
+
+
+def test_a_submission_sent_again_after_its_answer_was_lost_is_one_job(
+    browser: object, server: LiveServer
+) -> None:
+    """The page sends a key with each job file: the same file sent again after a lost
+    answer (the job was stored) is answered with the first job; a later submission of the
+    same file from a new form is a job of its own."""
+    member, _ = add_user(server.engine.store, "lou", role=TeamRole.MEMBER)
+    page = sign_in(browser, server, member)
+    keys: list[str] = []
+
+    def lose_the_first_answer(route: Any) -> None:
+        if route.request.method == "POST":
+            keys.append(route.request.headers.get("idempotency-key", ""))
+            if len(keys) == 1:
+                route.fetch()  # the server stores the job; the page never hears of it
+                route.abort()
+                return
+        route.continue_()
+
+    page.route("**/api/v1/jobs", lose_the_first_answer)
+    page.get_by_role("link", name="Submit").click()
+    page.get_by_label("job file").fill("name: sent-twice\nroles:\n  worker: {command: 'true'}\n")
+    page.get_by_role("button", name="Submit").click()
+    expect(page.locator(".problems li").first).to_contain_text("cannot be reached")
+    page.get_by_role("button", name="Submit").click()
+    expect(page).to_have_url(re.compile(r"#/jobs/[^/]+$"))
+    shown = page.url.rsplit("/", 1)[1]
+    stored = [job.id for job in server.engine.store.list_jobs() if job.name == "sent-twice"]
+    assert stored == [shown], stored
+    assert len(keys) == 2 and keys[0] == keys[1] and re.fullmatch(r"[0-9a-f]{32}", keys[0])
+
+    page.get_by_role("link", name="Submit").click()  # a new form: a new submission
+    page.get_by_label("job file").fill("name: sent-twice\nroles:\n  worker: {command: 'true'}\n")
+    page.get_by_role("button", name="Submit").click()
+    expect(page).not_to_have_url(re.compile(f"#/jobs/{shown}$"))
+    expect(page).to_have_url(re.compile(r"#/jobs/[^/]+$"))
+    assert len([job for job in server.engine.store.list_jobs() if job.name == "sent-twice"]) == 2
+    assert keys[2] != keys[0]
 
 
 def test_a_cookie_less_request_and_a_forged_change_are_refused(

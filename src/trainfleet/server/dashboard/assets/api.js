@@ -17,8 +17,8 @@ export function onSignedOut(handler) {
   signedOutHandlers.push(handler);
 }
 
-export async function api(path, { method = "GET", body, type, raw = false } = {}) {
-  const headers = {};
+export async function api(path, { method = "GET", body, type, headers: extra = {}, raw = false } = {}) {
+  const headers = { ...extra };
   if (body !== undefined && type === undefined) {
     headers["Content-Type"] = "application/json";
     body = JSON.stringify(body);
@@ -50,6 +50,13 @@ export async function api(path, { method = "GET", body, type, raw = false } = {}
   }
   if (raw) return response;
   return response.status === 204 ? null : response.json();
+}
+
+// A key that makes a submission sent again (its answer lost) store its job once: random,
+// from getRandomValues, which pages served over plain HTTP have too (randomUUID needs HTTPS).
+export function idempotencyKey() {
+  const bytes = crypto.getRandomValues(new Uint8Array(16));
+  return Array.from(bytes, (byte) => byte.toString(16).padStart(2, "0")).join("");
 }
 
 export async function session() {

@@ -2,7 +2,7 @@
 // runs, queues, submit. Routes are the part of the address after '#': #/jobs, #/jobs/ID,
 // #/workflows, #/workflows/TEAM/NAME, #/runs/ID, #/queues, #/submit.
 
-import { api, onSignedOut, path, Problem, session, signIn, signOut } from "./api.js";
+import { api, idempotencyKey, onSignedOut, path, Problem, session, signIn, signOut } from "./api.js";
 import { clear, failure, h, shown, stateBadge, took, when } from "./dom.js";
 import { UsageCharts } from "./charts.js";
 import { LogView } from "./logview.js";
@@ -480,15 +480,20 @@ function submitView() {
   const text = h("textarea", { name: "job", rows: 18, spellcheck: "false", "aria-label": "job file", placeholder: "name: my-job\nroles:\n  worker: {replicas: 2, command: python train.py}" });
   const file = h("input", { type: "file", accept: ".yaml,.yml,.json", onchange: async () => { text.value = await file.files[0].text(); } });
   const problems = h("ul", { class: "problems", role: "alert" });
+  const button = h("button", { type: "submit" }, "Submit");
+  let sent = null; // the text last sent and its key: the same text sent again is one job
   const form = h(
     "form",
     {
       class: "submit",
       onsubmit: async (event) => {
         event.preventDefault();
+        if (button.disabled) return; // a second click while the first is under way
         clear(problems);
+        if (sent?.text !== text.value) sent = { text: text.value, key: idempotencyKey() };
+        button.disabled = true;
         try {
-          const done = await api("/jobs", { method: "POST", body: text.value, type: "application/yaml" });
+          const done = await api("/jobs", { method: "POST", body: sent.text, type: "application/yaml", headers: { "Idempotency-Key": sent.key } });
           location.hash = `#/jobs/${encodeURIComponent(done.job.id)}`;
         } catch (error) {
           const listed = error.problems.length ? error.problems : [{ message: error.message }];
@@ -496,6 +501,8 @@ function submitView() {
             const where = problem.line ? `line ${problem.line}${problem.field ? `, ${problem.field}` : ""}: ` : problem.field ? `${problem.field}: ` : "";
             problems.append(h("li", { "data-line": problem.line || "" }, where, problem.message));
           }
+        } finally {
+          button.disabled = false;
         }
       },
     },
@@ -503,7 +510,7 @@ function submitView() {
     h("p", {}, "Paste a job file, or choose one."),
     file,
     text,
-    h("button", { type: "submit" }, "Submit"),
+    button,
     problems,
   );
   clear(main, form);
