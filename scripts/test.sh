@@ -46,5 +46,6 @@ fi
 .venv/bin/ruff format --check src tests benchmarks examples
 .venv/bin/mypy
 # Two workers (tests/conftest.py says what runs together on one); a short folder for the
-# tests' files, as UNIX sockets in it have at most 107 bytes of path
-.venv/bin/pytest -q -n 2 --basetemp="/tmp/trainfleet-tests-$(id -u)" "$@"
+# tests' files, as UNIX sockets in it have at most 107 bytes of path; a failed test runs once
+# more, and the summary lists each one that did (RERUN), passed then or not
+.venv/bin/pytest -q -n 2 --reruns 1 -rfER --basetemp="/tmp/trainfleet-tests-$(id -u)" "$@"
