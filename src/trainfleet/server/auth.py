@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Awaitable, Callable
 from typing import Annotated
 
@@ -64,9 +65,11 @@ class Tokens:
         self.page_only: set[str] = set()
         """Digests of tokens that sign the dashboard in, once, and are no bearer tokens."""
         self.unused: set[str] = set()
-        self.known: TTLCache[str, Principal | None] = TTLCache(
+        self.known: TTLCache[str, tuple[Principal | None]] = TTLCache(
             maxsize=10_000, ttl=TOKEN_CACHE_SECONDS
         )
+        self._known_lock = threading.Lock()
+        """The cache is read by the event loop and by threads (the proxy's checks)."""
 
     def check(self, credentials: str | None) -> Principal:
         """Who holds the valid, unrevoked token ``credentials`` (its user enabled);
@@ -99,10 +102,13 @@ class Tokens:
 
     def check_digest(self, key: str) -> Principal:
         """As ``check``, for the token with digest ``key``."""
-        if key in self.known:
-            principal = self.known[key]
-        else:
-            principal = self.known[key] = self.accounts.principal(key)
+        with self._known_lock:  # one look: an entry found may expire before a second
+            cached = self.known.get(key)
+        if cached is None:
+            cached = (self.accounts.principal(key),)  # (None,): no such token, cached too
+            with self._known_lock:
+                self.known[key] = cached
+        principal = cached[0]
         if principal is None:
             raise TokenRefused(
                 "unknown token",
