@@ -59,6 +59,30 @@ def test_the_same_key_sent_at_once_stores_one_job(client: Client, live: LiveServ
     assert _named(client, "together") == answers[:1]
 
 
+def test_copies_of_a_job_sent_with_its_folder_at_once_store_one_job_and_one_folder(
+    client: Client, live: LiveServer, tmp_path: Path
+) -> None:
+    """Copies that arrive while the first one's folder is still being stored (a folder of
+    4 MiB): each stores the folder apart, one job is kept, the others' folders are removed."""
+    (tmp_path / "weights.bin").write_bytes(bytes(range(256)) * (16 << 10))
+    (tmp_path / "train.py").write_text("print('hi')\n")
+    key, answers = str(uuid.uuid4()), []
+
+    def send() -> None:
+        with Client(live.url, live.token, timeout=60) as own:
+            answers.append(own.submit(_job("bulky"), workdir=tmp_path, idempotency_key=key).id)
+
+    threads = [threading.Thread(target=send) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(120)
+    assert len(answers) == 4 and len(set(answers)) == 1
+    assert _named(client, "bulky") == answers[:1]
+    folders = [p.name for p in (live.engine.data_dir.root / "jobs").iterdir()]
+    assert [name for name in folders if name.startswith("bulky-")] == answers[:1]
+
+
 def test_a_key_is_its_user_s_own(client: Client, live: LiveServer) -> None:
     token, _ = add_user(live.engine.store, f"other-{uuid.uuid4().hex[:6]}")
     key = str(uuid.uuid4())
