@@ -55,8 +55,12 @@ def _close_process_group() -> None:
     still running as the interpreter exits, abort the task (SIGABRT, "terminate called
     without an active exception") after a call that succeeded."""
     distributed = sys.modules.get("torch.distributed")
-    if distributed is not None and distributed.is_available() and distributed.is_initialized():
+    if distributed is None or not distributed.is_available() or not distributed.is_initialized():
+        return
+    try:
         distributed.destroy_process_group()
+    except Exception as error:  # the call succeeded and its result is kept: say so only
+        print(f"trainfleet: could not close the process group: {error}", file=sys.stderr)
 
 
 def _is_rank_zero() -> bool:
