@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import shlex
 import shutil
+import socket
 import subprocess
 import sys
 import time
@@ -127,3 +128,11 @@ def test_the_kernel_s_port_settings_are_read_again_once_a_second(
     assert all(40500 <= port <= 40999 for port in pool.take("b", 20)), "as read a moment ago"
     time.sleep(ports.KERNEL_SECONDS + 0.1)
     assert all(41000 <= port <= 41999 for port in pool.take("c", 20))
+
+
+def test_in_use_tells_a_port_a_server_holds_from_a_free_one() -> None:
+    """What a task restarting alone is checked with (a taken port moves its whole job)."""
+    with socket.create_server(("", 0)) as server:
+        port = server.getsockname()[1]
+        assert ports.in_use(port)
+    assert not ports.in_use(port)

@@ -153,6 +153,45 @@ def test_a_job_restarted_whole_binds_fresh_ports_where_its_old_ones_were_taken(
     assert not taken & {int(t.address.rsplit(":", 1)[1]) for t in tasks}
 
 
+def test_a_task_restarting_alone_whose_port_was_taken_restarts_the_job_at_new_ports(
+    engine: Engine, job_file, tmp_path: Path
+) -> None:
+    """scope: task, but another program took the failed task's port: alone, it would fail
+    at it every time (its peers know it there only), so the job starts over at new ones.
+    A task whose port is free restarts alone at it (the test above)."""
+    (tmp_path / "fails_first.py").write_text(FAILS_FIRST)
+    job = job_file(
+        """
+        name: moved
+        restart: {policy: on-failure, scope: task, max_restarts: 2, backoff: {initial: 0.1}}
+        roles:
+          worker: {replicas: 2, command: python fails_first.py}
+        """
+    )
+    run = subprocess.Popen(trainfleet("run", job), stdout=subprocess.PIPE, text=True)
+    held: dict[str, socket.socket] = {}
+    taken: set[int] = set()
+    try:
+        while run.poll() is None:
+            for told in tmp_path.glob("port.*"):
+                if told.suffix not in held and told.read_text():
+                    taken.add(int(told.read_text()))
+                    held[told.suffix] = socket.create_server(("", int(told.read_text())))
+                    (tmp_path / f"held{told.suffix}").touch()
+            time.sleep(0.05)
+        assert run.returncode == 0, run.communicate()[0]
+    finally:
+        run.kill()
+        for server in held.values():
+            server.close()
+    (job_id,) = (job.id for job in engine.list())
+    tasks = engine.tasks(job_id)
+    assert all(t.state == State.SUCCEEDED and t.restarts for t in tasks)
+    assert not taken & {int(t.address.rsplit(":", 1)[1]) for t in tasks}
+    said = [e.message for e in engine.describe(job_id).events if "was taken" in e.message]
+    assert said and "by another program; restarting the job" in said[0], said
+
+
 def test_job_scope_restarts_every_task_together(engine: Engine, job_file, tmp_path: Path) -> None:
     """scope: job (the default of static torchrun groups): one failure restarts all tasks."""
     job = job_file(

@@ -145,6 +145,12 @@ class Backend(Protocol):
         """The job has ended: its addresses may be given to other jobs."""
         ...
 
+    def taken(self, address: Address) -> bool:
+        """Whether another program holds ``address`` now, so that a task started there
+        could not bind it; False where the backend cannot tell (the task's node is not
+        this machine)."""
+        ...
+
     def dryrun(self, job: JobLaunch) -> Preview:
         """What ``start`` would do with ``job``, without starting or writing anything."""
         ...

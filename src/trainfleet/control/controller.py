@@ -759,7 +759,13 @@ class JobController:
                 task.failures += 1
             delay = restart.backoff.delay(used)
             exited = f"{exit_text} {task.where}"
-            if not self._restarts_alone(key):
+            alone = self._restarts_alone(key)
+            moved = alone and self._port_taken(key)
+            if moved:
+                exited += (
+                    f"; its port {self.placement.slot(*key).port} was taken by another program"
+                )
+            if not alone or moved:
                 restarting = Condition(cause, f"{exited}; restarting the job")
                 self._set_task(task, State.RESTARTING, restarting, **done)
                 self._restart_job(key, delay)
@@ -916,6 +922,15 @@ class JobController:
         if self.spec.restart_scope() == "job" or self._is_store(key):
             return False
         return not self.backend.restarts_whole_jobs or self.spec.hosts_rendezvous()
+
+    def _port_taken(self, key: TaskKey) -> bool:
+        """Whether another program holds the port of the task that is to restart alone:
+        there every attempt would fail, and its peers know it at that port only, so the
+        whole job starts over at new ones (``_restart_all``)."""
+        if self._readdress is None:  # no new ports to be had
+            return False
+        slot = self.placement.slot(*key)
+        return self.backend.taken(Address(slot.host, slot.port))
 
     def _is_store(self, key: TaskKey) -> bool:
         """Whether the task is the job's rendezvous store, which lives until its training

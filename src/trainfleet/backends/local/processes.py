@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from trainfleet.backends.api import (
+    Address,
     NotStarted,
     Outside,
     Preview,
@@ -45,7 +46,7 @@ from trainfleet.backends.local.nvml_read import load_nvml, read_gpus
 from trainfleet.backends.local.watcher import ExitWatcher, Watch
 from trainfleet.backends.supervision import SHIM
 from trainfleet.backends.supervision.containers import Containers
-from trainfleet.backends.supervision.ports import PooledAddresses
+from trainfleet.backends.supervision.ports import PooledAddresses, in_use
 from trainfleet.backends.supervision.shim import (
     ATTEMPT_VARIABLE,
     FROM_STDIN,
@@ -251,6 +252,10 @@ class LocalBackend(PooledAddresses):
             "beside the driver; install it, or ask the operator for --gpu-sharing counted "
             "(shared, not enforced)"
         )
+
+    def taken(self, address: Address) -> bool:
+        """Whether a program of this machine, where the tasks run, holds the port now."""
+        return in_use(address.port)
 
     def dryrun(self, job: JobLaunch) -> Preview:
         return Preview([self._launch(job, key)[0] for key in job.attempts])

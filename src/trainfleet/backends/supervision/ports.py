@@ -1,7 +1,8 @@
 """Free TCP ports on this machine, each held by one job until the job ends.
 
 A job's ports stay its own across a task's restart alone (every task's address is in the
-others' environment; a job that restarts whole takes new ones) and come free again when it
+others' environment; a job that restarts whole takes new ones, and so does one whose task,
+restarting alone, finds its port taken by another program) and come free again when it
 ends; a restarted server holds again
 the ports of the jobs it adopts. Free ports are looked for in the ephemeral range, round
 robin from where the last search stopped, so a port just given back (perhaps still in
@@ -146,6 +147,19 @@ class PooledAddresses:
 
     def release(self, job_id: str) -> None:
         PORTS.release(job_id)
+
+    def taken(self, address: Address) -> bool:
+        """False: the tasks' nodes are not known to be this machine (see ``LocalBackend``)."""
+        return False
+
+
+def in_use(port: int) -> bool:
+    """Whether a program of this machine holds ``port`` so that a server could not bind it
+    (connections in TIME_WAIT alone do not count); False where no probe can be made."""
+    try:
+        return not _bindable(port, reuse=True)
+    except OSError:  # no socket to probe with (too many files open): no one known to hold it
+        return False
 
 
 def free_port() -> int:
