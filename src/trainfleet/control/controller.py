@@ -927,8 +927,8 @@ class JobController:
         """Whether another program holds the port of the task that is to restart alone:
         there every attempt would fail, and its peers know it at that port only, so the
         whole job starts over at new ones (``_restart_all``)."""
-        if self._readdress is None:  # no new ports to be had
-            return False
+        if self._readdress is None or self.spec.roles[key[0]].port is not None:
+            return False  # no new port to be had: none given, or the role's own fixed one
         slot = self.placement.slot(*key)
         return self.backend.taken(Address(slot.host, slot.port))
 
