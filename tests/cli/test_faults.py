@@ -116,6 +116,26 @@ server.listen()
 """
 
 
+def _run_taking_each_failed_task_s_port(job: Path, folder: Path) -> set[int]:
+    """``trainfleet run job`` of FAILS_FIRST tasks, this test taking each task's port as
+    its first attempt fails (as another program of the node would); the ports it took."""
+    run = subprocess.Popen(trainfleet("run", job), stdout=subprocess.PIPE, text=True)
+    held: dict[str, socket.socket] = {}
+    try:
+        while run.poll() is None:
+            for told in folder.glob("port.*"):
+                if told.suffix not in held and told.read_text():
+                    held[told.suffix] = socket.create_server(("", int(told.read_text())))
+                    (folder / f"held{told.suffix}").touch()
+            time.sleep(0.05)
+        assert run.returncode == 0, run.communicate()[0]
+        return {server.getsockname()[1] for server in held.values()}
+    finally:
+        run.kill()
+        for server in held.values():
+            server.close()
+
+
 def test_a_job_restarted_whole_binds_fresh_ports_where_its_old_ones_were_taken(
     engine: Engine, job_file, tmp_path: Path
 ) -> None:
@@ -131,22 +151,7 @@ def test_a_job_restarted_whole_binds_fresh_ports_where_its_old_ones_were_taken(
           worker: {replicas: 2, command: python fails_first.py}
         """
     )
-    run = subprocess.Popen(trainfleet("run", job), stdout=subprocess.PIPE, text=True)
-    held: dict[str, socket.socket] = {}
-    taken: set[int] = set()
-    try:
-        while run.poll() is None:
-            for told in tmp_path.glob("port.*"):
-                if told.suffix not in held and told.read_text():
-                    taken.add(int(told.read_text()))
-                    held[told.suffix] = socket.create_server(("", int(told.read_text())))
-                    (tmp_path / f"held{told.suffix}").touch()
-            time.sleep(0.05)
-        assert run.returncode == 0, run.communicate()[0]
-    finally:
-        run.kill()
-        for server in held.values():
-            server.close()
+    taken = _run_taking_each_failed_task_s_port(job, tmp_path)
     (job_id,) = (job.id for job in engine.list())
     tasks = engine.tasks(job_id)
     assert len(taken) == 2 and all(t.state == State.SUCCEEDED and t.restarts for t in tasks)
@@ -168,22 +173,7 @@ def test_a_task_restarting_alone_whose_port_was_taken_restarts_the_job_at_new_po
           worker: {replicas: 2, command: python fails_first.py}
         """
     )
-    run = subprocess.Popen(trainfleet("run", job), stdout=subprocess.PIPE, text=True)
-    held: dict[str, socket.socket] = {}
-    taken: set[int] = set()
-    try:
-        while run.poll() is None:
-            for told in tmp_path.glob("port.*"):
-                if told.suffix not in held and told.read_text():
-                    taken.add(int(told.read_text()))
-                    held[told.suffix] = socket.create_server(("", int(told.read_text())))
-                    (tmp_path / f"held{told.suffix}").touch()
-            time.sleep(0.05)
-        assert run.returncode == 0, run.communicate()[0]
-    finally:
-        run.kill()
-        for server in held.values():
-            server.close()
+    taken = _run_taking_each_failed_task_s_port(job, tmp_path)
     (job_id,) = (job.id for job in engine.list())
     tasks = engine.tasks(job_id)
     assert all(t.state == State.SUCCEEDED and t.restarts for t in tasks)

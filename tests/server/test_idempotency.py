@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import threading
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 
 import httpx
@@ -21,6 +22,22 @@ def _job(name: str, command: str = "true") -> str:
 
 def _named(client: Client, name: str) -> list[str]:
     return [job.id for job in client.list_jobs(name=name)]
+
+
+def _at_once(live: LiveServer, count: int, send: Callable[[Client], str]) -> list[str]:
+    """``send`` on ``count`` connections of their own, all at once: the ids answered."""
+    answers: list[str] = []
+
+    def one() -> None:
+        with Client(live.url, live.token, timeout=60) as own:
+            answers.append(send(own))
+
+    threads = [threading.Thread(target=one) for _ in range(count)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(120)
+    return answers
 
 
 def test_a_submission_sent_again_with_its_key_is_answered_with_its_first_job(
@@ -44,17 +61,12 @@ def test_a_submission_sent_again_with_its_key_is_answered_with_its_first_job(
 
 def test_the_same_key_sent_at_once_stores_one_job(client: Client, live: LiveServer) -> None:
     """Eight copies at once: they may meet in one batch of the submission writer."""
-    key, answers = str(uuid.uuid4()), []
+    key = str(uuid.uuid4())
 
-    def send() -> None:
-        with Client(live.url, live.token, timeout=30) as own:
-            answers.append(own.submit(_job("together"), idempotency_key=key).id)
+    def send(own: Client) -> str:
+        return own.submit(_job("together"), idempotency_key=key).id
 
-    threads = [threading.Thread(target=send) for _ in range(8)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(60)
+    answers = _at_once(live, 8, send)
     assert len(answers) == 8 and len(set(answers)) == 1
     assert _named(client, "together") == answers[:1]
 
@@ -66,17 +78,12 @@ def test_copies_of_a_job_sent_with_its_folder_at_once_store_one_job_and_one_fold
     4 MiB): each stores the folder apart, one job is kept, the others' folders are removed."""
     (tmp_path / "weights.bin").write_bytes(bytes(range(256)) * (16 << 10))
     (tmp_path / "train.py").write_text("print('hi')\n")
-    key, answers = str(uuid.uuid4()), []
+    key = str(uuid.uuid4())
 
-    def send() -> None:
-        with Client(live.url, live.token, timeout=60) as own:
-            answers.append(own.submit(_job("bulky"), workdir=tmp_path, idempotency_key=key).id)
+    def send(own: Client) -> str:
+        return own.submit(_job("bulky"), workdir=tmp_path, idempotency_key=key).id
 
-    threads = [threading.Thread(target=send) for _ in range(4)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(120)
+    answers = _at_once(live, 4, send)
     assert len(answers) == 4 and len(set(answers)) == 1
     assert _named(client, "bulky") == answers[:1]
     folders = [p.name for p in (live.engine.data_dir.root / "jobs").iterdir()]
