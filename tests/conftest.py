@@ -69,6 +69,27 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     return Together(config, log)
 
 
+RERUN_SHOWN = 6000
+"""Characters shown of each first failure of a test run again (its end)."""
+_reruns: list[pytest.TestReport] = []
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """Keep the failure of each test that is run again (``--reruns``, scripts/test.sh)."""
+    if report.outcome == "rerun":
+        _reruns.append(report)
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    """Show how each test that was run again failed the first time: its traceback and
+    what it printed. pytest-rerunfailures names them only, and a failure that passes on
+    its second run is still to be looked into."""
+    for report in _reruns:
+        terminalreporter.write_sep("_", f"first failure of {report.nodeid} (run again)")
+        sections = "".join(f"\n--- {name} ---\n{text}" for name, text in report.sections)
+        terminalreporter.write_line((report.longreprtext + sections)[-RERUN_SHOWN:])
+
+
 @pytest.fixture(autouse=True)
 def signal_handlers() -> Iterator[None]:
     """Each test finds the stop signals handled as the suite set them: a test that runs a
