@@ -47,11 +47,13 @@ def _runs(url: str) -> list[str] | None:
 def test_one_tensorboard_over_two_jobs(tmp_path: Path) -> None:
     first, second = _run(tmp_path / "a", "first"), _run(tmp_path / "b", "second")
     port = free_port()
-    board = subprocess.Popen(
-        trainfleet("tensorboard", first, second, "--port", str(port)),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+    said = tmp_path / "tensorboard.log"  # printed at the end: pytest shows it on a failure
+    with said.open("w") as out:
+        board = subprocess.Popen(
+            trainfleet("tensorboard", first, second, "--port", str(port)),
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
     try:
         url = f"http://127.0.0.1:{port}"
         wait_for(lambda: len(_runs(url) or []) == 2, 60, "both jobs' runs")
@@ -59,6 +61,7 @@ def test_one_tensorboard_over_two_jobs(tmp_path: Path) -> None:
     finally:
         board.terminate()
         board.wait(timeout=30)
+        print("trainfleet tensorboard said:", said.read_text()[-4000:])
 
 
 def test_a_job_without_tensorboard_is_named(tmp_path: Path) -> None:
